@@ -1,0 +1,78 @@
+"""Memory budgets: absolute bytes or a ratio of the input order's peak."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Graph
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Exactly one of `bytes` or `ratio` (of the input order's peak)."""
+
+    bytes: int | None = None
+    ratio: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.bytes is None) == (self.ratio is None):
+            raise GraphError("memory budget: give exactly one of bytes or ratio")
+        if self.bytes is not None and (isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0):
+            raise GraphError(f"memory budget: bytes must be an integer >= 0, got {self.bytes!r}")
+        if self.ratio is not None and not (isinstance(self.ratio, (int, float)) and math.isfinite(self.ratio) and self.ratio > 0):
+            raise GraphError(f"memory budget: ratio must be a finite number > 0, got {self.ratio!r}")
+
+    def resolve(self, graph: Graph) -> int:
+        if self.bytes is not None:
+            return self.bytes
+        from overlapsat.simulate import peak_memory
+
+        return int(math.floor(peak_memory(graph) * float(self.ratio) + 1e-9))  # type: ignore[arg-type]
+
+    @classmethod
+    def parse(cls, text: str) -> MemoryBudget:
+        """'1.2x' is a ratio; '40GiB', '5e9' or '123' are bytes."""
+        t = text.strip().lower().replace(" ", "")
+        m = re.fullmatch(r"([0-9.eE+-]+)x", t)
+        if m:
+            try:
+                return cls(ratio=float(m.group(1)))
+            except ValueError:
+                pass
+        m = re.fullmatch(r"([0-9.eE+-]+)([a-z]*)", t)
+        if m and m.group(2) in _UNITS:
+            try:
+                val = float(m.group(1)) * _UNITS[m.group(2)]
+            except ValueError:
+                val = float("nan")
+            if math.isfinite(val) and val >= 0:
+                return cls(bytes=int(val))
+        raise GraphError(f"memory budget {text!r}: expected a ratio like '1.2x' or a size like '40GiB'")
+
+
+BudgetLike = MemoryBudget | int | float | str | None
+
+
+def resolve_budget(graph: Graph, budget: BudgetLike) -> int | None:
+    """Bytes, or None for no budget. int = bytes, float = ratio, str = parsed."""
+    if budget is None:
+        return None
+    if isinstance(budget, MemoryBudget):
+        return budget.resolve(graph)
+    if isinstance(budget, bool):
+        raise GraphError(f"memory budget {budget!r}: expected bytes (int), a ratio (float) or a string")
+    if isinstance(budget, int):
+        return MemoryBudget(bytes=budget).resolve(graph)
+    if isinstance(budget, float):
+        if budget > 1000:
+            raise GraphError(f"memory budget {budget!r}: a float is a ratio of the input order's peak; pass bytes as an int")
+        return MemoryBudget(ratio=budget).resolve(graph)
+    if isinstance(budget, str):
+        return MemoryBudget.parse(budget).resolve(graph)
+    raise GraphError(f"memory budget {budget!r}: expected bytes (int), a ratio (float) or a string")

@@ -1,0 +1,529 @@
+"""The graph model of MODEL.md: nodes, buffers, dependencies, atomic groups.
+
+A `Graph` is immutable once built and is validated in full on construction, so
+every other module can trust it. Internally everything is indexed by integer
+node/buffer ids (position in the input order) so the simulator, validator and
+heuristics stay linear on 100k-node graphs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from overlapsat.errors import GraphError
+
+COMPUTE, COLLECTIVE, WAIT = 0, 1, 2
+
+
+class NodeKind(str, Enum):
+    COMPUTE = "compute"
+    COLLECTIVE = "collective"
+    WAIT = "wait"
+
+    @property
+    def code(self) -> int:
+        return _KIND_CODE[self]
+
+
+_KIND_CODE = {NodeKind.COMPUTE: COMPUTE, NodeKind.COLLECTIVE: COLLECTIVE, NodeKind.WAIT: WAIT}
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One scheduler node. Collective fields are empty on other kinds."""
+
+    name: str
+    kind: NodeKind
+    duration: float = 0.0
+    group: str | None = None
+    op: str | None = None
+    nbytes: int = 0
+    group_size: int = 1
+    collective: str | None = None
+    flops: float = 0.0
+    bytes_accessed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """A buffer; sizes follow Inductor's (size_alloc, size_free) split."""
+
+    name: str
+    producer: str | None
+    consumers: tuple[str, ...] = ()
+    size_alloc: int = 0
+    size_free: int = 0
+    output: bool = False
+    freeable_input: bool = False
+
+
+def _finite_nonneg(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _int_size(x: Any) -> bool:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return math.isfinite(x) and x >= 0 and float(x).is_integer()
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A validated scheduling graph; its node list is the input order."""
+
+    nodes: tuple[Node, ...]
+    buffers: tuple[Buffer, ...] = ()
+    edges: tuple[tuple[str, str], ...] = ()
+    atomic_groups: tuple[tuple[str, ...], ...] = ()
+    name: str = "graph"
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+        object.__setattr__(self, "edges", tuple((str(u), str(v)) for u, v in self.edges))
+        object.__setattr__(self, "atomic_groups", tuple(tuple(g) for g in self.atomic_groups))
+        _index(self)
+
+    # -- convenience -------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def node(self, name: str) -> Node:
+        try:
+            return self.nodes[self.index[name]]
+        except KeyError:
+            raise GraphError(f"unknown node {name!r} in graph {self.name!r}") from None
+
+    @property
+    def input_order(self) -> list[str]:
+        return list(self.names)
+
+    def order_indices(self, order: Sequence[str | int]) -> list[int]:
+        """Convert an order of names (or ids) to ids; unknown names raise."""
+        idx = self.index
+        out: list[int] = []
+        bad: list[str] = []
+        n = len(self.nodes)
+        for x in order:
+            if isinstance(x, str):
+                i = idx.get(x)
+                if i is None:
+                    bad.append(repr(x))
+                    continue
+                out.append(i)
+            elif isinstance(x, int) and not isinstance(x, bool) and 0 <= x < n:
+                out.append(x)
+            else:
+                bad.append(repr(x))
+        if bad:
+            raise GraphError.from_problems(
+                f"schedule for graph {self.name!r} names unknown nodes",
+                [f"unknown node {b}" for b in bad],
+            )
+        return out
+
+    @property
+    def compute_total(self) -> float:
+        return self._compute_total
+
+    @property
+    def comm_total(self) -> float:
+        return self._comm_total
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "nodes": len(self.nodes),
+            "compute": self.kind.count(COMPUTE),
+            "collective": self.kind.count(COLLECTIVE),
+            "wait": self.kind.count(WAIT),
+            "buffers": len(self.buffers),
+            "edges": sum(len(s) for s in self.succs),
+        }
+
+    def with_durations(self, durations: dict[str, float]) -> Graph:
+        """A copy with some node durations replaced (re-pricing)."""
+        nodes = [replace(nd, duration=float(durations[nd.name])) if nd.name in durations else nd for nd in self.nodes]
+        return Graph(nodes, self.buffers, self.edges, self.atomic_groups, self.name, dict(self.meta))
+
+    # -- serialisation -----------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        from overlapsat.io import graph_to_dict
+
+        return graph_to_dict(self)
+
+    def save(self, path: str) -> None:
+        from overlapsat.io import save_graph
+
+        save_graph(self, path)
+
+    def fingerprint(self) -> str:
+        """Structural hash, independent of file layout and node order.
+
+        The per-group collective sequence is part of the problem (MODEL.md,
+        validity 3), so it is hashed; the position of other nodes is not.
+        """
+        nodes = sorted(
+            [
+                nd.name,
+                nd.kind.value,
+                repr(float(nd.duration)),
+                nd.group,
+                nd.op,
+                int(nd.nbytes),
+                int(nd.group_size),
+                nd.collective,
+            ]
+            for nd in self.nodes
+        )
+        bufs = sorted(
+            [
+                b.name,
+                b.producer,
+                sorted(set(b.consumers)),
+                int(b.size_alloc),
+                int(b.size_free),
+                bool(b.output),
+                bool(b.freeable_input),
+            ]
+            for b in self.buffers
+        )
+        edges = sorted({(u, v) for u, v in self.edges})
+        seqs = {g: [self.names[c] for c in cs] for g, cs in zip(self.groups, self.group_colls)}
+        payload = {
+            "v": 1,
+            "nodes": nodes,
+            "buffers": bufs,
+            "edges": edges,
+            "atomic": [list(g) for g in self.atomic_groups],
+            "collective_order": [self.names[c] for c in self.coll_seq],
+            "group_order": dict(sorted(seqs.items())),
+        }
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def _index(g: Graph) -> None:
+    """Validate everything and build integer indices. Raises GraphError."""
+    problems: list[str] = []
+    nodes = g.nodes
+    names: list[str] = []
+    index: dict[str, int] = {}
+    for i, nd in enumerate(nodes):
+        if not isinstance(nd, Node):
+            raise GraphError(f"graph {g.name!r}: item {i} of nodes is not a Node")
+        if not isinstance(nd.name, str) or not nd.name:
+            problems.append(f"node #{i} has an empty or non-string name")
+        if nd.name in index:
+            problems.append(f"duplicate node name {nd.name!r}")
+        index[nd.name] = i
+        names.append(nd.name)
+        if not isinstance(nd.kind, NodeKind):
+            problems.append(f"node {nd.name!r}: kind {nd.kind!r} is not compute, collective or wait")
+            continue
+        if not _finite_nonneg(nd.duration):
+            problems.append(f"node {nd.name!r}: duration {nd.duration!r} must be a finite number >= 0")
+        for fld in ("flops", "bytes_accessed"):
+            if not _finite_nonneg(getattr(nd, fld)):
+                problems.append(f"node {nd.name!r}: {fld} {getattr(nd, fld)!r} must be finite and >= 0")
+        if nd.kind is NodeKind.COLLECTIVE:
+            if not isinstance(nd.group, str) or not nd.group:
+                problems.append(f"collective {nd.name!r} has no process group")
+            if not _int_size(nd.nbytes):
+                problems.append(f"collective {nd.name!r}: nbytes {nd.nbytes!r} must be an integer >= 0")
+            if not isinstance(nd.group_size, int) or nd.group_size < 1:
+                problems.append(f"collective {nd.name!r}: group_size {nd.group_size!r} must be an integer >= 1")
+        elif nd.kind is NodeKind.WAIT:
+            if nd.duration != 0:
+                problems.append(f"wait {nd.name!r}: duration must be 0 (it only blocks), got {nd.duration!r}")
+            if not nd.collective:
+                problems.append(f"wait {nd.name!r} names no collective")
+    if problems:
+        raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
+
+    n = len(nodes)
+    kind = [nd.kind.code for nd in nodes]
+    dur = [float(nd.duration) for nd in nodes]
+    wait_of = [-1] * n
+    coll_of = [-1] * n
+    groups: list[str] = []
+    group_id_of: dict[str, int] = {}
+    group_id = [-1] * n
+    group_colls: list[list[int]] = []
+    coll_seq: list[int] = []
+    for i, nd in enumerate(nodes):
+        if kind[i] == COLLECTIVE:
+            gid = group_id_of.get(nd.group)  # type: ignore[arg-type]
+            if gid is None:
+                gid = group_id_of[nd.group] = len(groups)  # type: ignore[index]
+                groups.append(nd.group)  # type: ignore[arg-type]
+                group_colls.append([])
+            group_id[i] = gid
+            group_colls[gid].append(i)
+            coll_seq.append(i)
+        elif kind[i] == WAIT:
+            c = index.get(nd.collective)  # type: ignore[arg-type]
+            if c is None:
+                problems.append(f"wait {nd.name!r} names unknown collective {nd.collective!r}")
+            elif kind[c] != COLLECTIVE:
+                problems.append(f"wait {nd.name!r} names {nd.collective!r}, which is a {nodes[c].kind.value}, not a collective")
+            elif wait_of[c] != -1:
+                problems.append(f"collective {nd.collective!r} has two waits: {names[wait_of[c]]!r} and {nd.name!r}")
+            else:
+                wait_of[c] = i
+                coll_of[i] = c
+
+    preds: list[set[int]] = [set() for _ in range(n)]
+    # buffers
+    nb = len(g.buffers)
+    bnames: dict[str, int] = {}
+    b_prod = [-1] * nb
+    b_cons: list[list[int]] = [[] for _ in range(nb)]
+    b_alloc = [0] * nb
+    b_free = [0] * nb
+    b_out = [False] * nb
+    b_fin = [False] * nb
+    produces: list[list[int]] = [[] for _ in range(n)]
+    consumes: list[list[int]] = [[] for _ in range(n)]
+    for j, b in enumerate(g.buffers):
+        if not isinstance(b, Buffer):
+            raise GraphError(f"graph {g.name!r}: item {j} of buffers is not a Buffer")
+        if b.name in bnames:
+            problems.append(f"duplicate buffer name {b.name!r}")
+        bnames[b.name] = j
+        for fld in ("size_alloc", "size_free"):
+            if not _int_size(getattr(b, fld)):
+                problems.append(f"buffer {b.name!r}: {fld} {getattr(b, fld)!r} must be an integer >= 0")
+        b_alloc[j] = int(b.size_alloc) if _int_size(b.size_alloc) else 0
+        b_free[j] = int(b.size_free) if _int_size(b.size_free) else 0
+        b_out[j] = bool(b.output)
+        b_fin[j] = bool(b.freeable_input)
+        p = -1
+        if b.producer is not None:
+            p = index.get(b.producer, -2)
+            if p == -2:
+                problems.append(f"buffer {b.name!r}: producer {b.producer!r} is not a node")
+                p = -1
+            elif b.freeable_input:
+                problems.append(f"buffer {b.name!r} is a freeable graph input but has producer {b.producer!r}")
+            else:
+                produces[p].append(j)
+        b_prod[j] = p
+        seen: set[int] = set()
+        for cname in b.consumers:
+            c = index.get(cname)
+            if c is None:
+                problems.append(f"buffer {b.name!r}: consumer {cname!r} is not a node")
+                continue
+            if c in seen:
+                continue
+            seen.add(c)
+            b_cons[j].append(c)
+            consumes[c].append(j)
+            if p >= 0 and c != p:
+                preds[c].add(p)
+    for c, w in enumerate(wait_of):
+        if w >= 0:
+            preds[w].add(c)
+    # reading a collective's output means waiting for it (MODEL.md: "read by its
+    # wait and by the wait's users"), as Inductor's wait mutation edge does
+    for j in range(nb):
+        p = b_prod[j]
+        if p >= 0 and kind[p] == COLLECTIVE and wait_of[p] >= 0:
+            w = wait_of[p]
+            for c in b_cons[j]:
+                if c != w:
+                    preds[c].add(w)
+    for u, v in g.edges:
+        iu, iv = index.get(u), index.get(v)
+        if iu is None or iv is None:
+            problems.append(f"edge {u!r} -> {v!r} names unknown node {(u if iu is None else v)!r}")
+        elif iu == iv:
+            problems.append(f"edge {u!r} -> {v!r} is a self-loop")
+        else:
+            preds[iv].add(iu)
+    atomic: list[list[int]] = []
+    atomic_of = [-1] * n
+    for k, grp in enumerate(g.atomic_groups):
+        ids: list[int] = []
+        for nm in grp:
+            i = index.get(nm)
+            if i is None:
+                problems.append(f"atomic group #{k} names unknown node {nm!r}")
+            elif atomic_of[i] != -1:
+                problems.append(f"node {nm!r} is in two atomic groups (#{atomic_of[i]} and #{k})")
+            else:
+                atomic_of[i] = k
+                ids.append(i)
+        atomic.append(ids)
+    if problems:
+        raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
+
+    pred_l = [sorted(p) for p in preds]
+    succ_l: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        for u in pred_l[v]:
+            succ_l[u].append(v)
+
+    cyc = _find_cycle(pred_l, succ_l)
+    if cyc:
+        raise GraphError(f"invalid graph {g.name!r}: dependency cycle through " + " -> ".join(repr(names[i]) for i in cyc))
+
+    # the input order itself must be a valid schedule (it is the baseline)
+    bad = [(names[u], names[v]) for v in range(n) for u in pred_l[v] if u > v]
+    if bad:
+        raise GraphError.from_problems(
+            f"invalid graph {g.name!r}: the node list (input order) breaks dependencies",
+            [f"{v!r} is listed before its dependency {u!r}" for u, v in bad],
+        )
+    for k, ids in enumerate(atomic):
+        if ids and ids != list(range(ids[0], ids[0] + len(ids))):
+            problems.append(f"atomic group #{k} ({', '.join(repr(names[i]) for i in ids)}) is not contiguous in the input order")
+    if problems:
+        raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
+
+    s = object.__setattr__
+    s(g, "names", names)
+    s(g, "index", index)
+    s(g, "kind", kind)
+    s(g, "dur", dur)
+    s(g, "wait_of", wait_of)
+    s(g, "coll_of", coll_of)
+    s(g, "groups", groups)
+    s(g, "group_id", group_id)
+    s(g, "group_colls", group_colls)
+    s(g, "coll_seq", coll_seq)
+    s(g, "preds", pred_l)
+    s(g, "succs", succ_l)
+    s(g, "buffer_index", bnames)
+    s(g, "b_prod", b_prod)
+    s(g, "b_cons", b_cons)
+    s(g, "b_alloc", b_alloc)
+    s(g, "b_free", b_free)
+    s(g, "b_out", b_out)
+    s(g, "b_fin", b_fin)
+    s(g, "produces", produces)
+    s(g, "consumes", consumes)
+    s(g, "atomic", atomic)
+    s(g, "atomic_of", atomic_of)
+    s(g, "_compute_total", math.fsum(d for d, k in zip(dur, kind) if k == COMPUTE))
+    s(g, "_comm_total", math.fsum(d for d, k in zip(dur, kind) if k == COLLECTIVE))
+
+
+def _find_cycle(preds: list[list[int]], succs: list[list[int]]) -> list[int]:
+    """Kahn's algorithm; on failure walk predecessors to name one cycle."""
+    n = len(preds)
+    indeg = [len(p) for p in preds]
+    stack = [i for i in range(n) if indeg[i] == 0]
+    done = 0
+    while stack:
+        u = stack.pop()
+        done += 1
+        for v in succs[u]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    if done == n:
+        return []
+    left = {i for i in range(n) if indeg[i] > 0}
+    start = next(iter(sorted(left)))
+    pos: dict[int, int] = {}
+    path: list[int] = []
+    u = start
+    while u not in pos:
+        pos[u] = len(path)
+        path.append(u)
+        u = next(p for p in preds[u] if p in left)
+    cyc = path[pos[u]:]
+    cyc.reverse()  # preds walk goes backwards; report in dependency direction
+    return cyc + [cyc[0]]
+
+
+class GraphBuilder:
+    """Build a graph in code, in input order.
+
+    >>> b = GraphBuilder("toy")
+    >>> b.compute("mm", duration=10, writes={"y": 1024})
+    >>> b.collective("ar", group="tp", op="all_reduce", duration=30, reads=["y"], writes={"y_red": 1024})
+    >>> b.wait("ar_wait", "ar")
+    >>> b.compute("out", duration=5, reads=["y_red"], writes={"z": 64}, outputs=["z"])
+    >>> g = b.build()
+    """
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self._nodes: list[Node] = []
+        self._reads: dict[str, list[str]] = {}
+        self._bufs: dict[str, dict[str, Any]] = {}
+        self._edges: list[tuple[str, str]] = []
+        self._atomic: list[tuple[str, ...]] = []
+        self._outputs: set[str] = set()
+        self._made_by: dict[str, list[str]] = {}
+
+    def input(self, name: str, size: int, *, freeable: bool = False, output: bool = False) -> str:
+        """A graph input; only freeable inputs count towards memory."""
+        self._bufs[name] = dict(producer=None, size_alloc=size, size_free=size, freeable_input=freeable, output=output)
+        return name
+
+    def _add(self, node: Node, reads: Iterable[str], writes: dict[str, int | tuple[int, int]] | None,
+             outputs: Iterable[str], after: Iterable[str]) -> str:
+        self._nodes.append(node)
+        for r in reads:
+            self._reads.setdefault(r, []).append(node.name)
+        for bname, size in (writes or {}).items():
+            alloc, free = size if isinstance(size, tuple) else (size, size)
+            self._bufs[bname] = dict(producer=node.name, size_alloc=alloc, size_free=free, freeable_input=False, output=False)
+            self._made_by.setdefault(node.name, []).append(bname)
+        for o in outputs:
+            self.mark_output(o)
+        for a in after:
+            self._edges.append((a, node.name))
+        return node.name
+
+    def compute(self, name: str, duration: float, *, reads: Iterable[str] = (),
+                writes: dict[str, int | tuple[int, int]] | None = None, outputs: Iterable[str] = (),
+                after: Iterable[str] = (), flops: float = 0.0, bytes_accessed: float = 0.0) -> str:
+        return self._add(Node(name, NodeKind.COMPUTE, duration, flops=flops, bytes_accessed=bytes_accessed),
+                         reads, writes, outputs, after)
+
+    def collective(self, name: str, *, group: str = "default", op: str = "all_reduce", duration: float = 0.0,
+                   nbytes: int = 0, group_size: int = 2, reads: Iterable[str] = (),
+                   writes: dict[str, int | tuple[int, int]] | None = None, outputs: Iterable[str] = (),
+                   after: Iterable[str] = ()) -> str:
+        node = Node(name, NodeKind.COLLECTIVE, duration, group=group, op=op, nbytes=nbytes, group_size=group_size)
+        return self._add(node, reads, writes, outputs, after)
+
+    def wait(self, name: str, collective: str, *, reads: Iterable[str] = (),
+             writes: dict[str, int | tuple[int, int]] | None = None, after: Iterable[str] = ()) -> str:
+        """A wait reads its collective's outputs, so they live until the wait."""
+        coll_outs = self._made_by.get(collective, [])
+        return self._add(Node(name, NodeKind.WAIT, 0.0, collective=collective), [*coll_outs, *reads], writes, (), after)
+
+    def mark_output(self, buffer: str) -> None:
+        self._outputs.add(buffer)
+
+    def edge(self, before: str, after: str) -> None:
+        self._edges.append((before, after))
+
+    def atomic(self, *names: str) -> None:
+        self._atomic.append(tuple(names))
+
+    def build(self) -> Graph:
+        problems = [f"node {c!r} reads unknown buffer {b!r}" for b, cs in self._reads.items()
+                    if b not in self._bufs for c in cs]
+        outs = self._outputs
+        problems += [f"output {o!r} is not a buffer" for o in sorted(outs) if o not in self._bufs]
+        if problems:
+            raise GraphError.from_problems(f"invalid graph {self.name!r}", problems)
+        buffers = [
+            Buffer(bname, spec["producer"], tuple(self._reads.get(bname, ())), spec["size_alloc"], spec["size_free"],
+                   output=spec["output"] or bname in outs, freeable_input=spec["freeable_input"])
+            for bname, spec in self._bufs.items()
+        ]
+        return Graph(self._nodes, buffers, self._edges, self._atomic, self.name)

@@ -1,0 +1,232 @@
+"""Versioned JSON files for graphs and schedules (docs/format.md).
+
+Loading validates everything before returning; saving writes a temporary file
+and renames it, so a crash never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Buffer, Graph, Node, NodeKind
+
+GRAPH_FORMAT = "overlapsat-graph"
+SCHEDULE_FORMAT = "overlapsat-schedule"
+VERSION = 1
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise GraphError(f"cannot write {path!r}: directory {d!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read_json(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise GraphError(f"{what} file {path!r} does not exist") from None
+    except IsADirectoryError:
+        raise GraphError(f"{what} file {path!r} is a directory") from None
+    except json.JSONDecodeError as e:
+        raise GraphError(f"{what} file {path!r} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except (UnicodeDecodeError, OSError) as e:
+        raise GraphError(f"cannot read {what} file {path!r}: {e}") from None
+    if not isinstance(data, dict):
+        raise GraphError(f"{what} file {path!r}: top level must be a JSON object")
+    return data
+
+
+def graph_to_dict(g: Graph) -> dict[str, Any]:
+    nodes = []
+    for nd in g.nodes:
+        d: dict[str, Any] = {"name": nd.name, "kind": nd.kind.value, "duration": nd.duration}
+        if nd.kind is NodeKind.COLLECTIVE:
+            d.update(group=nd.group, op=nd.op, bytes=nd.nbytes, group_size=nd.group_size)
+        elif nd.kind is NodeKind.WAIT:
+            d["collective"] = nd.collective
+        if nd.flops:
+            d["flops"] = nd.flops
+        if nd.bytes_accessed:
+            d["bytes_accessed"] = nd.bytes_accessed
+        nodes.append(d)
+    bufs = []
+    for b in g.buffers:
+        d = {"name": b.name, "producer": b.producer, "consumers": list(b.consumers),
+             "size_alloc": b.size_alloc, "size_free": b.size_free}
+        if b.output:
+            d["output"] = True
+        if b.freeable_input:
+            d["freeable_input"] = True
+        bufs.append(d)
+    return {"format": GRAPH_FORMAT, "version": VERSION, "name": g.name, "nodes": nodes, "buffers": bufs,
+            "edges": [list(e) for e in g.edges], "atomic_groups": [list(a) for a in g.atomic_groups],
+            "meta": g.meta}
+
+
+def _field(obj: dict[str, Any], key: str, where: str, types: type | tuple[type, ...], default: Any = ...) -> Any:
+    if key not in obj:
+        if default is ...:
+            raise GraphError(f"{where}: missing field {key!r}")
+        return default
+    v = obj[key]
+    if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise GraphError(f"{where}.{key}: expected {_tname(types)}, got {v!r}")
+    if not isinstance(v, types):
+        raise GraphError(f"{where}.{key}: expected {_tname(types)}, got {type(v).__name__} {v!r}")
+    return v
+
+
+def _tname(t: type | tuple[type, ...]) -> str:
+    ts = t if isinstance(t, tuple) else (t,)
+    return " or ".join(x.__name__ for x in ts)
+
+
+_NUM = (int, float)
+
+
+def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
+    where = source
+    fmt = data.get("format")
+    if fmt != GRAPH_FORMAT:
+        raise GraphError(f"{where}: field 'format' must be {GRAPH_FORMAT!r}, got {fmt!r}")
+    ver = data.get("version")
+    if ver != VERSION:
+        raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads version {VERSION})")
+    raw_nodes = _field(data, "nodes", where, list)
+    nodes: list[Node] = []
+    for i, d in enumerate(raw_nodes):
+        w = f"{where}: nodes[{i}]"
+        if not isinstance(d, dict):
+            raise GraphError(f"{w}: expected an object")
+        name = _field(d, "name", w, str)
+        w = f"{where}: node {name!r}"
+        kind_s = _field(d, "kind", w, str)
+        try:
+            kind = NodeKind(kind_s)
+        except ValueError:
+            raise GraphError(f"{w}.kind: {kind_s!r} is not one of compute, collective, wait") from None
+        kw: dict[str, Any] = dict(duration=float(_field(d, "duration", w, _NUM, 0.0)),
+                                  flops=float(_field(d, "flops", w, _NUM, 0.0)),
+                                  bytes_accessed=float(_field(d, "bytes_accessed", w, _NUM, 0.0)))
+        if kind is NodeKind.COLLECTIVE:
+            kw.update(group=_field(d, "group", w, str), op=_field(d, "op", w, str, "all_reduce"),
+                      nbytes=_field(d, "bytes", w, int, 0), group_size=_field(d, "group_size", w, int, 1))
+        elif kind is NodeKind.WAIT:
+            kw["collective"] = _field(d, "collective", w, str)
+        nodes.append(Node(name, kind, **kw))
+    bufs: list[Buffer] = []
+    for i, d in enumerate(_field(data, "buffers", where, list, [])):
+        w = f"{where}: buffers[{i}]"
+        if not isinstance(d, dict):
+            raise GraphError(f"{w}: expected an object")
+        name = _field(d, "name", w, str)
+        w = f"{where}: buffer {name!r}"
+        prod = _field(d, "producer", w, (str, type(None)), None)
+        cons = _field(d, "consumers", w, list, [])
+        if not all(isinstance(c, str) for c in cons):
+            raise GraphError(f"{w}.consumers: expected a list of node names")
+        size = d.get("size")
+        sa = _field(d, "size_alloc", w, int, size if isinstance(size, int) else 0)
+        sf = _field(d, "size_free", w, int, sa)
+        bufs.append(Buffer(name, prod, tuple(cons), sa, sf, output=bool(_field(d, "output", w, bool, False)),
+                           freeable_input=bool(_field(d, "freeable_input", w, bool, False))))
+    edges = []
+    for i, e in enumerate(_field(data, "edges", where, list, [])):
+        if not (isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)):
+            raise GraphError(f"{where}: edges[{i}]: expected [before, after] node names, got {e!r}")
+        edges.append((e[0], e[1]))
+    atomic = []
+    for i, a in enumerate(_field(data, "atomic_groups", where, list, [])):
+        if not (isinstance(a, list) and all(isinstance(x, str) for x in a)):
+            raise GraphError(f"{where}: atomic_groups[{i}]: expected a list of node names")
+        atomic.append(tuple(a))
+    meta = _field(data, "meta", where, dict, {})
+    name = _field(data, "name", where, str, "graph")
+    try:
+        return Graph(nodes, bufs, edges, atomic, name, meta)
+    except GraphError as e:
+        raise GraphError(f"{where}: {e}", problems=e.problems) from None
+
+
+def load_graph(path: str | os.PathLike[str]) -> Graph:
+    return graph_from_dict(_read_json(path, "graph"), source=os.fspath(path))
+
+
+def save_graph(g: Graph, path: str | os.PathLike[str]) -> None:
+    atomic_write_text(path, json.dumps(graph_to_dict(g), separators=(",", ":")))
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An order for one graph, tied to it by fingerprint."""
+
+    order: list[str]
+    graph_fingerprint: str
+    graph_name: str = "graph"
+    metrics: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": SCHEDULE_FORMAT, "version": VERSION, "graph": self.graph_name,
+                "graph_fingerprint": self.graph_fingerprint, "order": list(self.order),
+                "metrics": self.metrics, "meta": self.meta}
+
+
+def save_schedule(path: str | os.PathLike[str], graph: Graph, order: Sequence[str | int], *,
+                  metrics: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Schedule:
+    """Validate `order` against `graph`, then write it atomically."""
+    from overlapsat.validate import assert_valid
+
+    assert_valid(graph, order, collective_order="none")
+    names = [graph.names[i] for i in graph.order_indices(order)]
+    sched = Schedule(names, graph.fingerprint(), graph.name, dict(metrics or {}), dict(meta or {}))
+    atomic_write_text(path, json.dumps(sched.to_dict(), indent=1))
+    return sched
+
+
+def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> Schedule:
+    """Read a schedule; with `graph`, check it belongs to it and is a permutation."""
+    where = os.fspath(path)
+    data = _read_json(path, "schedule")
+    if data.get("format") != SCHEDULE_FORMAT:
+        raise GraphError(f"{where}: field 'format' must be {SCHEDULE_FORMAT!r}, got {data.get('format')!r}")
+    if data.get("version") != VERSION:
+        raise GraphError(f"{where}: unsupported version {data.get('version')!r}")
+    order = _field(data, "order", where, list)
+    if not all(isinstance(x, str) for x in order):
+        raise GraphError(f"{where}.order: expected a list of node names")
+    sched = Schedule(order, _field(data, "graph_fingerprint", where, str), _field(data, "graph", where, str, "graph"),
+                     _field(data, "metrics", where, dict, {}), _field(data, "meta", where, dict, {}))
+    if graph is not None:
+        fp = graph.fingerprint()
+        if fp != sched.graph_fingerprint:
+            raise GraphError(f"{where}: schedule is for a graph with fingerprint {sched.graph_fingerprint}, "
+                             f"but graph {graph.name!r} has fingerprint {fp}")
+        from overlapsat.simulate import check_permutation
+
+        problems = check_permutation(graph, order)
+        if problems:
+            raise GraphError.from_problems(f"{where}: not a schedule of graph {graph.name!r}", problems)
+    return sched

@@ -1,0 +1,106 @@
+"""Graph construction: every bad-input case raises GraphError naming the culprit."""
+
+import math
+
+import pytest
+
+from overlapsat import Buffer, Graph, GraphBuilder, GraphError, Node, NodeKind
+
+C, K, W = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
+
+
+def test_builder_derives_dependencies():
+    b = GraphBuilder("toy")
+    b.compute("mm", 10, writes={"y": 1024})
+    b.collective("ar", group="tp", op="all_reduce", duration=30, reads=["y"], writes={"y_red": 1024})
+    b.wait("ar_wait", "ar")
+    b.compute("out", 5, reads=["y_red"], writes={"z": 64}, outputs=["z"])
+    b.edge("mm", "out")
+    g = b.build()
+    ix = g.index
+    assert g.preds[ix["ar"]] == [ix["mm"]]
+    assert g.preds[ix["ar_wait"]] == [ix["ar"]]  # coll -> wait, and the wait reads y_red
+    # y_red's producer, the wait of that collective (reading its output means waiting), the extra edge
+    assert set(g.preds[ix["out"]]) == {ix["ar"], ix["ar_wait"], ix["mm"]}
+    assert g.counts() == {"nodes": 4, "compute": 2, "collective": 1, "wait": 1, "buffers": 3, "edges": 5}
+    assert g.compute_total == 15 and g.comm_total == 30
+
+
+def test_cycle_names_the_nodes():
+    nodes = [Node("a", C, 1), Node("b", C, 1), Node("c", C, 1)]
+    with pytest.raises(GraphError, match=r"cycle through 'a' -> 'b' -> 'c' -> 'a'|cycle through 'b' -> 'c' -> 'a' -> 'b'|"
+                       r"cycle through 'c' -> 'a' -> 'b' -> 'c'"):
+        Graph(nodes, edges=[("a", "b"), ("b", "c"), ("c", "a")])
+
+
+@pytest.mark.parametrize(
+    "nodes,buffers,edges,match",
+    [
+        ([Node("a", C, 1), Node("a", C, 2)], [], [], "duplicate node name 'a'"),
+        ([Node("a", C, 1)], [Buffer("x", "a"), Buffer("x", "a")], [], "duplicate buffer name 'x'"),
+        ([Node("a", C, -1)], [], [], "node 'a': duration -1"),
+        ([Node("a", C, math.nan)], [], [], "node 'a': duration nan"),
+        ([Node("a", C, math.inf)], [], [], "node 'a': duration inf"),
+        ([Node("a", C, 1)], [Buffer("x", "a", (), -5, -5)], [], "buffer 'x': size_alloc -5"),
+        ([Node("a", C, 1)], [Buffer("x", "a", (), math.inf, 1)], [], "buffer 'x': size_alloc inf"),
+        ([Node("w", W, collective="nope")], [], [], "wait 'w' names unknown collective 'nope'"),
+        ([Node("a", C, 1), Node("w", W, collective="a")], [], [], "names 'a', which is a compute"),
+        ([Node("w", W)], [], [], "wait 'w' names no collective"),
+        ([Node("c", K, 1, group="g"), Node("w1", W, collective="c"), Node("w2", W, collective="c")], [], [],
+         "collective 'c' has two waits: 'w1' and 'w2'"),
+        ([Node("c", K, 1)], [], [], "collective 'c' has no process group"),
+        ([Node("a", C, 1)], [Buffer("x", "ghost")], [], "buffer 'x': producer 'ghost' is not a node"),
+        ([Node("a", C, 1)], [Buffer("x", "a", ("ghost",))], [], "buffer 'x': consumer 'ghost' is not a node"),
+        ([Node("a", C, 1)], [], [("a", "ghost")], "edge 'a' -> 'ghost' names unknown node 'ghost'"),
+        ([Node("a", C, 1)], [], [("a", "a")], "self-loop"),
+        ([Node("a", C, 1), Node("b", C, 1)], [], [("b", "a")], "'a' is listed before its dependency 'b'"),
+        ([Node("c", K, 1, group="g", nbytes=-3)], [], [], "nbytes -3"),
+        ([Node("w", W, 3.0, collective="c"), Node("c", K, 1, group="g")], [], [], "wait 'w': duration must be 0"),
+    ],
+)
+def test_bad_graphs(nodes, buffers, edges, match):
+    with pytest.raises(GraphError, match=match):
+        Graph(nodes, buffers, edges)
+
+
+def test_all_problems_listed_at_once():
+    with pytest.raises(GraphError) as ei:
+        Graph([Node("a", C, -1), Node("b", C, math.nan), Node("a", C, 1)])
+    assert len(ei.value.problems) == 3
+    assert "3 problem(s)" in str(ei.value)
+
+
+def test_atomic_groups_checked():
+    nodes = [Node("a", C, 1), Node("b", C, 1), Node("c", C, 1)]
+    with pytest.raises(GraphError, match="not contiguous"):
+        Graph(nodes, atomic_groups=[("a", "c")])
+    with pytest.raises(GraphError, match="unknown node 'z'"):
+        Graph(nodes, atomic_groups=[("a", "z")])
+    with pytest.raises(GraphError, match="two atomic groups"):
+        Graph(nodes, atomic_groups=[("a", "b"), ("b", "c")])
+    assert Graph(nodes, atomic_groups=[("b", "c")]).atomic == [[1, 2]]
+
+
+def test_builder_unknown_buffer():
+    b = GraphBuilder("t")
+    b.compute("a", 1, reads=["nothing"])
+    with pytest.raises(GraphError, match="node 'a' reads unknown buffer 'nothing'"):
+        b.build()
+
+
+def test_freeable_input_cannot_have_producer():
+    with pytest.raises(GraphError, match="freeable graph input but has producer 'a'"):
+        Graph([Node("a", C, 1)], [Buffer("x", "a", freeable_input=True)])
+
+
+def test_node_lookup_error_names_node():
+    g = Graph([Node("a", C, 1)])
+    with pytest.raises(GraphError, match="unknown node 'q'"):
+        g.node("q")
+    with pytest.raises(GraphError, match="unknown node 'q'"):
+        g.order_indices(["q"])
+
+
+def test_with_durations_reprices():
+    g = Graph([Node("a", C, 1), Node("b", C, 2)])
+    assert g.with_durations({"b": 5}).compute_total == 6
