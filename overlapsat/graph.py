@@ -48,6 +48,7 @@ class Node:
     collective: str | None = None
     flops: float = 0.0
     bytes_accessed: float = 0.0
+    gemm_like: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +84,15 @@ class Graph:
     atomic_groups: tuple[tuple[str, ...], ...] = ()
     name: str = "graph"
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
+    fake_edges: tuple[tuple[str, str], ...] = ()
+    implied_edges: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "edges", tuple((str(u), str(v)) for u, v in self.edges))
+        object.__setattr__(self, "fake_edges", tuple((str(u), str(v)) for u, v in self.fake_edges))
+        object.__setattr__(self, "implied_edges", tuple((str(u), str(v)) for u, v in self.implied_edges))
         object.__setattr__(self, "atomic_groups", tuple(tuple(g) for g in self.atomic_groups))
         _index(self)
 
@@ -150,7 +155,21 @@ class Graph:
     def with_durations(self, durations: dict[str, float]) -> Graph:
         """A copy with some node durations replaced (re-pricing)."""
         nodes = [replace(nd, duration=float(durations[nd.name])) if nd.name in durations else nd for nd in self.nodes]
-        return Graph(nodes, self.buffers, self.edges, self.atomic_groups, self.name, dict(self.meta))
+        return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
+
+    def with_collective_chain(self, mode: str = "group") -> Graph:
+        """A copy with fake edges between consecutive collectives (per group or global).
+
+        This is what Inductor's `decide_global_ordering_of_comms` does before its
+        passes run, so the ported passes see the same constraints.
+        """
+        if mode not in ("group", "global"):
+            raise GraphError(f"collective chain mode must be 'group' or 'global', got {mode!r}")
+        seqs = [self.coll_seq] if mode == "global" else self.group_colls
+        extra = {(self.names[a], self.names[b]) for seq in seqs for a, b in zip(seq, seq[1:])}
+        have = set(self.fake_edges) | set(self.edges)
+        new = tuple(self.fake_edges) + tuple(sorted(extra - have))
+        return replace(self, fake_edges=new, meta=dict(self.meta))
 
     # -- serialisation -----------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -195,12 +214,15 @@ class Graph:
             for b in self.buffers
         )
         edges = sorted({(u, v) for u, v in self.edges})
+        fake = sorted({(u, v) for u, v in self.fake_edges + self.implied_edges} - set(edges))
         seqs = {g: [self.names[c] for c in cs] for g, cs in zip(self.groups, self.group_colls)}
         payload = {
             "v": 1,
             "nodes": nodes,
             "buffers": bufs,
             "edges": edges,
+            **({"fake_edges": fake} if fake else {}),
+            **({"gemm": sorted(nd.name for nd in self.nodes if nd.gemm_like)} if any(nd.gemm_like for nd in self.nodes) else {}),
             "atomic": [list(g) for g in self.atomic_groups],
             "collective_order": [self.names[c] for c in self.coll_seq],
             "group_order": dict(sorted(seqs.items())),
@@ -340,14 +362,21 @@ def _index(g: Graph) -> None:
             for c in b_cons[j]:
                 if c != w:
                     preds[c].add(w)
-    for u, v in g.edges:
-        iu, iv = index.get(u), index.get(v)
-        if iu is None or iv is None:
-            problems.append(f"edge {u!r} -> {v!r} names unknown node {(u if iu is None else v)!r}")
-        elif iu == iv:
-            problems.append(f"edge {u!r} -> {v!r} is a self-loop")
-        else:
-            preds[iv].add(iu)
+    data_preds: list[set[int]] = [set(p) for p in preds]  # what carries data (Inductor's non-fake deps)
+    direct: list[set[int]] | None = None
+    for which, (edges, fake) in enumerate(((g.edges, False), (g.fake_edges, True), (g.implied_edges, True))):
+        if which == 2:
+            direct = [set(p) for p in preds]  # Inductor's unmet dependencies, before implied edges
+        for u, v in edges:
+            iu, iv = index.get(u), index.get(v)
+            if iu is None or iv is None:
+                problems.append(f"edge {u!r} -> {v!r} names unknown node {(u if iu is None else v)!r}")
+            elif iu == iv:
+                problems.append(f"edge {u!r} -> {v!r} is a self-loop")
+            else:
+                preds[iv].add(iu)
+                if not fake:
+                    data_preds[iv].add(iu)
     atomic: list[list[int]] = []
     atomic_of = [-1] * n
     for k, grp in enumerate(g.atomic_groups):
@@ -400,6 +429,8 @@ def _index(g: Graph) -> None:
     s(g, "group_colls", group_colls)
     s(g, "coll_seq", coll_seq)
     s(g, "preds", pred_l)
+    s(g, "data_preds", [sorted(p) for p in data_preds])
+    s(g, "direct_preds", [sorted(p) for p in direct] if direct is not None else pred_l)
     s(g, "succs", succ_l)
     s(g, "buffer_index", bnames)
     s(g, "b_prod", b_prod)
@@ -488,8 +519,10 @@ class GraphBuilder:
 
     def compute(self, name: str, duration: float, *, reads: Iterable[str] = (),
                 writes: dict[str, int | tuple[int, int]] | None = None, outputs: Iterable[str] = (),
-                after: Iterable[str] = (), flops: float = 0.0, bytes_accessed: float = 0.0) -> str:
-        return self._add(Node(name, NodeKind.COMPUTE, duration, flops=flops, bytes_accessed=bytes_accessed),
+                after: Iterable[str] = (), flops: float = 0.0, bytes_accessed: float = 0.0,
+                gemm_like: bool = False) -> str:
+        node = Node(name, NodeKind.COMPUTE, duration, flops=flops, bytes_accessed=bytes_accessed, gemm_like=gemm_like)
+        return self._add(node,
                          reads, writes, outputs, after)
 
     def collective(self, name: str, *, group: str = "default", op: str = "all_reduce", duration: float = 0.0,

@@ -70,6 +70,8 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
             d["flops"] = nd.flops
         if nd.bytes_accessed:
             d["bytes_accessed"] = nd.bytes_accessed
+        if nd.gemm_like:
+            d["gemm_like"] = True
         nodes.append(d)
     bufs = []
     for b in g.buffers:
@@ -81,7 +83,9 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
             d["freeable_input"] = True
         bufs.append(d)
     return {"format": GRAPH_FORMAT, "version": VERSION, "name": g.name, "nodes": nodes, "buffers": bufs,
-            "edges": [list(e) for e in g.edges], "atomic_groups": [list(a) for a in g.atomic_groups],
+            "edges": [list(e) for e in g.edges], "fake_edges": [list(e) for e in g.fake_edges],
+            "implied_edges": [list(e) for e in g.implied_edges],
+            "atomic_groups": [list(a) for a in g.atomic_groups],
             "meta": g.meta}
 
 
@@ -129,7 +133,8 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
             raise GraphError(f"{w}.kind: {kind_s!r} is not one of compute, collective, wait") from None
         kw: dict[str, Any] = dict(duration=float(_field(d, "duration", w, _NUM, 0.0)),
                                   flops=float(_field(d, "flops", w, _NUM, 0.0)),
-                                  bytes_accessed=float(_field(d, "bytes_accessed", w, _NUM, 0.0)))
+                                  bytes_accessed=float(_field(d, "bytes_accessed", w, _NUM, 0.0)),
+                                  gemm_like=bool(_field(d, "gemm_like", w, bool, False)))
         if kind is NodeKind.COLLECTIVE:
             kw.update(group=_field(d, "group", w, str), op=_field(d, "op", w, str, "all_reduce"),
                       nbytes=_field(d, "bytes", w, int, 0), group_size=_field(d, "group_size", w, int, 1))
@@ -152,11 +157,12 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
         sf = _field(d, "size_free", w, int, sa)
         bufs.append(Buffer(name, prod, tuple(cons), sa, sf, output=bool(_field(d, "output", w, bool, False)),
                            freeable_input=bool(_field(d, "freeable_input", w, bool, False))))
-    edges = []
-    for i, e in enumerate(_field(data, "edges", where, list, [])):
-        if not (isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)):
-            raise GraphError(f"{where}: edges[{i}]: expected [before, after] node names, got {e!r}")
-        edges.append((e[0], e[1]))
+    edges: dict[str, list[tuple[str, str]]] = {"edges": [], "fake_edges": [], "implied_edges": []}
+    for key, out in edges.items():
+        for i, e in enumerate(_field(data, key, where, list, [])):
+            if not (isinstance(e, list) and len(e) == 2 and all(isinstance(x, str) for x in e)):
+                raise GraphError(f"{where}: {key}[{i}]: expected [before, after] node names, got {e!r}")
+            out.append((e[0], e[1]))
     atomic = []
     for i, a in enumerate(_field(data, "atomic_groups", where, list, [])):
         if not (isinstance(a, list) and all(isinstance(x, str) for x in a)):
@@ -165,7 +171,8 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     meta = _field(data, "meta", where, dict, {})
     name = _field(data, "name", where, str, "graph")
     try:
-        return Graph(nodes, bufs, edges, atomic, name, meta)
+        return Graph(nodes, bufs, edges["edges"], atomic, name, meta, fake_edges=edges["fake_edges"],
+                     implied_edges=edges["implied_edges"])
     except GraphError as e:
         raise GraphError(f"{where}: {e}", problems=e.problems) from None
 

@@ -58,7 +58,7 @@ class Emitter:
         nbytes = self.es * (m * k + k * n + m * n)
         writes = {out: self.es * (out_elems if out_elems is not None else m * n)} if out else None
         return self.b.compute(name, self._j(self.cost.compute_us(flops, nbytes, self.dtype)), reads=reads,
-                              writes=writes, flops=flops, bytes_accessed=nbytes)
+                              writes=writes, flops=flops, bytes_accessed=nbytes, gemm_like=True)
 
     def ew(self, name: str, numel: int, reads: list[str], out: str | None, flops_per: float = 4.0) -> str:
         nbytes = self.es * numel * (len(reads) + 1)

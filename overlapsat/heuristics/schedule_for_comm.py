@@ -1,0 +1,105 @@
+"""Inductor's list-scheduling passes: sink_waits, raise_comms, reorder_compute_for_overlap.
+
+Behaviour of torch 2.13's `comms._schedule_for_comm`, re-implemented on the
+graph model: a ready list ordered by a score tuple
+(lowest index of a collective the node blocks, is-wait, input position).
+With overlap on, issuing a collective greedily issues the best-scored ready
+compute nodes until their runtime covers the collective's.
+"""
+
+from __future__ import annotations
+
+import heapq
+import sys
+from collections.abc import Sequence
+
+from overlapsat.graph import COLLECTIVE, WAIT, Graph
+from overlapsat.heuristics.base import PassResult, start_order
+
+
+def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
+    """score_0: min index (in `order`) of a collective each node is an ancestor of."""
+    n = len(g.nodes)
+    big = sys.maxsize
+    comm_idx = [big] * n
+    k = 0
+    for v in order:
+        if g.kind[v] == COLLECTIVE:
+            comm_idx[v] = k
+            k += 1
+    # reverse topological sweep over `order` (a valid order is topological)
+    below = [big] * n  # min comm index among strict descendants
+    for v in reversed(order):
+        m = big
+        for u in g.succs[v]:
+            c = comm_idx[u] if comm_idx[u] < below[u] else below[u]
+            if c < m:
+                m = c
+        below[v] = m
+    return [comm_idx[v] if g.kind[v] == COLLECTIVE else below[v] for v in range(n)]
+
+
+def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, raise_comms: bool,
+                      sink_waits: bool, reorder_for_overlap: bool) -> PassResult:
+    ids = start_order(g, order)
+    n = len(g.nodes)
+    kind, preds, succs, dur = g.kind, g.preds, g.succs, g.dur
+    pos = [0] * n
+    for i, v in enumerate(ids):
+        pos[v] = i
+    s0 = _blocked_collective_index(g, ids) if raise_comms else [sys.maxsize] * n
+    s1 = [1 if sink_waits and kind[v] == WAIT else 0 for v in range(n)]
+    score = [(s0[v], s1[v], pos[v], v) for v in range(n)]
+
+    unmet = [len(preds[v]) for v in range(n)]
+    ready: list[tuple[int, int, int, int]] = [score[v] for v in ids if unmet[v] == 0]
+    heapq.heapify(ready)
+    out: list[int] = []
+    overlapped: dict[str, list[str]] = {}
+
+    def schedule(v: int) -> None:
+        out.append(v)
+        for w in succs[v]:
+            unmet[w] -= 1
+            if unmet[w] == 0:
+                heapq.heappush(ready, score[w])
+
+    while ready:
+        v = heapq.heappop(ready)[3]
+        if reorder_for_overlap and kind[v] == COLLECTIVE:
+            schedule(v)
+            budget = dur[v]
+            hidden: list[str] = []
+            while budget > 0:
+                cands = [s for s in ready if kind[s[3]] != COLLECTIVE and kind[s[3]] != WAIT]
+                if not cands:
+                    break
+                best = min(cands)
+                ready.remove(best)
+                schedule(best[3])
+                hidden.append(g.names[best[3]])
+                budget -= dur[best[3]]
+            heapq.heapify(ready)
+            overlapped[g.names[v]] = hidden
+        else:
+            schedule(v)
+    if len(out) != n:  # cannot happen on a validated (acyclic) graph
+        raise AssertionError("schedule_for_comm left nodes unscheduled")
+    name = "reorder_compute_for_overlap" if reorder_for_overlap else ("raise_comms" if raise_comms else "sink_waits")
+    stats: dict[str, object] = {"overlapped": overlapped} if reorder_for_overlap else {}
+    return PassResult(name, out, stats)
+
+
+def sink_waits(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
+    """Greedily issue waits as late as possible."""
+    return schedule_for_comm(g, order, raise_comms=False, sink_waits=True, reorder_for_overlap=False)
+
+
+def raise_comms(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
+    """Greedily issue collectives (and what they need) as early as possible."""
+    return schedule_for_comm(g, order, raise_comms=True, sink_waits=False, reorder_for_overlap=False)
+
+
+def reorder_compute_for_overlap(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
+    """Raise collectives, sink waits, and fill each collective's time with ready compute."""
+    return schedule_for_comm(g, order, raise_comms=True, sink_waits=True, reorder_for_overlap=True)

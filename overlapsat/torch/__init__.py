@@ -1,0 +1,6 @@
+"""The torch bridge: capture Inductor graphs and import scheduler nodes."""
+
+from overlapsat.torch.capture import Captured, capture, ensure_fake_process_group
+from overlapsat.torch.importer import default_durations, import_snodes
+
+__all__ = ["Captured", "capture", "default_durations", "ensure_fake_process_group", "import_snodes"]

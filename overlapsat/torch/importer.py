@@ -1,0 +1,150 @@
+"""Turn the Inductor scheduler nodes a reorder pass receives into an overlapsat Graph.
+
+Call `import_snodes(snodes)` from inside a `reorder_for_compute_comm_overlap_passes`
+callable (V.graph must be set). Node names are the scheduler nodes' names,
+so a schedule maps straight back to them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from overlapsat.examples.pricing import Placeholder
+from overlapsat.graph import Buffer, Graph, Node, NodeKind
+
+_OPS = {
+    "all_gather": "all_gather", "reduce_scatter": "reduce_scatter", "all_reduce": "all_reduce",
+    "all_to_all": "all_to_all", "broadcast": "broadcast", "alltoall": "all_to_all",
+}
+
+DurationFn = Callable[[Node], float]
+
+
+def _op_name(node: Any) -> str:
+    raw = str(getattr(node, "op_overload", "") or getattr(node, "python_kernel_name", "") or "")
+    for key, op in _OPS.items():
+        if key in raw:
+            return op
+    return raw.split(".")[-2] if raw.count(".") >= 2 else (raw or "collective")
+
+
+def _tensor_bytes(x: Any) -> int:
+    try:
+        from torch._inductor.virtualized import V
+
+        numel = V.graph.sizevars.optimization_hint(x.get_numel(), fallback=0)
+        return int(numel) * x.get_dtype().itemsize
+    except Exception:  # symbolic or opaque: unknown size
+        return 0
+
+
+def _collective_fields(snode: Any) -> dict[str, Any]:
+    node = snode.node
+    op = _op_name(node)
+    ins = [_tensor_bytes(i) for i in getattr(node, "inputs", []) or []]
+    out = 0
+    layout = getattr(node, "layout", None)
+    if layout is not None and hasattr(layout, "size"):
+        try:
+            out = int(math.prod(int(s) for s in layout.size)) * layout.dtype.itemsize
+        except (TypeError, ValueError, AttributeError):  # NoneLayout (in-place) or symbolic
+            out = 0
+    args = list(getattr(node, "constant_args", ()) or ())
+    ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
+    strs = [a for a in args if isinstance(a, str) and a not in ("sum", "avg", "max", "min", "product")]
+    group_size = ints[-1] if ints else 1
+    group = f"pg{strs[-1]}" if strs else "default"
+    return {"op": op, "nbytes": max([out, *ins]), "group_size": max(1, group_size), "group": group}
+
+
+def default_durations(node: Node, hw: Placeholder | None = None) -> float:
+    """Placeholder pricing until a calibrated cost model is plugged in (CPU estimates are 0)."""
+    hw = hw or Placeholder()
+    if node.kind is NodeKind.COLLECTIVE:
+        return round(hw.collective_us(node.op or "all_reduce", node.nbytes, node.group_size), 3)
+    if node.kind is NodeKind.WAIT:
+        return 0.0
+    return round(hw.compute_us(node.flops, node.bytes_accessed, "bf16"), 3)
+
+
+def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | None = None) -> Graph:
+    """The graph of `snodes`, in their order (the input order)."""
+    from torch._inductor import comms
+    from torch._inductor.dependencies import WeakDep
+    from torch._inductor.memory import get_freeable_input_buf
+    from torch._inductor.utils import OrderedSet
+    from torch._inductor.virtualized import V
+
+    price = durations or default_durations
+    in_graph = {s.get_name() for s in snodes}
+    sched = V.graph.scheduler
+    outputs = set(V.graph.get_output_names())
+    nodes: list[Node] = []
+    for s in snodes:
+        nm = s.get_name()
+        if comms.contains_collective(s):
+            node = Node(nm, NodeKind.COLLECTIVE, 0.0, **_collective_fields(s))
+        elif comms.contains_wait(s):
+            node = Node(nm, NodeKind.WAIT, 0.0, collective="")
+        else:
+            flops = s.estimate_flops() or 0
+            try:
+                nbytes = s.get_read_write_buffers_sizes() or 0
+            except Exception:
+                nbytes = 0
+            node = Node(nm, NodeKind.COMPUTE, 0.0, flops=float(flops), bytes_accessed=float(nbytes),
+                        gemm_like=bool(comms.contains_gemm_like(s)))
+        nodes.append(node)
+
+    def producer_of(dep_name: str) -> str | None:
+        buf = sched.name_to_buf.get(dep_name)
+        if buf is None:
+            return None
+        fused = sched.name_to_fused_node.get(buf.defining_op_name())
+        return fused.get_name() if fused is not None and fused.get_name() in in_graph else None
+
+    edges: list[tuple[str, str]] = []
+    fake: list[tuple[str, str]] = []
+    coll_of_wait: dict[str, str] = {}
+    for s in snodes:
+        v = s.get_name()
+        for dep in s.unmet_dependencies:
+            u = producer_of(dep.name)
+            if u is None or u == v:
+                continue
+            is_fake = isinstance(dep, WeakDep) and dep.is_fake
+            (fake if is_fake else edges).append((u, v))
+            if comms.contains_wait(s) and not is_fake and comms.contains_collective(sched.name_to_fused_node[u]):
+                coll_of_wait.setdefault(v, u)
+    # ordering successors include those Inductor transfers from a mutated buffer to the real one
+    implied: list[tuple[str, str]] = []
+    for s in snodes:
+        for b in s.get_outputs():
+            for succ in b.mpi_buffer.succ_nodes_for_ordering:
+                v = succ.get_name()
+                if v in in_graph and v != s.get_name() and succ not in b.mpi_buffer.succ_nodes:
+                    implied.append((s.get_name(), v))
+    nodes = [Node(nd.name, nd.kind, nd.duration, collective=coll_of_wait.get(nd.name)) if nd.kind is NodeKind.WAIT else nd
+             for nd in nodes]
+    nodes = [Node(nd.name, nd.kind, price(nd) if nd.kind is not NodeKind.WAIT else 0.0, nd.group, nd.op, nd.nbytes,
+                  nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like) for nd in nodes]
+
+    buffers: list[Buffer] = []
+    for s in snodes:
+        for b in s.get_outputs():
+            mpi = b.mpi_buffer
+            cons = tuple(x.get_name() for x in mpi.succ_nodes if x.get_name() in in_graph)
+            buffers.append(Buffer(b.get_name(), s.get_name(), cons, int(mpi.size_alloc), int(mpi.size_free),
+                                  output=b.get_name() in outputs))
+    freeable = get_freeable_input_buf(list(snodes), OrderedSet(V.graph.graph_inputs.keys()))
+    for bname, fb in freeable.items():
+        cons = tuple(x.get_name() for x in fb.mpi_buffer.succ_nodes if x.get_name() in in_graph)
+        buffers.append(Buffer(bname, None, cons, int(fb.mpi_buffer.size_free), int(fb.mpi_buffer.size_free),
+                              output=bname in outputs, freeable_input=True))
+    data_edges = sorted(set(edges))
+    fake_edges = sorted(set(fake) - set(data_edges))
+    implied_edges = sorted(set(implied) - set(data_edges) - set(fake_edges))
+    return Graph(nodes, buffers, data_edges, (), name, {"source": "inductor"}, fake_edges=fake_edges,
+                 implied_edges=implied_edges)

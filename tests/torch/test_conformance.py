@@ -1,0 +1,79 @@
+"""The ports against torch 2.13's own passes, node for node, on captured graphs.
+
+tests/data/captured_*.json hold graphs captured from torch.compile (FSDP-style
+and tensor-parallel transformers, forward and backward) with the orders torch's
+passes produced on the same scheduler nodes with the same runtime estimates
+(regenerate with `python -m tests.torch.make_data`). The `compile` test
+re-captures live so a torch upgrade that changes behaviour is caught.
+"""
+
+import glob
+import json
+import os
+
+import pytest
+
+from overlapsat import simulate
+from overlapsat.io import graph_from_dict
+from overlapsat.torch.conformance import KNOBS, port_orders
+
+DATA = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "data", "captured_*.json")))
+PASSES = ["sink_waits", "raise_comms", "reorder_compute_for_overlap", "lpmf", "bfs", "dfs", "reorder_for_peak_memory"] + [
+    f"{p}[{k}]" for p in ("reorder_iterative", "sink_waits_iterative") for k in KNOBS]
+
+
+def load(path):
+    with open(path) as f:
+        d = json.load(f)
+    return graph_from_dict(d["graph"]), d["torch"]
+
+
+def test_enough_captured_graphs():
+    names = [os.path.basename(p) for p in DATA]
+    assert len(DATA) >= 5
+    assert any("fsdp" in n and "fwd" in n for n in names) and any("fsdp" in n and "bwd" in n for n in names)
+    assert any("tp" in n and "fwd" in n for n in names) and any("tp" in n and "bwd" in n for n in names)
+
+
+@pytest.mark.parametrize("path", DATA, ids=[os.path.basename(p)[9:-5] for p in DATA])
+def test_ports_match_torch(path):
+    g, ref = load(path)
+    mine = port_orders(g)
+    for name in PASSES:
+        assert mine[name] == ref[name], f"{name} differs from torch on {os.path.basename(path)}"
+
+
+@pytest.mark.parametrize("path", DATA, ids=[os.path.basename(p)[9:-5] for p in DATA])
+def test_peak_memory_matches_torch(path):
+    g, ref = load(path)
+    assert simulate(g).peak_memory == ref["peak_memory"]
+
+
+def test_passes_actually_reorder():
+    # the comparison is only meaningful if the passes move things on these graphs
+    moved = set()
+    for path in DATA:
+        g, ref = load(path)
+        moved |= {k for k in PASSES if ref[k] != g.input_order}
+    assert {"sink_waits", "raise_comms", "reorder_compute_for_overlap", "reorder_iterative[default]",
+            "sink_waits_iterative[default]", "reorder_iterative[runtime]", "bfs"} <= moved
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+def test_live_capture_matches_torch():
+    torch = pytest.importorskip("torch")
+    from overlapsat.torch import capture
+    from overlapsat.torch.conformance import reference_orders
+    from overlapsat.torch.models import fsdp_transformer
+    from tests.torch.make_data import seeded_duration
+
+    torch.manual_seed(1)
+    refs = []
+    caps = capture(fsdp_transformer(2), torch.randn(2, 8, 64, requires_grad=True), name="live",
+                   durations=seeded_duration, on_snodes=lambda sn, g: refs.append(reference_orders(sn, g)))
+    assert [c.graph.name for c in caps] == ["live_fwd", "live_bwd"]
+    for cap, ref in zip(caps, refs):
+        mine = port_orders(cap.graph)
+        assert {k: mine[k] for k in PASSES} == {k: ref[k] for k in PASSES}
+        assert simulate(cap.graph).peak_memory == ref["peak_memory"]
