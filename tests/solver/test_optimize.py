@@ -1,0 +1,117 @@
+"""optimize(): brute-force optima, budgets, collective order, limits, determinism, fallbacks."""
+
+import time
+
+import pytest
+from hypothesis import given, settings
+
+from overlapsat import GraphBuilder, GraphError, InfeasibleBudgetError, Status, load_schedule, optimize, simulate, validate
+from overlapsat.heuristics import run_all
+from tests.helpers import all_valid_orders, graphs, random_graph
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_matches_brute_force(seed):
+    g = random_graph(seed, 9, groups=2, p_coll=0.35)
+    best = min(simulate(g, o).makespan for o in all_valid_orders(g))
+    r = optimize(g, time_limit=5)
+    assert r.makespan == pytest.approx(best)
+    assert r.bound <= best + 1e-9
+    assert validate(g, r.order) == []
+    assert r.status in (Status.OPTIMAL, Status.HEURISTIC_OPTIMAL)
+
+
+def budget_graph():
+    # hiding the collective means issuing it before big/shrink, so its 100 B output
+    # lives beside B: peak 201 instead of 102
+    b = GraphBuilder("budget")
+    b.compute("big", 4.0, writes={"B": 100})
+    b.compute("shrink", 4.0, reads=["B"], writes={"S": 1})
+    b.compute("p", 0.5, writes={"P": 1})
+    b.collective("c", group="g", duration=8.0, reads=["P"], writes={"C": 100})
+    b.wait("w", "c")
+    b.compute("u", 1.0, reads=["C", "S"], writes={"U": 1}, outputs=["U"])
+    return b.build()
+
+
+def test_memory_budget_forces_worse_makespan():
+    g = budget_graph()
+    free = optimize(g, time_limit=5)
+    tight = optimize(g, time_limit=5, memory_budget=102)
+    assert free.peak_memory > 102 and tight.peak_memory <= 102
+    assert tight.makespan > free.makespan + 1e-9
+    for r, bud in ((free, None), (tight, 102)):
+        best = min(simulate(g, o).makespan for o in all_valid_orders(g) if bud is None or simulate(g, o).peak_memory <= bud)
+        assert r.makespan == pytest.approx(best)
+
+
+def test_infeasible_budget_names_lowest_peak():
+    g = budget_graph()
+    with pytest.raises(InfeasibleBudgetError, match=r"lowest peak any heuristic reached is \d+ B"):
+        optimize(g, time_limit=5, memory_budget=50)
+
+
+def test_collective_order_enforced():
+    b = GraphBuilder()
+    b.compute("k", 5.0, writes={"K": 1})
+    b.collective("c1", group="g1", duration=1.0, reads=["K"])
+    b.collective("c2", group="g2", duration=9.0)
+    b.wait("w1", "c1")
+    b.wait("w2", "c2")
+    b.compute("z", 5.0)
+    g = b.build()
+    grp = optimize(g, time_limit=5, collective_order="group")
+    glob = optimize(g, time_limit=5, collective_order="global")
+    assert grp.names.index("c2") < grp.names.index("c1")
+    assert glob.names.index("c1") < glob.names.index("c2")
+    assert validate(g, glob.order, collective_order="global") == []
+    assert glob.makespan >= grp.makespan
+
+
+def test_time_limit_honoured():
+    from overlapsat.examples import generate
+
+    g = generate("tp", nodes=600, seed=3)
+    t = time.monotonic()
+    r = optimize(g, time_limit=3.0)
+    assert time.monotonic() - t < 3.0 + 1.5
+    assert validate(g, r.order) == []
+
+
+def test_deterministic():
+    from overlapsat.examples import generate
+
+    g = generate("fsdp", nodes=300, seed=5)
+    a = optimize(g, time_limit=2.0, workers=2)
+    b = optimize(g, time_limit=2.0, workers=2)
+    assert a.order == b.order
+
+
+@settings(max_examples=25, deadline=None)
+@given(graphs(max_nodes=20))
+def test_never_worse_than_best_heuristic(g):
+    r = optimize(g, time_limit=2)
+    hb = min(h.makespan for h in run_all(g) if h.valid)
+    assert r.makespan <= hb + 1e-9
+    assert validate(g, r.order) == []
+    assert r.bound <= r.makespan + 1e-9
+
+
+def test_progress_callback_and_result_round_trip(tmp_path):
+    from overlapsat.examples import tp_transformer
+
+    g = tp_transformer(layers=1, seed=1)
+    seen = []
+    r = optimize(g, time_limit=5, on_progress=seen.append)
+    assert seen and all(p.bound_us <= p.makespan_us + 1e-9 for p in seen)
+    p = tmp_path / "s.json"
+    r.save(p)
+    s = load_schedule(p, g)
+    assert s.order == r.names and s.metrics["status"] == r.status.value
+
+
+def test_bad_options():
+    g = random_graph(1, 5)
+    for kw in ({"time_limit": 0}, {"time_limit": float("nan")}, {"collective_order": "x"}, {"workers": 0}):
+        with pytest.raises(GraphError):
+            optimize(g, **kw)
