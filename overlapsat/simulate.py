@@ -27,6 +27,8 @@ class SimResult:
     peak_memory: int
     mem_post_alloc: list[int]
     mem_post_free: list[int]
+    issue: list[float]  # compute clock when each node is issued
+
 
     @property
     def names(self) -> list[str]:
@@ -107,9 +109,11 @@ def simulate(graph: Graph, order: Sequence[str | int] | None = None) -> SimResul
     end = [0.0] * len(graph.nodes)
     stall = [0.0] * len(graph.nodes)
     issued = [False] * len(graph.nodes)
+    issue = [0.0] * len(graph.nodes)
     free = [0.0] * len(graph.groups)
     t = 0.0
     for i in ids:
+        issue[i] = t
         k = kind[i]
         if k == COMPUTE:
             start[i] = t
@@ -136,7 +140,11 @@ def simulate(graph: Graph, order: Sequence[str | int] | None = None) -> SimResul
     makespan = max([t, *free]) if free else t
     post_alloc, post_free = memory_curve(graph, ids)
     peak = max(0, max(post_alloc)) if post_alloc else 0
-    return SimResult(graph, ids, start, end, stall, makespan, makespan - graph.compute_total, peak, post_alloc, post_free)
+    exposed = makespan - graph.compute_total
+    if exposed < 0:  # float rounding of two equal sums; mathematically makespan >= compute
+        exposed = 0.0
+    return SimResult(graph, ids, start, end, stall, makespan, exposed, peak, post_alloc, post_free,
+                     issue)
 
 
 def memory_curve(graph: Graph, ids: Sequence[int]) -> tuple[list[int], list[int]]:

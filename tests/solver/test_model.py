@@ -15,7 +15,7 @@ SCALE = 100.0
 
 
 def solve(md, **fix):
-    for name, (var, val) in fix.items():
+    for var, val in fix.values():
         md.m.add(var == val)
     s = cp_model.CpSolver()
     s.parameters.max_time_in_seconds = 5

@@ -1,0 +1,121 @@
+"""Heuristic and exact schedules side by side, against the lower bound."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.graph import Graph
+from overlapsat.heuristics.portfolio import run_all
+from overlapsat.simulate import simulate
+from overlapsat.solver.optimize import Progress, Result, optimize
+
+
+@dataclass
+class Row:
+    method: str
+    order: list[int]
+    makespan: float
+    exposed: float
+    peak_memory: int
+    valid: bool
+    runtime_s: float
+    note: str = ""
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def exposed_pct(self) -> float:
+        return 100.0 * self.exposed / self.makespan if self.makespan > 0 else 0.0
+
+
+@dataclass
+class Comparison:
+    """Input order, every heuristic and the exact solver, on one graph."""
+
+    graph: Graph
+    rows: list[Row]
+    bound: float  # lower bound on the makespan
+    memory_budget: int | None
+    result: Result
+
+    @property
+    def exposed_bound(self) -> float:
+        return max(0.0, self.bound - self.graph.compute_total)
+
+    def gap(self, row: Row) -> float:
+        """Relative gap of a row's exposed time to the bound on exposed time."""
+        if row.exposed <= 1e-9:
+            return 0.0
+        return max(0.0, (row.exposed - self.exposed_bound) / row.exposed)
+
+    def row(self, method: str) -> Row:
+        return next(r for r in self.rows if r.method == method)
+
+    @property
+    def input_row(self) -> Row:
+        return self.row("input_order")
+
+    @property
+    def best_heuristic(self) -> Row:
+        return min((r for r in self.rows if r.valid and r.method not in ("input_order", "exact")),
+                   key=lambda r: r.makespan, default=self.input_row)
+
+    @property
+    def exact(self) -> Row:
+        return self.row("exact")
+
+    def records(self) -> list[dict[str, Any]]:
+        out = []
+        for r in self.rows:
+            out.append({"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
+                        "exposed_pct": r.exposed_pct, "peak_memory": r.peak_memory,
+                        "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
+                        "gap_to_bound": self.gap(r), "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
+                        "violations": r.violations})
+        return out
+
+    def to_markdown(self) -> str:
+        from overlapsat.cli import fmt_bytes, fmt_us
+
+        head = "| method | makespan | exposed | exposed % | peak memory | gap to bound | runtime | valid |"
+        lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for r in self.rows:
+            mem = fmt_bytes(r.peak_memory)
+            if self.memory_budget:
+                mem += f" ({100 * r.peak_memory / self.memory_budget:.0f}% of budget)"
+            gap = f"{100 * self.gap(r):.1f}%" if r.valid else "-"
+            if r.method == "exact":
+                gap = "optimal" if self.result.status.value in ("optimal", "heuristic_optimal") else gap
+            lines.append(f"| {r.method} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | {r.exposed_pct:.1f}% | {mem} | "
+                         f"{gap} | {r.runtime_s:.2f} s | {'yes' if r.valid else 'NO: ' + r.violations[0][:60]} |")
+        lines.append(f"\nlower bound: makespan {fmt_us(self.bound)}, exposed {fmt_us(self.exposed_bound)}; "
+                     f"exact: {self.result.status.value}")
+        return "\n".join(lines)
+
+    def to_dataframe(self) -> Any:
+        try:
+            import pandas as pd
+        except ImportError as e:  # optional dependency
+            raise ImportError("to_dataframe() needs pandas (pip install pandas)") from e
+        return pd.DataFrame(self.records())
+
+
+def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
+            collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
+            on_progress: Callable[[Progress], None] | None = None) -> Comparison:
+    """Run the input order, every heuristic and the exact solver; one row each."""
+    budget = resolve_budget(graph, memory_budget)
+    heur = run_all(graph, memory_budget=budget, collective_order=collective_order)  # type: ignore[arg-type]
+    rows = [Row(h.name, h.order, h.makespan, h.exposed, h.peak_memory, h.valid, h.runtime_s, "", h.violations)
+            for h in heur]
+    rows.sort(key=lambda r: (r.method != "input_order", not r.valid, r.makespan))
+    t = time.monotonic()
+    res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
+                   workers=workers, deterministic=deterministic, on_progress=on_progress)
+    sim = simulate(graph, res.order)
+    note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
+    rows.append(Row("exact", res.order, sim.makespan, sim.exposed, sim.peak_memory, True, time.monotonic() - t, note))
+    return Comparison(graph, rows, res.bound, budget, res)

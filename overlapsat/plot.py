@@ -1,0 +1,105 @@
+"""Timeline pictures: compute and communication lanes, stalls, and the memory curve.
+
+Several schedules are stacked on one time axis so the difference shows at a
+glance. Boxes thinner than a pixel are merged with their neighbours, so graphs
+of thousands of nodes stay readable and fast to draw.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+from overlapsat.simulate import SimResult, simulate
+
+COLORS = {"compute": "#4C72B0", "stall": "#DD3333", "comm": ["#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD"]}
+
+
+def _merge(boxes: list[tuple[float, float]], px: float) -> list[tuple[float, float]]:
+    """Merge runs of sub-pixel boxes (start, width) that touch within a pixel."""
+    out: list[tuple[float, float]] = []
+    for s, w in sorted(boxes):
+        if out and w < px and out[-1][1] < px * 4 and s - (out[-1][0] + out[-1][1]) < px:
+            ps, pw = out[-1]
+            out[-1] = (ps, max(pw, s + w - ps))
+        else:
+            out.append((s, w))
+    return out
+
+
+def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | str]]] | Sequence[int | str],
+                  path: str | os.PathLike[str], *, memory_budget: int | None = None, width_px: int = 1600,
+                  dpi: int = 100) -> str:
+    """Draw one or more schedules of `graph` to `path` (.png or .svg); returns the path."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:  # optional dependency
+        raise GraphError("plotting needs matplotlib: pip install 'overlapsat[plot]'") from e
+    if schedules and not isinstance(schedules[0], tuple):
+        schedules = [("schedule", schedules)]  # type: ignore[list-item]
+    sims: list[tuple[str, SimResult]] = [(label, simulate(graph, order)) for label, order in schedules]  # type: ignore[misc]
+    if not sims:
+        raise GraphError("plot_timeline: no schedule to draw")
+    horizon = max(s.makespan for _, s in sims) or 1.0
+    px = horizon / width_px
+    lanes = ["compute", *graph.groups]
+    n = len(sims)
+    fig_h = n * (0.45 * len(lanes) + 1.6) + 0.6
+    fig, axes = plt.subplots(2 * n, 1, figsize=(width_px / dpi, fig_h), dpi=dpi, sharex=True,
+                             gridspec_kw={"height_ratios": [max(1.0, 0.5 * len(lanes)), 1.0] * n})
+    for k, (label, sim) in enumerate(sims):
+        ax, axm = axes[2 * k], axes[2 * k + 1]
+        comp: list[tuple[float, float]] = []
+        stalls: list[tuple[float, float]] = []
+        comm: dict[int, list[tuple[float, float]]] = {}
+        for v in range(len(graph.nodes)):
+            kind = graph.kind[v]
+            if kind == COMPUTE and graph.dur[v] > 0:
+                comp.append((sim.start[v], graph.dur[v]))
+            elif kind == COLLECTIVE:
+                comm.setdefault(graph.group_id[v], []).append((sim.start[v], graph.dur[v]))
+            elif kind == WAIT and sim.stall[v] > 0:
+                stalls.append((sim.start[v], sim.stall[v]))
+        y = len(lanes) - 1
+        ax.broken_barh(_merge(comp, px), (y - 0.4, 0.8), facecolors=COLORS["compute"], linewidth=0)
+        ax.broken_barh(_merge(stalls, px), (y - 0.4, 0.8), facecolors=COLORS["stall"], linewidth=0)
+        for gi, boxes in comm.items():
+            ax.broken_barh(_merge(boxes, px), (y - 1 - gi - 0.35, 0.7), linewidth=0.3, edgecolor="white",
+                           facecolors=COLORS["comm"][gi % len(COLORS["comm"])])
+        if len(graph.coll_seq) <= 200:  # link collectives to their waits where it stays legible
+            for c in graph.coll_seq:
+                w = graph.wait_of[c]
+                if w >= 0:
+                    ax.plot([sim.end[c], sim.end[w]], [y - 1 - graph.group_id[c] + 0.35, y - 0.4], color="#777777",
+                            linewidth=0.4, alpha=0.6)
+        ax.set_yticks(range(len(lanes)))
+        ax.set_yticklabels(list(reversed(lanes)))
+        ax.set_ylim(-0.7, len(lanes) - 0.3)
+        ax.set_title(f"{label}: makespan {sim.makespan:.1f} us, exposed {sim.exposed:.1f} us "
+                     f"({100 * sim.exposed_fraction:.1f}%), peak {sim.peak_memory / 2**20:.1f} MiB",
+                     loc="left", fontsize=9)
+        # memory per step, placed at each node's issue time
+        xs, ys = [], []
+        for step, v in enumerate(sim.order):
+            xs.append(sim.issue[v])
+            ys.append(sim.mem_post_alloc[step] / 2**20)
+        axm.step(xs, ys, where="post", color="#444444", linewidth=0.8)
+        if memory_budget is not None:
+            axm.axhline(memory_budget / 2**20, color=COLORS["stall"], linestyle="--", linewidth=0.8, label="budget")
+            axm.legend(loc="upper right", fontsize=7)
+        axm.set_ylabel("MiB", fontsize=8)
+        axm.tick_params(labelsize=7)
+    axes[-1].set_xlabel("time (us)")
+    axes[-1].set_xlim(0, horizon * 1.01)
+    fig.tight_layout()
+    path = os.fspath(path)
+    tmp = path + ".tmp" + os.path.splitext(path)[1]
+    fig.savefig(tmp, dpi=dpi)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,102 @@
+"""The command line, driven through its real entry point in a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from overlapsat.examples import bundled
+
+ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "overlapsat.cli", *args], capture_output=True, text=True, env=ENV,
+                          cwd=cwd, timeout=300)
+
+
+def test_help_lists_subcommands():
+    r = run("--help")
+    assert r.returncode == 0
+    for cmd in ("compare", "solve", "simulate", "inspect", "bench"):
+        assert cmd in r.stdout
+
+
+def test_compare_bundled_default(tmp_path):
+    png, trace = tmp_path / "t.png", tmp_path / "t.json"
+    r = run("compare", "--time-limit", "5", "--plot", str(png), "--trace", str(trace))
+    assert r.returncode == 0, r.stderr
+    assert "| input_order |" in r.stdout and "| exact |" in r.stdout and "lower bound" in r.stdout
+    assert png.stat().st_size > 10_000 and json.loads(trace.read_text())["traceEvents"]
+    assert r.stderr == ""  # no progress line when not a terminal
+
+
+def test_compare_json_figures_match_simulator():
+    from overlapsat import load_graph, simulate
+
+    r = run("compare", bundled("tp_small"), "--time-limit", "5", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    g = load_graph(bundled("tp_small"))
+    inp = next(x for x in d["rows"] if x["method"] == "input_order")
+    assert inp["makespan_us"] == pytest.approx(simulate(g).makespan)
+    ex = next(x for x in d["rows"] if x["method"] == "exact")
+    assert ex["valid"] and ex["makespan_us"] <= min(x["makespan_us"] for x in d["rows"] if x["valid"]) + 1e-6
+    assert d["exposed_bound_us"] <= ex["exposed_us"] + 1e-6
+
+
+def test_solve_then_simulate(tmp_path):
+    out = tmp_path / "s.json"
+    r = run("solve", bundled("moe_small"), "--out", str(out), "--time-limit", "5")
+    assert r.returncode == 0, r.stderr
+    assert "status" in r.stdout and out.exists()
+    r2 = run("simulate", bundled("moe_small"), "--schedule", str(out), "--json")
+    assert r2.returncode == 0
+    d = json.loads(r2.stdout)
+    assert d["valid"] and d["makespan_us"] == pytest.approx(json.loads(out.read_text())["metrics"]["makespan_us"])
+
+
+def test_inspect_json():
+    r = run("inspect", bundled("ddp_small"), "--json")
+    assert r.returncode == 0
+    d = json.loads(r.stdout)
+    assert d["counts"]["collective"] > 0 and d["lower_bound"]["makespan"] <= d["input_order"]["makespan_us"]
+
+
+def test_bench_directory_and_csv(tmp_path):
+    import shutil
+
+    for name in ("moe_small", "ddp_small"):
+        shutil.copy(bundled(name), tmp_path / f"{name}.json")
+    csv = tmp_path / "out.csv"
+    r = run("bench", str(tmp_path), "--time-limit", "3", "--csv", str(csv))
+    assert r.returncode == 0, r.stderr
+    assert "2 graphs:" in r.stdout and "geometric mean" in r.stdout
+    assert len(csv.read_text().strip().splitlines()) == 3
+
+
+@pytest.mark.parametrize(
+    "args,code,msg",
+    [
+        (["inspect", "missing.json"], 2, "does not exist"),
+        (["compare", "BAD"], 2, "not valid JSON"),
+        (["simulate", "CYCLE"], 2, "cycle through"),
+        (["compare", "BUNDLED", "--memory-budget", "1B", "--time-limit", "3"], 3, "unreachable"),
+        (["compare", "BUNDLED", "--memory-budget", "lots"], 2, "memory budget 'lots'"),
+        (["bench", "missing_dir"], 2, "neither a file nor a directory"),
+    ],
+)
+def test_bad_input_one_line_no_traceback(tmp_path, args, code, msg):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{oops")
+    cyc = tmp_path / "cyc.json"
+    cyc.write_text(json.dumps({"format": "overlapsat-graph", "version": 1, "nodes": [
+        {"name": "a", "kind": "compute", "duration": 1}, {"name": "b", "kind": "compute", "duration": 1}],
+        "edges": [["a", "b"], ["b", "a"]]}))
+    args = [{"BAD": str(bad), "CYCLE": str(cyc), "BUNDLED": bundled("moe_small")}.get(a, a) for a in args]
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == code, (r.stdout, r.stderr)
+    assert msg in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.startswith("overlapsat: error:")
