@@ -149,6 +149,9 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--only-interference", action="store_true", help="skip the size sweep")
+    ap.add_argument("--dense", nargs=3, type=float, metavar=("LO", "HI", "PER_OCTAVE"),
+                    help="sizes 2^LO .. 2^HI bytes, PER_OCTAVE per octave; even steps are marked grid (calibration), "
+                         "odd ones held out; skips the interference test")
     a = ap.parse_args()
     gpu = torch.cuda.is_available() and not a.smoke
     dist.init_process_group("nccl" if gpu else "gloo")
@@ -157,20 +160,25 @@ def main() -> None:
     if gpu:
         torch.cuda.set_device(dev)
     rows = []
+    if a.dense:
+        lo, hi, per = a.dense
+        plan = [(int(2 ** (lo + k / per)) // 4096 * 4096, k % 2 == 0) for k in range(int((hi - lo) * per) + 1)]
+    else:
+        plan = [(b, b & (b - 1) == 0) for b in sizes(a.smoke)]
     for op in () if a.only_interference else ("all_gather", "reduce_scatter", "all_reduce"):
-        for nbytes in sizes(a.smoke):
+        for nbytes, grid in plan:
             fn, real = make(op, nbytes, world, dev)
             for _ in range(3):
                 fn()  # warm-up (NCCL setup, buffers)
             it = iters_for(real) if not a.smoke else 3
-            row = {"op": op, "bytes": real, "group_size": world,
+            row = {"op": op, "bytes": real, "group_size": world, "grid": grid,
                    "queued_a_us": timed_queued(fn, it, gpu), "queued_b_us": timed_queued(fn, it, gpu),
                    "unqueued_us": timed_unqueued(fn, 5 if real > 2**26 else 15, gpu), "iters": it}
             rows.append(row)
             if rank == 0:
                 print(json.dumps(row), flush=True)
             del fn
-    inter = interference(dev, a.smoke)
+    inter = {} if a.dense else interference(dev, a.smoke)
     if rank == 0:
         meta = {"date": datetime.date.today().isoformat(), "torch": torch.__version__,
                 "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None,

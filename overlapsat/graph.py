@@ -157,6 +157,12 @@ class Graph:
         nodes = [replace(nd, duration=float(durations[nd.name])) if nd.name in durations else nd for nd in self.nodes]
         return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
 
+    def reprice(self, cost_model: Any) -> Graph:
+        """A copy priced by `cost_model` (anything with `duration(node) -> us`)."""
+        from overlapsat.cost.model import reprice
+
+        return reprice(self, cost_model)
+
     def with_collective_chain(self, mode: str = "group") -> Graph:
         """A copy with fake edges between consecutive collectives (per group or global).
 

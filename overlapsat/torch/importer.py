@@ -11,7 +11,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from overlapsat.examples.pricing import Placeholder
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
 
 _OPS = {
@@ -59,14 +58,17 @@ def _collective_fields(snode: Any) -> dict[str, Any]:
     return {"op": op, "nbytes": max([out, *ins]), "group_size": max(1, group_size), "group": group}
 
 
-def default_durations(node: Node, hw: Placeholder | None = None) -> float:
-    """Placeholder pricing until a calibrated cost model is plugged in (CPU estimates are 0)."""
-    hw = hw or Placeholder()
-    if node.kind is NodeKind.COLLECTIVE:
-        return round(hw.collective_us(node.op or "all_reduce", node.nbytes, node.group_size), 3)
-    if node.kind is NodeKind.WAIT:
-        return 0.0
-    return round(hw.compute_us(node.flops, node.bytes_accessed, "bf16"), 3)
+def default_durations(node: Node) -> float:
+    """Inductor's own estimates are 0 on CPU: price with the calibrated H200 model."""
+    from overlapsat.cost import cost_model
+
+    global _DEFAULT_MODEL
+    if _DEFAULT_MODEL is None:
+        _DEFAULT_MODEL = cost_model("h200")
+    return round(_DEFAULT_MODEL.duration(node), 3)
+
+
+_DEFAULT_MODEL: Any = None
 
 
 def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | None = None) -> Graph:

@@ -1,0 +1,100 @@
+"""Cost models: the `CostModel` protocol, the analytical roofline + NCCL model, and its calibrated form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from overlapsat.cost import nccl
+from overlapsat.cost.calibration import Calibration, builtin_calibration
+from overlapsat.cost.hardware import HardwareProfile, load_profile
+from overlapsat.errors import GraphError
+from overlapsat.graph import Graph, Node, NodeKind
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Anything that prices a node in microseconds (waits are always 0)."""
+
+    def duration(self, node: Node) -> float: ...
+
+
+@dataclass(frozen=True)
+class AnalyticalCostModel:
+    """Roofline for compute, NCCL-style model for collectives, with the profile's efficiencies."""
+
+    hw: HardwareProfile
+    dtype: str = "bf16"
+
+    def compute_us(self, flops: float, nbytes: float) -> float:
+        hw = self.hw
+        t = max(flops / (hw.flops(self.dtype) * hw.flops_efficiency), nbytes / (hw.hbm_bw * hw.hbm_efficiency))
+        return t * 1e6 + hw.kernel_floor_us
+
+    def collective_us(self, op: str, nbytes: float, n: int) -> float:
+        return nccl.estimate(op, nbytes, n, self.hw, self.hw.link_efficiency).time_us
+
+    def duration(self, node: Node) -> float:
+        if node.kind is NodeKind.WAIT:
+            return 0.0
+        if node.kind is NodeKind.COLLECTIVE:
+            return self.collective_us(node.op or "all_reduce", node.nbytes, node.group_size)
+        return self.compute_us(node.flops, node.bytes_accessed)
+
+
+@dataclass(frozen=True)
+class CalibratedCostModel:
+    """The analytical model corrected by measured tables, where the profile has them."""
+
+    base: AnalyticalCostModel
+    calibration: Calibration
+
+    def collective_us(self, op: str, nbytes: float, n: int) -> float:
+        table = self.calibration.collectives.get((op, n))
+        if table is None:
+            return self.base.collective_us(op, nbytes, n)
+        return table(nbytes, lambda b: self.base.collective_us(op, b, n))
+
+    def compute_us(self, flops: float, nbytes: float, gemm_like: bool) -> float:
+        hw, cal = self.base.hw, self.calibration
+        if gemm_like and cal.gemm is not None and flops > 0:
+            return cal.gemm(flops, lambda f: self.base.compute_us(f, 0.0))  # measured GEMMs include their traffic
+        t_compute = flops / (hw.flops(self.base.dtype) * hw.flops_efficiency) * 1e6 + hw.kernel_floor_us
+        if cal.memory is not None and nbytes > 0:
+            t_mem = cal.memory(nbytes, lambda b: self.base.compute_us(0.0, b))
+        else:
+            t_mem = self.base.compute_us(0.0, nbytes)
+        return max(t_compute, t_mem)
+
+    def duration(self, node: Node) -> float:
+        if node.kind is NodeKind.WAIT:
+            return 0.0
+        if node.kind is NodeKind.COLLECTIVE:
+            return self.collective_us(node.op or "all_reduce", node.nbytes, node.group_size)
+        return self.compute_us(node.flops, node.bytes_accessed, node.gemm_like)
+
+
+def cost_model(profile: str | HardwareProfile = "h200", *, dtype: str = "bf16", calibrated: bool = True) -> CostModel:
+    """The best model for a profile: calibrated where tables ship with overlapsat."""
+    hw = profile if isinstance(profile, HardwareProfile) else load_profile(profile)
+    base = AnalyticalCostModel(hw, dtype)
+    cal = builtin_calibration(hw.name) if calibrated else None
+    return CalibratedCostModel(base, cal) if cal is not None else base
+
+
+def reprice(graph: Graph, model: CostModel) -> Graph:
+    """A copy of `graph` with every compute and collective duration from `model`."""
+    if not hasattr(model, "duration"):
+        raise GraphError(f"reprice: {model!r} is not a cost model (it needs a duration(node) method)")
+    durations = {}
+    for nd in graph.nodes:
+        if nd.kind is NodeKind.WAIT:
+            continue
+        d = model.duration(nd)
+        if not isinstance(d, (int, float)) or d != d or d < 0 or d == float("inf"):
+            raise GraphError(f"reprice: cost model returned {d!r} for node {nd.name!r}; durations must be finite and >= 0")
+        durations[nd.name] = round(float(d), 4)
+    return graph.with_durations(durations)
+
+
+__all__ = ["AnalyticalCostModel", "CalibratedCostModel", "CostModel", "cost_model", "reprice"]

@@ -1,0 +1,174 @@
+"""Cost model: hand-computed figures, monotonicity, interpolation, profiles, repricing, interference."""
+
+import json
+import math
+
+import pytest
+
+from overlapsat import GraphBuilder, GraphError, simulate
+from overlapsat.cost import (
+    AnalyticalCostModel,
+    Table,
+    builtin_calibration,
+    builtin_profiles,
+    cost_model,
+    estimate,
+    load_calibration,
+    load_profile,
+    reprice,
+)
+from overlapsat.cost.interference import Interference, simulate_with_interference
+from overlapsat.graph import Node, NodeKind
+
+
+def test_nccl_model_hand_computed():
+    hw = load_profile("h200")
+    # all_reduce, 2 ranks, 1 GiB: ring/Simple; bus 370 GB/s, alg bw 370 * 2/2;
+    # latency 8.4 + 2 steps * 3.4 us
+    e = estimate("all_reduce", 2**30, 2, hw)
+    assert (e.algo, e.proto) == ("ring", "Simple")
+    assert e.time_us == pytest.approx(8.4 + 2 * 3.4 + 2**30 / (1e3 * 370), rel=1e-9)
+    # all_gather, 8 ranks, 64 MiB: alg bw = 370 * 8/7; 7 steps
+    e = estimate("all_gather", 64 * 2**20, 8, hw)
+    assert e.time_us == pytest.approx(8.4 + 7 * 3.4 + 64 * 2**20 / (1e3 * 370 * 8 / 7), rel=1e-9)
+    # tiny messages go to LL: base 6.6 + 1 step * 0.6 + bytes / (min(141, 185) * 2)
+    e = estimate("all_gather", 1024, 2, hw)
+    assert e.proto == "LL" and e.time_us == pytest.approx(6.6 + 0.6 + 1024 / (1e3 * 141 * 2), rel=1e-9)
+    assert estimate("all_reduce", 2**20, 1, hw).time_us == 0.0
+
+
+def test_roofline_hand_computed():
+    m = AnalyticalCostModel(load_profile("h200"))
+    # compute bound: 1e12 FLOP at 0.8 * 989 TFLOP/s, plus the 4 us floor
+    assert m.compute_us(1e12, 0) == pytest.approx(1e12 / (989e12 * 0.8) * 1e6 + 4.0)
+    # memory bound: 4.8e9 B at 0.85 * 4.8 TB/s
+    assert m.compute_us(1e6, 4.8e9) == pytest.approx(1e3 / 0.85 + 4.0)
+
+
+@pytest.mark.parametrize("name", sorted(builtin_profiles()))
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"])
+@pytest.mark.parametrize("n", [2, 8, 16, 64])
+def test_monotonic_in_size(name, op, n):
+    hw = load_profile(name)
+    sizes = [2**k for k in range(8, 33)]
+    ts = [estimate(op, s, n, hw).time_us for s in sizes]
+    assert all(a <= b + 1e-9 for a, b in zip(ts, ts[1:]))
+    model = cost_model(name)
+    ts = [model.duration(Node("c", NodeKind.COLLECTIVE, group="g", op=op, nbytes=s, group_size=n)) for s in sizes]
+    assert all(a <= b + 1e-9 for a, b in zip(ts, ts[1:]))
+
+
+def test_multi_node_slower_than_single_node():
+    hw = load_profile("h100_sxm")
+    assert estimate("all_reduce", 2**28, 16, hw).time_us > estimate("all_reduce", 2**28, 8, hw).time_us
+
+
+def test_interpolation_exact_at_points_and_between():
+    t = Table.from_points([(1e3, 10.0), (1e6, 100.0), (1e9, 1e4)])
+    for x, y in zip(t.xs, t.us):
+        assert t(x) == y
+    assert t(math.sqrt(1e3 * 1e6)) == pytest.approx(math.sqrt(10 * 100))  # log-log midpoint
+    assert t(2e9, model=lambda b: b / 1e5) == pytest.approx(2e9 / 1e5 * (1e4 / (1e9 / 1e5)))
+
+
+def test_shipped_calibration_exact_at_its_points():
+    cal = builtin_calibration("h200")
+    model = cost_model("h200")
+    for (op, n), table in cal.collectives.items():
+        for b, us in zip(table.xs, table.us):
+            node = Node("c", NodeKind.COLLECTIVE, group="g", op=op, nbytes=int(b), group_size=n)
+            assert model.duration(node) == pytest.approx(us)
+
+
+def test_calibration_tables_are_made_monotonic():
+    from overlapsat.cost.calibration import _merge_points
+
+    pts = _merge_points([(1, 8.0), (2, 6.0), (4, 7.0), (8, 9.0), (8, 11.0), (16, 20.0)])
+    assert [x for x, _ in pts] == [1, 2, 4, 8, 16]
+    ys = [y for _, y in pts]
+    assert ys == sorted(ys) and ys[-1] == 20.0 and ys[0] == pytest.approx(7.0)
+
+
+def test_table_rejects_bad_points():
+    with pytest.raises(GraphError, match="positive and finite"):
+        Table.from_points([(1.0, -1.0)])
+    with pytest.raises(GraphError, match="strictly increasing"):
+        Table((2.0, 1.0), (1.0, 1.0))
+
+
+def test_profiles_load_and_reject_malformed(tmp_path):
+    assert {"h100_sxm", "h100_pcie", "h200", "a100_sxm", "a100_pcie", "b200"} <= set(builtin_profiles())
+    good = dict(name="mine", arch="hopper", peak_flops={"bf16": 1e15}, hbm_bw=3e12, nvlink_bw=4e11, net_bw=5e10)
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps(good))
+    assert load_profile(str(p)).name == "mine"
+    cases = [
+        ({**good, "arch": "pascal"}, "arch must be one of"),
+        ({**good, "hbm_bw": -1}, "hbm_bw must be a finite number > 0"),
+        ({**good, "flops_efficiency": 1.5}, "flops_efficiency is a fraction"),
+        ({**good, "gpus_per_node": 0}, "gpus_per_node must be a positive integer"),
+        ({**good, "bogus": 1}, "unknown field"),
+        ({k: v for k, v in good.items() if k != "nvlink_bw"}, "misses field"),
+    ]
+    for d, msg in cases:
+        p.write_text(json.dumps(d))
+        with pytest.raises(GraphError, match=msg) as ei:
+            load_profile(str(p))
+        assert "p.json" in str(ei.value)
+    p.write_text("{nope")
+    with pytest.raises(GraphError, match="not valid JSON"):
+        load_profile(str(p))
+    with pytest.raises(GraphError, match="no hardware profile 'tpu'"):
+        load_profile("tpu")
+    with pytest.raises(GraphError, match="no peak FLOP/s for dtype 'int4'"):
+        load_profile("h200").flops("int4")
+
+
+def test_bad_calibration_file(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"format": "overlapsat-calibration", "version": 1, "profile": "x",
+                             "collectives": [{"op": "all_reduce", "group_size": 2, "bytes": [1, 2], "us": [1]}]}))
+    with pytest.raises(GraphError, match="c.json"):
+        load_calibration(str(p))
+
+
+def test_reprice_with_user_model():
+    b = GraphBuilder()
+    b.compute("a", 1.0, flops=2e12)
+    b.collective("c", group="g", op="all_reduce", nbytes=2**20, group_size=2)
+    b.wait("w", "c")
+    g = b.build()
+
+    class Flat:
+        def duration(self, node):
+            return 7.0
+
+    h = g.reprice(Flat())
+    assert [n.duration for n in h.nodes] == [7.0, 7.0, 0.0]
+    h2 = reprice(g, cost_model("h200", calibrated=False))
+    assert h2.node("a").duration == pytest.approx(2e12 / (989e12 * 0.8) * 1e6 + 4.0, rel=1e-4)
+
+    class Bad:
+        def duration(self, node):
+            return -1.0
+
+    with pytest.raises(GraphError, match="node 'a'"):
+        g.reprice(Bad())
+    with pytest.raises(GraphError, match="not a cost model"):
+        reprice(g, object())
+
+
+def test_interference_hand_computed():
+    b = GraphBuilder()
+    b.collective("c", group="g", duration=10.0)
+    b.compute("x", 10.0)
+    b.wait("w", "c")
+    g = b.build()
+    assert simulate(g).makespan == 10
+    r = simulate_with_interference(g, None, Interference(compute_slowdown=1.5, comm_slowdown=1.2))
+    # x overlapped the transfer for all 10 us -> 15; the transfer overlapped compute for 10 us -> 12
+    assert r.makespan == pytest.approx(15.0)
+    assert r.end[g.index["c"]] == pytest.approx(12.0)
+    assert simulate_with_interference(g, None, Interference()).makespan == 10
+    with pytest.raises(GraphError):
+        Interference(compute_slowdown=0.5)
