@@ -254,6 +254,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from overlapsat.cost import build_calibration, load_profile
+
+    load_profile(args.profile)  # fails early, naming the profile
+    raw: dict[str, Any] = {}
+    for key, paths in (("collectives", args.collectives), ("compute", args.compute)):
+        merged: dict[str, Any] | None = None
+        for path in paths or []:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    d = json.load(f)
+            except FileNotFoundError:
+                raise GraphError(f"measurement file {path!r} does not exist") from None
+            except json.JSONDecodeError as e:
+                raise GraphError(f"measurement file {path!r} is not valid JSON: {e.msg}") from None
+            rows = "collectives" if key == "collectives" else "kernels"
+            if not isinstance(d, dict) or rows not in d:
+                raise GraphError(f"measurement file {path!r} has no {rows!r} list (is it from calibrate_{key}.py?)")
+            merged = d if merged is None else {**merged, rows: merged[rows] + d[rows]}
+        raw[key] = merged
+    if not raw["collectives"] and not raw["compute"]:
+        raise GraphError("calibrate: give --collectives and/or --compute measurement files")
+    cal = build_calibration(args.profile, raw["collectives"], raw["compute"])
+    cal.save(args.out)
+    payload = {"out": args.out, "profile": args.profile,
+               "collective_tables": [f"{op}/{n}" for op, n in cal.collectives], "gemm": cal.gemm is not None,
+               "memory": cal.memory is not None}
+    _emit(args, payload, [f"calibration for {args.profile} -> {args.out}: "
+                          f"{len(cal.collectives)} collective table(s), GEMM table {'yes' if cal.gemm else 'no'}, "
+                          f"memory table {'yes' if cal.memory else 'no'}"])
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="overlapsat", description=(
         "Find the issue order of kernels, collectives and waits that hides the most communication. "
@@ -287,6 +320,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--csv", metavar="OUT", help="also write one CSV row per graph")
     _solver_args(sp)
     sp.set_defaults(fn=cmd_bench)
+    sp = sub.add_parser("calibrate", help="build cost-model tables from measurement files",
+                        description="build cost-model calibration tables from the JSON files that "
+                                    "benchmarks/calibrate_collectives.py and calibrate_compute.py write")
+    sp.add_argument("--profile", required=True, help="hardware profile name or file the tables belong to")
+    sp.add_argument("--collectives", nargs="*", metavar="JSON", help="collective measurement file(s)")
+    sp.add_argument("--compute", nargs="*", metavar="JSON", help="compute measurement file(s)")
+    sp.add_argument("--out", required=True, metavar="JSON", help="calibration file to write")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.set_defaults(fn=cmd_calibrate)
     return p
 
 
