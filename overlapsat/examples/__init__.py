@@ -17,7 +17,7 @@ from overlapsat.examples.models import (
 BUNDLED_DIR = os.path.join(os.path.dirname(__file__), "data")
 
 
-def bundled(name: str = "fsdp_small") -> str:
+def bundled(name: str = "tp_small") -> str:
     """Path of a bundled example graph (shipped inside the package)."""
     path = os.path.join(BUNDLED_DIR, name if name.endswith(".json") else name + ".json")
     if not os.path.exists(path):

@@ -18,9 +18,12 @@ BUNDLE = {
 
 
 def main() -> None:
+    from overlapsat.cost import cost_model
+
+    model = cost_model("h200")  # calibrated on real H200s (docs/cost_model.md)
     os.makedirs(BUNDLED_DIR, exist_ok=True)
     for name, make in BUNDLE.items():
-        g = make()
+        g = make().reprice(model)
         g.save(os.path.join(BUNDLED_DIR, name + ".json"))
         print(f"{name}: {len(g)} nodes, fingerprint {g.fingerprint()}")
 
