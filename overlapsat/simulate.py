@@ -92,7 +92,8 @@ def check_permutation(graph: Graph, order: Sequence[str | int]) -> list[str]:
     return problems
 
 
-def _to_ids(graph: Graph, order: Sequence[str | int] | None) -> list[int]:
+def order_ids(graph: Graph, order: Sequence[str | int] | None) -> list[int]:
+    """`order` (names or ids) as ids, checked to be a permutation; None is the input order."""
     if order is None:
         return list(range(len(graph.nodes)))
     problems = check_permutation(graph, order)
@@ -103,7 +104,7 @@ def _to_ids(graph: Graph, order: Sequence[str | int] | None) -> list[int]:
 
 def simulate(graph: Graph, order: Sequence[str | int] | None = None) -> SimResult:
     """Walk `order` (default: the input order) as MODEL.md's Time and Memory say."""
-    ids = _to_ids(graph, order)
+    ids = order_ids(graph, order)
     kind, dur, gid, coll_of = graph.kind, graph.dur, graph.group_id, graph.coll_of
     start = [0.0] * len(graph.nodes)
     end = [0.0] * len(graph.nodes)
@@ -186,7 +187,7 @@ def memory_curve(graph: Graph, ids: Sequence[int]) -> tuple[list[int], list[int]
 
 
 def peak_memory(graph: Graph, order: Sequence[str | int] | None = None) -> int:
-    ids = _to_ids(graph, order)
+    ids = order_ids(graph, order)
     post_alloc, _ = memory_curve(graph, ids)
     return max(0, max(post_alloc)) if post_alloc else 0
 

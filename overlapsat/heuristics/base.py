@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
-from overlapsat.simulate import check_permutation
+from overlapsat.simulate import order_ids
 
 
 @dataclass
@@ -31,9 +30,4 @@ class Heuristic(Protocol):
 
 def start_order(g: Graph, order: Sequence[str | int] | None) -> list[int]:
     """The starting order as ids; the input order by default."""
-    if order is None:
-        return list(range(len(g.nodes)))
-    problems = check_permutation(g, order)
-    if problems:
-        raise GraphError.from_problems(f"starting order for graph {g.name!r}", problems)
-    return g.order_indices(order)
+    return order_ids(g, order)

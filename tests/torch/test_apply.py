@@ -1,5 +1,7 @@
 """Solved schedules are applied on a later compile: record, solve offline, apply."""
 
+import os
+
 import pytest
 
 
@@ -7,10 +9,8 @@ import pytest
 @pytest.mark.slow
 def test_record_solve_apply(tmp_path):
     torch = pytest.importorskip("torch")
-    import torch._inductor.config as icfg
-
     from overlapsat import validate
-    from overlapsat.torch import capture, schedule_pass, solve_store
+    from overlapsat.torch import schedule_pass, solve_store
     from overlapsat.torch.capture import _inductor_capture
     from overlapsat.torch.models import fsdp_transformer
 
@@ -25,7 +25,7 @@ def test_record_solve_apply(tmp_path):
 
     store = str(tmp_path)
     compile_once(schedule_pass(store))  # 1st compile: records fwd and bwd graphs
-    recorded = sorted(p for p in __import__("os").listdir(store) if p.endswith(".graph.json"))
+    recorded = sorted(p for p in os.listdir(store) if p.endswith(".graph.json"))
     assert len(recorded) == 2
     statuses = solve_store(store, time_limit=5)
     assert len(statuses) == 2
@@ -45,4 +45,3 @@ def test_record_solve_apply(tmp_path):
         assert names == order and validate(g, order) == []
     # what Inductor received differs from its own order for at least one graph
     assert any(order != g.input_order for g, order in applied)
-    del capture, icfg
