@@ -199,7 +199,7 @@ def _window_memory(g: Graph, m: cp_model.CpModel, order: list[int], i: int, j: i
 
 def lns(g: Graph, order: list[int], *, scale: float, budget: int | None, collective_order: str, deadline: float,
         deterministic: bool, workers: int, window: int = 80, max_window: int = 640, det_budget: float | None = None,
-        on_improve: Callable[[list[int], float], None] | None = None) -> tuple[list[int], dict[str, float]]:
+        on_improve: Callable[[list[int], float], bool | None] | None = None) -> tuple[list[int], dict[str, float]]:
     """Improve `order` window by window until the deadline (or deterministic budget).
 
     Sweeps visit windows around the largest stalls first; a sweep that does not
@@ -232,11 +232,13 @@ def lns(g: Graph, order: list[int], *, scale: float, budget: int | None, collect
             ms = simulate(g, cand).makespan
             if ms <= best_ms + 1e-9 and not validate(g, cand, budget, collective_order=collective_order, limit=1):
                 stats["accepted"] += 1
-                if ms < best_ms - 1e-9:
-                    stats["improvements"] += 1
-                    if on_improve is not None:
-                        on_improve(cand, ms)
+                improved = ms < best_ms - 1e-9
                 best, best_ms = cand, ms
+                if improved:
+                    stats["improvements"] += 1
+                    if on_improve is not None and on_improve(cand, ms):
+                        stats["stopped_by_rule"] = 1
+                        return best, stats
         stats["sweeps"] += 1
         if best_ms >= start_ms - 1e-9:
             window *= 2

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from ortools.sat.python import cp_model
 
@@ -46,6 +46,26 @@ class Progress:
     elapsed_s: float
     makespan_us: float
     bound_us: float
+
+
+class StoppingRule(Protocol):
+    """Called on every improvement; returning True stops the search early."""
+
+    def __call__(self, progress: Progress) -> bool: ...
+
+
+@dataclass(frozen=True)
+class GapBelow:
+    """Stop once (makespan - bound) / makespan is at most `ratio`."""
+
+    ratio: float
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.ratio, (int, float)) and 0 <= self.ratio < 1):
+            raise GraphError(f"GapBelow.ratio must be in [0, 1), got {self.ratio!r}")
+
+    def __call__(self, progress: Progress) -> bool:
+        return progress.makespan_us <= 0 or (progress.makespan_us - progress.bound_us) / progress.makespan_us <= self.ratio
 
 
 @dataclass
@@ -100,9 +120,11 @@ def _h_dict(h: HeuristicResult) -> dict[str, Any]:
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, scale: float, t0: float, cb: Callable[[Progress], None] | None) -> None:
+    def __init__(self, scale: float, t0: float, cb: Callable[[Progress], None] | None,
+                 stop: StoppingRule | None = None) -> None:
         super().__init__()
-        self.scale, self.t0, self.cb = scale, t0, cb
+        self.scale, self.t0, self.cb, self.stop = scale, t0, cb, stop
+        self.stopped = False
         self.first: float | None = None
         self.best_t: float | None = None
         self.count = 0
@@ -112,13 +134,18 @@ class _Progress(cp_model.CpSolverSolutionCallback):
         self.count += 1
         self.first = self.first if self.first is not None else now
         self.best_t = now
+        p = Progress(now, self.objective_value / self.scale, self.best_objective_bound / self.scale)
         if self.cb is not None:
-            self.cb(Progress(now, self.objective_value / self.scale, self.best_objective_bound / self.scale))
+            self.cb(p)
+        if self.stop is not None and self.stop(p):
+            self.stopped = True
+            self.stop_search()
 
 
 def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None, workers: int | None = None,
              deterministic: bool = True, collective_order: str = "group",
-             on_progress: Callable[[Progress], None] | None = None, log_search: bool = False) -> Result:
+             on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
+             log_search: bool = False) -> Result:
     """Least exposed communication order of `graph` within `time_limit` seconds (wall clock, whole call).
 
     Overshoot: model building is not interruptible, so very large graphs can
@@ -159,11 +186,13 @@ def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLik
     if n > MONOLITHIC_MAX_NODES and incumbent is not None and remaining > 0.05:
         from overlapsat.solver.lns import lns
 
-        def improved(o: list[int], ms: float) -> None:
+        def improved(o: list[int], ms: float) -> bool:
+            p = Progress(time.monotonic() - t0, ms, lb)
             if on_progress is not None:
-                on_progress(Progress(time.monotonic() - t0, ms, lb))
+                on_progress(p)
             stats.setdefault("time_to_first_s", time.monotonic() - t0)
             stats["time_to_best_s"] = time.monotonic() - t0
+            return bool(stop_when is not None and stop_when(p))
 
         best_order, lstats = lns(graph, incumbent.order, scale=scale, budget=budget, collective_order=collective_order,
                                  deadline=deadline, deterministic=deterministic, workers=nworkers,
@@ -198,10 +227,19 @@ def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLik
                 logs: list[str] = []
                 solver.log_callback = logs.append
                 stats["log"] = logs
-            cb = _Progress(scale, t0, on_progress)
+            rule = stop_when
+            if isinstance(stop_when, GapBelow):
+                p.relative_gap_limit = stop_when.ratio  # CP-SAT's own gap test: same definition, any mode
+                rule = None
+            elif stop_when is not None and deterministic:
+                # OR-Tools 9.15 aborts (postsolve CHECK) on stop_search() under interleave_search
+                log.warning("a custom stopping rule cannot interrupt the deterministic CP-SAT search; it is "
+                            "applied between LNS windows only (use GapBelow, or deterministic=False)")
+                rule = None
+            cb = _Progress(scale, t0, on_progress, rule)
             st = solver.solve(md.m, cb)
             stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
-                         solver_status=solver.status_name(st), wall_s=solver.wall_time)
+                         solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped)
             if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 inflation = 2 * n + 2
                 bound = max(lb, (solver.best_objective_bound - inflation) / scale)
@@ -256,4 +294,4 @@ def _infeasible(budget: int | None, heur: list[HeuristicResult]) -> InfeasibleBu
         f"reached is {low.peak_memory} B ({low.name})")
 
 
-__all__ = ["Progress", "Result", "Status", "optimize", "RESOLUTION_US"]
+__all__ = ["GapBelow", "Progress", "Result", "Status", "StoppingRule", "optimize", "RESOLUTION_US"]

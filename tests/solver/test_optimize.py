@@ -115,3 +115,25 @@ def test_bad_options():
     for kw in ({"time_limit": 0}, {"time_limit": float("nan")}, {"collective_order": "x"}, {"workers": 0}):
         with pytest.raises(GraphError):
             optimize(g, **kw)
+
+
+def test_stopping_rule_stops_early():
+    from overlapsat import GapBelow
+    from overlapsat.examples import generate
+
+    g = generate("tp", nodes=300, seed=1)
+    calls = []
+
+    def rule(p):
+        calls.append(p)
+        return True  # stop at the first solution
+
+    r = optimize(g, time_limit=10, stop_when=rule, deterministic=False)
+    assert len(calls) == 1 and r.stats["stopped_by_rule"]
+    assert validate(g, r.order) == []
+    # GapBelow maps onto CP-SAT's own gap limit, so it also works in deterministic mode
+    r2 = optimize(g, time_limit=10, stop_when=GapBelow(0.5))
+    assert validate(g, r2.order) == [] and r2.stats["solver_status"] in ("OPTIMAL", "FEASIBLE")
+    assert GapBelow(0.5)(type(calls[0])(0.0, 100.0, 60.0)) and not GapBelow(0.1)(type(calls[0])(0.0, 100.0, 60.0))
+    with pytest.raises(GraphError):
+        GapBelow(1.5)
