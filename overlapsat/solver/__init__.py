@@ -11,4 +11,5 @@ from overlapsat.solver.optimize import (
     optimize,
 )
 
-__all__ = ["GapBelow", "Model", "Progress", "StoppingRule", "RESOLUTION_US", "Result", "Status", "build", "model_units", "optimize"]
+__all__ = ["GapBelow", "Model", "Progress", "RESOLUTION_US", "Result", "Status", "StoppingRule", "build", "model_units",
+           "optimize"]
