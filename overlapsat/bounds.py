@@ -20,10 +20,11 @@ class LowerBound:
     compute: float
     critical_path: float
     comm_runs: float
+    comm_chain: float = 0.0
 
     @property
     def makespan(self) -> float:
-        return max(self.compute, self.critical_path, self.comm_runs)
+        return max(self.compute, self.critical_path, self.comm_runs, self.comm_chain)
 
     @property
     def exposed(self) -> float:
@@ -31,7 +32,7 @@ class LowerBound:
 
     def as_dict(self) -> dict[str, float]:
         return {"makespan": self.makespan, "exposed": self.exposed, "compute": self.compute,
-                "critical_path": self.critical_path, "comm_runs": self.comm_runs}
+                "critical_path": self.critical_path, "comm_runs": self.comm_runs, "comm_chain": self.comm_chain}
 
 
 def critical_path(graph: Graph) -> float:
@@ -112,5 +113,87 @@ def comm_runs(graph: Graph) -> float:
     return best
 
 
+def comm_chain(graph: Graph, window: int = 8) -> float:
+    """Earliest starts along each group's stream, with compute lags between collectives.
+
+    Beyond `comm_runs`: collective b cannot start before collective a (earlier
+    in its group) has ended *and* the compute that both follows a's wait and
+    must precede b has run, serially. For FSDP this is the backward compute
+    of a layer between its all_gather and its reduce_scatter, which keeps the
+    stream idle. es(b) = max(head(b), es(b-1) + d(b-1), max_a es(a) + d(a) +
+    lag(a, b)) over the `window` previous collectives of the group; the bound
+    is max over b of es(b) + d(b) + tail(b).
+    """
+    n = len(graph.nodes)
+    kind, dur, preds, succs = graph.kind, graph.dur, graph.preds, graph.succs
+    best = 0.0
+    big = 1 << 60
+    for cs in graph.group_colls:
+        k = len(cs)
+        if k < 2:
+            continue
+        pos_in_input = cs  # node ids are input positions
+        ins = [big] * n  # first collective index whose must-precede set holds the node
+        head = [0.0] * k
+        acc = 0.0
+        seen = bytearray(n)
+        for i, c in enumerate(cs):
+            stack = [c]
+            while stack:
+                u = stack.pop()
+                for v in preds[u]:
+                    if not seen[v]:
+                        seen[v] = 1
+                        ins[v] = i
+                        if kind[v] == COMPUTE:
+                            acc += dur[v]
+                        stack.append(v)
+            head[i] = acc
+        tail = [0.0] * k
+        seen = bytearray(n)
+        acc = 0.0
+        for j in range(k - 1, -1, -1):
+            w = graph.wait_of[cs[j]]
+            if w >= 0 and not seen[w]:
+                seen[w] = 1
+                acc += _grow(w, succs, seen, kind, dur)
+            tail[j] = acc
+        # lag[a][off]: compute after a's wait that must precede collective a + off
+        lags: list[list[float]] = []
+        for a in range(k):
+            w = graph.wait_of[cs[a]]
+            row = [0.0] * (window + 1)
+            if w >= 0:
+                limit = pos_in_input[min(k - 1, a + window)]
+                vals: list[tuple[int, float]] = []
+                mark = {w}
+                stack = [w]
+                while stack:
+                    u = stack.pop()
+                    for v in succs[u]:
+                        if v <= limit and v not in mark:
+                            mark.add(v)
+                            if kind[v] == COMPUTE and ins[v] < big:
+                                vals.append((ins[v], dur[v]))
+                            stack.append(v)
+                for i_b, d in vals:
+                    off = i_b - a
+                    if 1 <= off <= window:
+                        row[off] += d
+                for off in range(2, window + 1):  # a node that must precede b also precedes every later b
+                    row[off] += row[off - 1]
+            lags.append(row)
+        es = [0.0] * k
+        for j in range(k):
+            e = head[j]
+            if j:
+                e = max(e, es[j - 1] + dur[cs[j - 1]])
+            for a in range(max(0, j - window), j):
+                e = max(e, es[a] + dur[cs[a]] + lags[a][j - a])
+            es[j] = e
+            best = max(best, e + dur[cs[j]] + tail[j])
+    return best
+
+
 def lower_bound(graph: Graph) -> LowerBound:
-    return LowerBound(graph.compute_total, critical_path(graph), comm_runs(graph))
+    return LowerBound(graph.compute_total, critical_path(graph), comm_runs(graph), comm_chain(graph))

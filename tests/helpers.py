@@ -177,5 +177,6 @@ def naive_peak(g: Graph, order: list[int]) -> int:
 def graphs(draw: st.DrawFn, max_nodes: int = 12, **kw: object) -> Graph:
     seed = draw(st.integers(0, 10**6))
     n = draw(st.integers(2, max_nodes))
-    groups = draw(st.integers(1, 3))
-    return random_graph(seed, n, groups=groups, **kw)  # type: ignore[arg-type]
+    if "groups" not in kw:
+        kw["groups"] = draw(st.integers(1, 3))
+    return random_graph(seed, n, **kw)  # type: ignore[arg-type]

@@ -62,3 +62,34 @@ def test_never_above_brute_force_optimum(seed):
     g = random_graph(seed, 8, groups=2, p_coll=0.35)
     best = min(simulate(g, o).makespan for o in all_valid_orders(g))
     assert lower_bound(g).makespan <= best + 1e-9
+
+
+def test_comm_chain_sees_compute_between_collectives():
+    # c1 -> w1 -> k (50 us) -> c2: the stream must idle while k runs
+    b = GraphBuilder()
+    b.collective("c1", group="g", duration=10, writes={"C1": 1})
+    b.wait("w1", "c1")
+    b.compute("k", 50, reads=["C1"], writes={"K": 1})
+    b.collective("c2", group="g", duration=10, reads=["K"])
+    b.wait("w2", "c2")
+    g = b.build()
+    lb = lower_bound(g)
+    assert lb.comm_runs == 50 + 10  # before(c2) + d(c2)
+    assert lb.comm_chain == 10 + 50 + 10  # end(c1) + lag + d(c2)
+    assert lb.makespan == simulate(g).makespan == 70
+
+
+@settings(max_examples=400, deadline=None)
+@given(graphs(max_nodes=18, p_coll=0.4, groups=1), st.integers(0, 10**6))
+def test_comm_chain_valid_single_group(g, seed):
+    rng = random.Random(seed)
+    lb = lower_bound(g)
+    for _ in range(5):
+        assert lb.comm_chain <= simulate(g, random_valid_order(g, rng)).makespan + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(40, 100))
+def test_chain_bound_never_above_brute_force(seed):
+    g = random_graph(seed, 8, groups=1, p_coll=0.45)
+    best = min(simulate(g, o).makespan for o in all_valid_orders(g))
+    assert lower_bound(g).makespan <= best + 1e-9
