@@ -183,6 +183,9 @@ def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLik
     bound = lb
     remaining = deadline - time.monotonic()
     nworkers = workers or min(8, max(1, os.cpu_count() or 1))
+    if incumbent is not None and incumbent.makespan - lb <= OPTIMALITY_TOL_US:
+        remaining = 0.0  # the best heuristic meets a lower bound: nothing left to search
+        status = Status.HEURISTIC_OPTIMAL
     if n > MONOLITHIC_MAX_NODES and incumbent is not None and remaining > 0.05:
         from overlapsat.solver.lns import lns
 
