@@ -81,32 +81,56 @@ def _grow(start: int, adj: list[list[int]], seen: bytearray, kind: list[int], du
     return added
 
 
+def _heads(graph: Graph, cs: list[int]) -> tuple[list[float], list[int]]:
+    """Compute that must finish before each collective of a group starts (nested sums),
+    and for each node the index of the first collective it must precede (len(cs) if none)."""
+    kind, dur, preds = graph.kind, graph.dur, graph.preds
+    k = len(cs)
+    ins = [k] * len(graph.nodes)
+    head = [0.0] * k
+    seen = bytearray(len(graph.nodes))
+    acc = 0.0
+    for i, c in enumerate(cs):
+        stack = [c]
+        while stack:
+            u = stack.pop()
+            for v in preds[u]:
+                if not seen[v]:
+                    seen[v] = 1
+                    ins[v] = i
+                    if kind[v] == COMPUTE:
+                        acc += dur[v]
+                    stack.append(v)
+        head[i] = acc
+    return head, ins
+
+
+def _tails(graph: Graph, cs: list[int]) -> list[float]:
+    """Compute that must follow the wait of each collective or of a later one of its group."""
+    k = len(cs)
+    tail = [0.0] * k
+    seen = bytearray(len(graph.nodes))
+    acc = 0.0
+    for j in range(k - 1, -1, -1):
+        w = graph.wait_of[cs[j]]
+        if w >= 0 and not seen[w]:
+            seen[w] = 1
+            acc += _grow(w, graph.succs, seen, graph.kind, graph.dur)
+        tail[j] = acc
+    return tail
+
+
 def comm_runs(graph: Graph) -> float:
     """max over groups and runs i..j of before(i) + sum(i..j) + after(j)."""
-    n = len(graph.nodes)
-    kind, dur = graph.kind, graph.dur
+    dur = graph.dur
     best = 0.0
     for cs in graph.group_colls:
-        k = len(cs)
-        before = [0.0] * k
-        seen = bytearray(n)
-        acc = 0.0
-        for i, c in enumerate(cs):
-            acc += _grow(c, graph.preds, seen, kind, dur)
-            before[i] = acc
-        after = [0.0] * k
-        seen = bytearray(n)
-        acc = 0.0
-        for j in range(k - 1, -1, -1):
-            w = graph.wait_of[cs[j]]
-            if w >= 0 and not seen[w]:
-                seen[w] = 1
-                acc += _grow(w, graph.succs, seen, kind, dur)
-            after[j] = acc
+        before, _ = _heads(graph, cs)
+        after = _tails(graph, cs)
         # max_{i<=j} (before[i] - P[i-1]) + P[j] + after[j], in one pass
         prefix = 0.0
         best_left = float("-inf")
-        for j in range(k):
+        for j in range(len(cs)):
             best_left = max(best_left, before[j] - prefix)
             prefix += dur[cs[j]]
             best = max(best, best_left + prefix + after[j])
@@ -124,47 +148,21 @@ def comm_chain(graph: Graph, window: int = 8) -> float:
     lag(a, b)) over the `window` previous collectives of the group; the bound
     is max over b of es(b) + d(b) + tail(b).
     """
-    n = len(graph.nodes)
-    kind, dur, preds, succs = graph.kind, graph.dur, graph.preds, graph.succs
+    kind, dur, succs = graph.kind, graph.dur, graph.succs
     best = 0.0
-    big = 1 << 60
     for cs in graph.group_colls:
         k = len(cs)
         if k < 2:
             continue
-        pos_in_input = cs  # node ids are input positions
-        ins = [big] * n  # first collective index whose must-precede set holds the node
-        head = [0.0] * k
-        acc = 0.0
-        seen = bytearray(n)
-        for i, c in enumerate(cs):
-            stack = [c]
-            while stack:
-                u = stack.pop()
-                for v in preds[u]:
-                    if not seen[v]:
-                        seen[v] = 1
-                        ins[v] = i
-                        if kind[v] == COMPUTE:
-                            acc += dur[v]
-                        stack.append(v)
-            head[i] = acc
-        tail = [0.0] * k
-        seen = bytearray(n)
-        acc = 0.0
-        for j in range(k - 1, -1, -1):
-            w = graph.wait_of[cs[j]]
-            if w >= 0 and not seen[w]:
-                seen[w] = 1
-                acc += _grow(w, succs, seen, kind, dur)
-            tail[j] = acc
+        head, ins = _heads(graph, cs)
+        tail = _tails(graph, cs)
         # lag[a][off]: compute after a's wait that must precede collective a + off
         lags: list[list[float]] = []
         for a in range(k):
             w = graph.wait_of[cs[a]]
             row = [0.0] * (window + 1)
             if w >= 0:
-                limit = pos_in_input[min(k - 1, a + window)]
+                limit = cs[min(k - 1, a + window)]  # node ids are input positions
                 vals: list[tuple[int, float]] = []
                 mark = {w}
                 stack = [w]
@@ -173,7 +171,7 @@ def comm_chain(graph: Graph, window: int = 8) -> float:
                     for v in succs[u]:
                         if v <= limit and v not in mark:
                             mark.add(v)
-                            if kind[v] == COMPUTE and ins[v] < big:
+                            if kind[v] == COMPUTE and ins[v] < k:
                                 vals.append((ins[v], dur[v]))
                             stack.append(v)
                 for i_b, d in vals:
