@@ -114,7 +114,7 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     rows.sort(key=lambda r: (r.method != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
     res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
-                   workers=workers, deterministic=deterministic, on_progress=on_progress)
+                   workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur)
     sim = simulate(graph, res.order)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     rows.append(Row("exact", res.order, sim.makespan, sim.exposed, sim.peak_memory, True, time.monotonic() - t, note))

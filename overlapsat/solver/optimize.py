@@ -145,8 +145,11 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None, workers: int | None = None,
              deterministic: bool = True, collective_order: str = "group",
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
-             log_search: bool = False) -> Result:
+             log_search: bool = False, heuristic_results: list[HeuristicResult] | None = None) -> Result:
     """Least exposed communication order of `graph` within `time_limit` seconds (wall clock, whole call).
+
+    `heuristic_results` (from `heuristics.run_all` with the same budget and
+    collective order) skips re-running the portfolio, as `compare` does.
 
     Overshoot: model building is not interruptible, so very large graphs can
     overrun by the build time (measured in docs/solver.md).
@@ -160,8 +163,9 @@ def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLik
     t0 = time.monotonic()
     deadline = t0 + time_limit
     budget = resolve_budget(graph, memory_budget)
-    heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
-                   deadline=t0 + 0.3 * time_limit)
+    heur = heuristic_results if heuristic_results is not None else run_all(
+        graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
+        deadline=t0 + 0.3 * time_limit)
     base = simulate(graph)
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     valid = [h for h in heur if h.valid]
