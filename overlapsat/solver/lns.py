@@ -171,7 +171,8 @@ def _window_memory(g: Graph, m: cp_model.CpModel, order: list[int], i: int, j: i
             continue
         pp = pos[p] if p >= 0 else -1
         cons = g.b_cons[b]
-        last = len(order) if g.b_out[b] else max((pos[c] for c in cons), default=pp)
+        # a freeable input nobody reads lives at step 0 only (docs/decisions.md, 4)
+        last = len(order) if g.b_out[b] else max((pos[c] for c in cons), default=max(pp, 0))
         if pp >= j or last < i:
             continue  # not alive inside the window
         if pp < i and last >= j:
@@ -182,6 +183,12 @@ def _window_memory(g: Graph, m: cp_model.CpModel, order: list[int], i: int, j: i
         if last >= j:
             end: cp_model.LinearExprT = H + 1
             end_val = H + 1
+        elif p < 0 and not cons:  # the unread freeable input: until the window's first node
+            lu = m.new_int_var(t0, H, f"first{b}")
+            m.add_min_equality(lu, [issue[v] for v in order[i:j]])
+            lu_val = min(us.issue[v] for v in order[i:j])
+            hints.append((lu, lu_val))
+            end, end_val = lu + 1, lu_val + 1
         else:
             wc = [c for c in cons if i <= pos[c] < j] or [p]
             lu = m.new_int_var(t0, H, f"lu{b}")

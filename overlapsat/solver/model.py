@@ -38,6 +38,7 @@ class Model:
     last_use: dict[int, cp_model.IntVar] = field(default_factory=dict)
     live_size: dict[int, cp_model.IntVar] = field(default_factory=dict)
     makespan: cp_model.IntVar | None = None
+    first_issue: cp_model.IntVar | None = None
 
     # -- variables ---------------------------------------------------------
     def add_variables(self) -> None:
@@ -156,6 +157,11 @@ class Model:
                 m.add_max_equality(lu, [self.issue[c] for c in g.b_cons[j]])
                 self.last_use[j] = lu
                 end = lu + 1
+            elif p < 0:  # a freeable input nobody reads: alive at step 0 only, whichever node that is
+                if self.first_issue is None:
+                    self.first_issue = m.new_int_var(0, H, "first_issue")
+                    m.add_min_equality(self.first_issue, self.issue)
+                end = self.first_issue + 1
             else:
                 end = start + 1
             sz = m.new_int_var(0, H + 1, f"live[{g.buffers[j].name}]")
@@ -205,6 +211,8 @@ class Model:
         m.add_hint(self.makespan, ms)
         for j, lu in self.last_use.items():
             m.add_hint(lu, max(issue[c] for c in g.b_cons[j]))
+        if self.first_issue is not None:
+            m.add_hint(self.first_issue, min(issue))
         for j, sz in self.live_size.items():
             p = g.b_prod[j]
             start = issue[p] if p >= 0 else 0
@@ -212,6 +220,8 @@ class Model:
                 e = self.horizon + 1
             elif g.b_cons[j]:
                 e = max(issue[c] for c in g.b_cons[j]) + 1
+            elif p < 0:
+                e = min(issue) + 1
             else:
                 e = start + 1
             m.add_hint(sz, e - start)

@@ -56,3 +56,29 @@ def test_lns_respects_memory_budget():
     r = optimize(g, time_limit=8, memory_budget=1.0)
     assert r.peak_memory <= simulate(g).peak_memory
     assert validate(g, r.order, 1.0) == []
+
+
+def test_unread_freeable_input_counts_at_step_zero():
+    """Regression (found by hypothesis in CI): a freeable input nobody reads lives at step 0,
+    whichever node is first; both models must count it there."""
+    from overlapsat import GraphBuilder
+    from overlapsat.solver import build, model_units
+
+    b = GraphBuilder()
+    b.input("in0", 44, freeable=True)
+    b.compute("k0", 6.0, writes={"B0": 15})
+    b.collective("c1", group="g", duration=27.0, writes={"B1": 25})
+    b.wait("w", "c1")
+    g = b.build()
+    order = [0, 1, 2]
+    budget = simulate(g, order).peak_memory  # 59: in0 + B0 at step 0
+    cand, _ = solve_window(g, order, 0, 3, scale=100.0, budget=budget, collective_order="group", max_time=2.0,
+                           deterministic=True, workers=1)
+    assert cand is None or validate(g, cand, budget) == []
+    from ortools.sat.python import cp_model
+
+    md = build(g, scale=100.0, horizon=model_units(g, order, 100.0), memory_budget=budget)
+    s = cp_model.CpSolver()
+    s.parameters.num_workers = 1
+    assert s.solve(md.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    assert validate(g, md.order_from(s), budget) == []
