@@ -80,6 +80,19 @@ class _State:
             out.append(a)
         return out
 
+    def swap(self, lh: int, lt: int, rh: int, rt: int) -> None:
+        """Exchange two adjacent segments: [lh..lt][rh..rt] -> [rh..rt][lh..lt]."""
+        p, q = self.prev[lh], self.next[rt]
+        if p != -1:
+            self.next[p] = rh
+        else:
+            self.head = rh
+        self.prev[rh] = p
+        self.next[rt], self.prev[lh] = lh, rt
+        self.next[lt] = q
+        if q != -1:
+            self.prev[q] = lt
+
     def order(self) -> list[int]:
         out = []
         v = self.head
@@ -282,19 +295,7 @@ def reorder_communication_preserving_peak_memory(
                 info.limiting_factor = f"peak memory new:{potential} vs base:{st.peak}"
                 break
             info.moves += 1
-            # [cand][group] -> [group][cand]
-            cp_ = prev[cand]
-            if cp_ != -1:
-                nxt[cp_] = group_head
-            prev[group_head] = cp_
-            tn = nxt[group_tail]
-            if tn != -1:
-                prev[tn] = cand
-            nxt[cand] = tn
-            prev[cand] = group_tail
-            nxt[group_tail] = cand
-            if st.head == cand:
-                st.head = group_head
+            st.swap(cand, cand, group_head, group_tail)  # [cand][group] -> [group][cand]
             if cfg.use_runtime_estimations:
                 info.comm_time, info.comp_time = st.coll_exposed(curr)
             elif kind[cand] != COLLECTIVE:
@@ -420,19 +421,7 @@ def sink_waits_iterative(g: Graph, order: Sequence[str | int] | None = None,
                 info.limiting_factor = f"peak memory new:{potential} vs base:{st.peak}"
                 break
             info.moves += 1
-            # [group][cand] -> [cand][group]
-            hp = prev[group_head]
-            if hp != -1:
-                nxt[hp] = cand
-            prev[cand] = hp
-            cn = nxt[cand]
-            if cn != -1:
-                prev[cn] = group_tail
-            nxt[group_tail] = cn
-            prev[group_head] = cand
-            nxt[cand] = group_head
-            if st.head == group_head:
-                st.head = cand
+            st.swap(group_head, group_tail, cand, cand)  # [group][cand] -> [cand][group]
             if cfg.use_runtime_estimations or kind[cand] == WAIT:
                 info.comm_time, info.comp_time = st.wait_exposed(curr)
             elif kind[cand] != COLLECTIVE:

@@ -16,55 +16,21 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
 from overlapsat.simulate import simulate
+from overlapsat.solver.model import UnitWalk, unit_walk
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _UnitSim:
-    issue: list[int]
-    slot_end: list[int]
-    comm_end: dict[int, int]
-    clock_before: list[int]  # compute clock before each position
-    free_before: list[list[int]]  # per position, per group
-
-
-def _unit_walk(g: Graph, order: list[int], scale: float) -> _UnitSim:
-    n = len(g.nodes)
-    issue, slot_end = [0] * n, [0] * n
-    comm_end: dict[int, int] = {}
-    free = [0] * len(g.groups)
-    clock_before, free_before = [], []
-    t = 0
-    for v in order:
-        clock_before.append(t)
-        free_before.append(list(free))
-        issue[v] = t
-        k = g.kind[v]
-        if k == COLLECTIVE:
-            gi = g.group_id[v]
-            s = max(t, free[gi])
-            comm_end[v] = free[gi] = s + math.ceil(g.dur[v] * scale - 1e-9)
-            t += 1
-        elif k == WAIT:
-            t = max(t + 1, comm_end[g.coll_of[v]])
-        else:
-            t += max(1, math.ceil(g.dur[v] * scale - 1e-9))
-        slot_end[v] = t
-    return _UnitSim(issue, slot_end, comm_end, clock_before, free_before)
-
-
 def solve_window(g: Graph, order: list[int], i: int, j: int, *, scale: float, budget: int | None,
                  collective_order: str, max_time: float, deterministic: bool, workers: int) -> tuple[list[int] | None, float]:
     """Best re-ordering of order[i:j] under fixed boundaries, or None; and deterministic time used."""
-    us = _unit_walk(g, order, scale)
+    us = unit_walk(g, order, scale)
     win = order[i:j]
     inwin = set(win)
     pos = {v: k for k, v in enumerate(order)}
@@ -134,7 +100,7 @@ def solve_window(g: Graph, order: list[int], i: int, j: int, *, scale: float, bu
             m.add_hint(wait_end[v][0], us.slot_end[v])
             m.add_hint(wait_end[v][1], us.slot_end[v] - us.issue[v])
         if v in comm_start:
-            m.add_hint(comm_start[v], us.comm_end[v] - comm_len[v])
+            m.add_hint(comm_start[v], us.comm_start[v])
     m.add_hint(exit_clock, max(us.slot_end[v] for v in win))
     for var, val in mem_hints:
         m.add_hint(var, val)
@@ -156,7 +122,7 @@ def solve_window(g: Graph, order: list[int], i: int, j: int, *, scale: float, bu
 
 
 def _window_memory(g: Graph, m: cp_model.CpModel, order: list[int], i: int, j: int, t0: int,
-                   issue: dict[int, cp_model.IntVar], H: int, budget: int, us: _UnitSim) -> list[tuple]:
+                   issue: dict[int, cp_model.IntVar], H: int, budget: int, us: UnitWalk) -> list[tuple]:
     """Cumulative over the window (buffers entering, leaving or living inside it); returns hints."""
     pos = {v: k for k, v in enumerate(order)}
     hints: list[tuple] = []

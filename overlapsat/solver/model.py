@@ -179,36 +179,16 @@ class Model:
         """A complete hint from an order: every variable, auxiliaries included."""
         g, m = self.g, self.m
         m.clear_hints()
-        t = 0
-        free = [0] * len(g.groups)
-        issue = [0] * len(g.nodes)
-        end = [0] * len(g.nodes)
-        cend: dict[int, int] = {}
-        last_coll = -1
-        for v in order:
-            issue[v] = t
-            k = g.kind[v]
-            if k == COLLECTIVE:
-                gi = g.group_id[v]
-                s = max(t, free[gi])
-                cend[v] = s + self.comm_len[v]
-                free[gi] = cend[v]
-                m.add_hint(self.comm_start[v], s)
-                t += 1
-                last_coll = v
-            elif k == WAIT:
-                e = max(t + 1, cend[g.coll_of[v]])
-                m.add_hint(self.wait_end[v], e)
-                m.add_hint(self.wait_size[v], e - t)
-                t = e
-            else:
-                t += self.length[v]
-            end[v] = t
-        del last_coll
+        w = unit_walk(g, order, self.scale)
+        issue = w.issue
+        for c, st in w.comm_start.items():
+            m.add_hint(self.comm_start[c], st)
+        for v in self.wait_end:
+            m.add_hint(self.wait_end[v], w.slot_end[v])
+            m.add_hint(self.wait_size[v], w.slot_end[v] - issue[v])
         for v in range(len(g.nodes)):
             m.add_hint(self.issue[v], issue[v])
-        ms = max([t, *cend.values()])
-        m.add_hint(self.makespan, ms)
+        m.add_hint(self.makespan, w.makespan)
         for j, lu in self.last_use.items():
             m.add_hint(lu, max(issue[c] for c in g.b_cons[j]))
         if self.first_issue is not None:
@@ -231,22 +211,50 @@ class Model:
         return sorted(range(len(self.g.nodes)), key=lambda v: (vals[v], v))
 
 
-def model_units(g: Graph, order: list[int], scale: float) -> int:
-    """The model's makespan (units) for an order: the hint's objective."""
-    t = 0
-    free = [0] * len(g.groups)
+@dataclass
+class UnitWalk:
+    """MODEL.md's walk in model units (durations rounded up, one unit per issue/wait slot)."""
+
+    issue: list[int]
+    slot_end: list[int]
+    comm_start: dict[int, int]
+    comm_end: dict[int, int]
+    clock_before: list[int]  # compute clock before each position of the order
+    free_before: list[list[int]]  # each group's stream, before each position
+    makespan: int
+
+
+def unit_walk(g: Graph, order: list[int], scale: float) -> UnitWalk:
+    """What the model computes for a fixed order: the hint, and the LNS windows' boundaries."""
+    n = len(g.nodes)
+    issue, slot_end = [0] * n, [0] * n
+    cstart: dict[int, int] = {}
     cend: dict[int, int] = {}
+    free = [0] * len(g.groups)
+    clock_before: list[int] = []
+    free_before: list[list[int]] = []
+    t = 0
     for v in order:
+        clock_before.append(t)
+        free_before.append(list(free))
+        issue[v] = t
         k = g.kind[v]
         if k == COLLECTIVE:
-            s = max(t, free[g.group_id[v]])
-            cend[v] = free[g.group_id[v]] = s + math.ceil(g.dur[v] * scale - 1e-9)
+            gi = g.group_id[v]
+            cstart[v] = max(t, free[gi])
+            cend[v] = free[gi] = cstart[v] + math.ceil(g.dur[v] * scale - 1e-9)
             t += 1
         elif k == WAIT:
             t = max(t + 1, cend[g.coll_of[v]])
         else:
             t += max(1, math.ceil(g.dur[v] * scale - 1e-9))
-    return max([t, *cend.values()])
+        slot_end[v] = t
+    return UnitWalk(issue, slot_end, cstart, cend, clock_before, free_before, max([t, *cend.values()]))
+
+
+def model_units(g: Graph, order: list[int], scale: float) -> int:
+    """The model's makespan (units) for an order: the hint's objective."""
+    return unit_walk(g, order, scale).makespan
 
 
 def build(g: Graph, *, scale: float, horizon: int, collective_order: str = "group",
