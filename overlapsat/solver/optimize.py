@@ -248,7 +248,9 @@ def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLik
             stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
                          solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped)
             if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                inflation = 2 * n + 2
+                # the model charges at most one unit per collective/wait slot and < 1 unit of
+                # rounding per compute/collective duration: n + #collectives units in all
+                inflation = n + len(graph.coll_seq)
                 bound = max(lb, (solver.best_objective_bound - inflation) / scale)
                 cand = md.order_from(solver)
                 vs = validate(graph, cand, budget, collective_order=collective_order)  # type: ignore[arg-type]
