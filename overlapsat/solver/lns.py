@@ -106,11 +106,13 @@ def solve_window(g: Graph, order: list[int], i: int, j: int, *, scale: float, bu
         m.add_hint(var, val)
     s = cp_model.CpSolver()
     p = s.parameters
-    p.num_workers = workers
     p.max_time_in_seconds = max_time
     if deterministic:
-        p.interleave_search = True
+        # windows are small: one worker is deterministic by itself and faster than interleaved search
+        p.num_workers = 1
         p.max_deterministic_time = max_time
+    else:
+        p.num_workers = workers
     st = s.solve(m)
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, s.deterministic_time
@@ -172,11 +174,13 @@ def _window_memory(g: Graph, m: cp_model.CpModel, order: list[int], i: int, j: i
 
 def lns(g: Graph, order: list[int], *, scale: float, budget: int | None, collective_order: str, deadline: float,
         deterministic: bool, workers: int, window: int = 80, max_window: int = 640, det_budget: float | None = None,
+        window_time: float = 1.0, target: float | None = None,
         on_improve: Callable[[list[int], float], bool | None] | None = None) -> tuple[list[int], dict[str, float]]:
     """Improve `order` window by window until the deadline (or deterministic budget).
 
     Sweeps visit windows around the largest stalls first; a sweep that does not
-    lower the makespan doubles the window, up to `max_window`.
+    lower the makespan doubles the window, up to `max_window`. It stops early
+    once the makespan reaches `target` (a lower bound).
     """
     best = list(order)
     best_ms = simulate(g, best).makespan
@@ -189,13 +193,15 @@ def lns(g: Graph, order: list[int], *, scale: float, budget: int | None, collect
         step = max(1, window // 2)
         starts = sorted(range(0, max(1, n - step), step), key=lambda i: -sum(sim.stall[v] for v in best[i:i + window]))
         for i in starts:
+            if target is not None and best_ms <= target + 1e-6:
+                return best, stats
             if det_budget is not None and stats["det_time"] >= det_budget:
                 return best, stats
             if time.monotonic() > deadline:
                 stats["stopped_by_wall_clock"] = 1
                 return best, stats
             j = min(n, i + window)
-            per = min(5.0, max(0.05, deadline - time.monotonic()))
+            per = min(window_time, max(0.05, deadline - time.monotonic()))
             cand, dt = solve_window(g, best, i, j, scale=scale, budget=budget, collective_order=collective_order,
                                     max_time=per, deterministic=deterministic, workers=workers)
             stats["windows"] += 1

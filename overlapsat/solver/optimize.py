@@ -203,7 +203,8 @@ def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLik
 
         best_order, lstats = lns(graph, incumbent.order, scale=scale, budget=budget, collective_order=collective_order,
                                  deadline=deadline, deterministic=deterministic, workers=nworkers,
-                                 det_budget=0.25 * time_limit if deterministic else None, on_improve=improved)
+                                 det_budget=0.35 * time_limit if deterministic else None, on_improve=improved,
+                                 target=lb)
         stats["lns"] = lstats
         if lstats.get("stopped_by_wall_clock") and deterministic:
             log.warning("LNS stopped by the wall clock before its deterministic budget: the order may differ across "
