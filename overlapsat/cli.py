@@ -256,21 +256,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from overlapsat.cost import build_calibration, load_profile
+    from overlapsat.io import read_json
 
     load_profile(args.profile)  # fails early, naming the profile
     raw: dict[str, Any] = {}
     for key, paths in (("collectives", args.collectives), ("compute", args.compute)):
         merged: dict[str, Any] | None = None
         for path in paths or []:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    d = json.load(f)
-            except FileNotFoundError:
-                raise GraphError(f"measurement file {path!r} does not exist") from None
-            except json.JSONDecodeError as e:
-                raise GraphError(f"measurement file {path!r} is not valid JSON: {e.msg}") from None
+            d = read_json(path, "measurement")
             rows = "collectives" if key == "collectives" else "kernels"
-            if not isinstance(d, dict) or rows not in d:
+            if rows not in d:
                 raise GraphError(f"measurement file {path!r} has no {rows!r} list (is it from calibrate_{key}.py?)")
             merged = d if merged is None else {**merged, rows: merged[rows] + d[rows]}
         raw[key] = merged

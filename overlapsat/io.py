@@ -40,7 +40,8 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         raise
 
 
-def _read_json(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+def read_json(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    """A JSON object from `path`; any failure is a GraphError naming the file."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -178,7 +179,7 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:
-    return graph_from_dict(_read_json(path, "graph"), source=os.fspath(path))
+    return graph_from_dict(read_json(path, "graph"), source=os.fspath(path))
 
 
 def save_graph(g: Graph, path: str | os.PathLike[str]) -> None:
@@ -216,7 +217,7 @@ def save_schedule(path: str | os.PathLike[str], graph: Graph, order: Sequence[st
 def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> Schedule:
     """Read a schedule; with `graph`, check it belongs to it and is a permutation."""
     where = os.fspath(path)
-    data = _read_json(path, "schedule")
+    data = read_json(path, "schedule")
     if data.get("format") != SCHEDULE_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {SCHEDULE_FORMAT!r}, got {data.get('format')!r}")
     if data.get("version") != VERSION:

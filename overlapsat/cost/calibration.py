@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overlapsat.errors import GraphError
-from overlapsat.io import atomic_write_text
+from overlapsat.io import atomic_write_text, read_json
 
 FORMAT = "overlapsat-calibration"
 
@@ -107,14 +107,7 @@ def calibration_from_dict(d: dict[str, Any], source: str = "<dict>") -> Calibrat
 
 
 def load_calibration(path: str) -> Calibration:
-    try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-    except FileNotFoundError:
-        raise GraphError(f"calibration file {path!r} does not exist") from None
-    except json.JSONDecodeError as e:
-        raise GraphError(f"calibration file {path!r} is not valid JSON: {e.msg} at line {e.lineno}") from None
-    return calibration_from_dict(d, path)
+    return calibration_from_dict(read_json(path, "calibration"), path)
 
 
 def builtin_calibration(profile: str) -> Calibration | None:

@@ -107,12 +107,10 @@ def load_profile(name_or_path: str) -> HardwareProfile:
     if not os.path.exists(name_or_path):
         raise GraphError(f"no hardware profile {name_or_path!r}: not a built-in ({', '.join(sorted(builtins))}) "
                          "and no such file")
-    try:
-        with open(name_or_path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise GraphError(f"hardware profile file {name_or_path!r} is not valid JSON: {e.msg} at line {e.lineno}") from None
-    if isinstance(data, dict) and "profiles" in data:
+    from overlapsat.io import read_json
+
+    data = read_json(name_or_path, "hardware profile")
+    if "profiles" in data:
         if not data["profiles"]:
             raise GraphError(f"hardware profile file {name_or_path!r} lists no profiles")
         data = data["profiles"][0]

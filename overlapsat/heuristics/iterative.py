@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
-from overlapsat.heuristics.base import PassResult, start_order
+from overlapsat.heuristics.base import PassResult, start_order, validated
 from overlapsat.simulate import memory_curve
 
 
@@ -191,6 +191,7 @@ def _gemm_like(g: Graph, v: int) -> bool:
     return g.nodes[v].gemm_like
 
 
+@validated
 def reorder_communication_preserving_peak_memory(
     g: Graph, order: Sequence[str | int] | None = None, config: IterativeConfig | None = None
 ) -> PassResult:
@@ -326,6 +327,7 @@ def reorder_communication_preserving_peak_memory(
                       {"per_collective": per, "peak_memory_before": st.peak, "config": asdict(cfg)})
 
 
+@validated
 def sink_waits_iterative(g: Graph, order: Sequence[str | int] | None = None,
                          config: IterativeConfig | None = None) -> PassResult:
     """Move each wait later, swap by swap, while the peak stays within budget."""

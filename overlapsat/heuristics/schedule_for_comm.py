@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
-from overlapsat.heuristics.base import PassResult, start_order
+from overlapsat.heuristics.base import PassResult, start_order, validated
 
 
 def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
@@ -39,6 +39,7 @@ def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
     return [comm_idx[v] if g.kind[v] == COLLECTIVE else below[v] for v in range(n)]
 
 
+@validated
 def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, raise_comms: bool,
                       sink_waits: bool, reorder_for_overlap: bool) -> PassResult:
     ids = start_order(g, order)
@@ -90,16 +91,19 @@ def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, rai
     return PassResult(name, out, stats)
 
 
+@validated
 def sink_waits(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Greedily issue waits as late as possible."""
     return schedule_for_comm(g, order, raise_comms=False, sink_waits=True, reorder_for_overlap=False)
 
 
+@validated
 def raise_comms(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Greedily issue collectives (and what they need) as early as possible."""
     return schedule_for_comm(g, order, raise_comms=True, sink_waits=False, reorder_for_overlap=False)
 
 
+@validated
 def reorder_compute_for_overlap(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Raise collectives, sink waits, and fill each collective's time with ready compute."""
     return schedule_for_comm(g, order, raise_comms=True, sink_waits=True, reorder_for_overlap=True)

@@ -163,3 +163,17 @@ def test_starting_order_must_be_permutation():
     g = fsdp_like()
     with pytest.raises(GraphError, match="misses"):
         sink_waits(g, ["x"])
+
+
+def test_pass_results_carry_the_validators_verdict():
+    from overlapsat.examples import fsdp_transformer
+
+    g = fsdp_transformer(layers=2, seed=1).with_collective_chain()
+    unsafe = reorder_communication_preserving_peak_memory(g)
+    assert not unsafe.valid and any("collective_order" in v or "dependency" in v for v in unsafe.violations)
+    assert unsafe.violations == [str(v) for v in validate(g, unsafe.order)]
+    safe = reorder_communication_preserving_peak_memory(g, config=IterativeConfig(unsafe_collectives_reorder=False))
+    assert safe.valid and validate(g, safe.order) == []
+    for p in (sink_waits, raise_comms, reorder_compute_for_overlap, topological_sort_lpmf):
+        r = p(g)
+        assert r.valid == (validate(g, r.order) == [])
