@@ -81,8 +81,8 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
     budget = resolve_budget(g, memory_budget)
     chained = g.with_collective_chain("global" if collective_order == "global" else "group") \
         if collective_order != "none" else g
-    ratio = 0.2 if budget is None else max(0.0, budget / max(1, simulate(g).peak_memory) - 1.0)
     results = [_evaluate(g, "input_order", list(range(len(g.nodes))), 0.0, {}, budget, collective_order)]
+    ratio = 0.2 if budget is None else max(0.0, budget / max(1, results[0].peak_memory) - 1.0)
     for name, passes in pipelines(ratio).items():
         if include is not None and name not in include:
             continue

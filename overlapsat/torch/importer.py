@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
@@ -128,10 +129,8 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
                 v = succ.get_name()
                 if v in in_graph and v != s.get_name() and succ not in b.mpi_buffer.succ_nodes:
                     implied.append((s.get_name(), v))
-    nodes = [Node(nd.name, nd.kind, nd.duration, collective=coll_of_wait.get(nd.name)) if nd.kind is NodeKind.WAIT else nd
-             for nd in nodes]
-    nodes = [Node(nd.name, nd.kind, price(nd) if nd.kind is not NodeKind.WAIT else 0.0, nd.group, nd.op, nd.nbytes,
-                  nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like) for nd in nodes]
+    nodes = [replace(nd, collective=coll_of_wait.get(nd.name)) if nd.kind is NodeKind.WAIT
+             else replace(nd, duration=price(nd)) for nd in nodes]
 
     buffers: list[Buffer] = []
     for s in snodes:
