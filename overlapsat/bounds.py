@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
 
 
 @dataclass(frozen=True)
@@ -36,33 +36,41 @@ class LowerBound:
 
 
 def critical_path(graph: Graph) -> float:
-    """Longest chain of forced waiting; ids are already a topological order."""
+    """Longest chain of forced waiting; ids are already a topological order.
+
+    Issue times and transfer times are kept apart: a collective is issued when
+    its predecessors allow, but its transfer also waits for the previous
+    collective of its group. Only its own wait (and that next collective) sees
+    the transfer's end; any other successor only follows its issue.
+    """
     n = len(graph.nodes)
     kind, dur, preds, wait_of = graph.kind, graph.dur, graph.preds, graph.wait_of
     prev_in_group = [-1] * n
     for cs in graph.group_colls:
         for a, b in zip(cs, cs[1:]):
             prev_in_group[b] = a
-    es = [0.0] * n  # earliest issue (compute: start) time
+    es = [0.0] * n  # earliest issue time (compute: start)
+    end = [0.0] * n  # compute: earliest end; collective: earliest end of its transfer
     best = 0.0
     for v in range(n):
         t = 0.0
         for u in preds[v]:
-            if kind[u] == COLLECTIVE:
-                a = es[u] + dur[u] if wait_of[u] == v else es[u]
-            elif kind[u] == COMPUTE:
-                a = es[u] + dur[u]
+            if kind[u] == COMPUTE or (kind[u] == COLLECTIVE and wait_of[u] == v):
+                a = end[u]
             else:
                 a = es[u]
             if a > t:
                 t = a
-        p = prev_in_group[v]
-        if p >= 0 and es[p] + dur[p] > t:
-            t = es[p] + dur[p]
         es[v] = t
-        f = t + dur[v] if kind[v] != WAIT else t
-        if f > best:
-            best = f
+        if kind[v] == COMPUTE:
+            end[v] = t + dur[v]
+        elif kind[v] == COLLECTIVE:
+            p = prev_in_group[v]
+            end[v] = max(t, end[p] if p >= 0 else 0.0) + dur[v]
+        else:
+            end[v] = t
+        if end[v] > best:
+            best = end[v]
     return best
 
 

@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.evaluate import Evaluated, evaluate
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
-from overlapsat.simulate import simulate
 from overlapsat.solver.optimize import Progress, Result, optimize
 
-
-@dataclass
-class Row:
-    method: str
-    order: list[int]
-    makespan: float
-    exposed: float
-    peak_memory: int
-    valid: bool
-    runtime_s: float
-    note: str = ""
-    violations: list[str] = field(default_factory=list)
-
-    @property
-    def exposed_pct(self) -> float:
-        return 100.0 * self.exposed / self.makespan if self.makespan > 0 else 0.0
+Row = Evaluated  # one row of the table: an evaluated order
 
 
 @dataclass
@@ -78,7 +63,7 @@ class Comparison:
         return out
 
     def to_markdown(self) -> str:
-        from overlapsat.cli import fmt_bytes, fmt_us
+        from overlapsat.fmt import fmt_bytes, fmt_us
 
         head = "| method | makespan | exposed | exposed % | peak memory | gap to bound | runtime | valid |"
         lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -87,8 +72,8 @@ class Comparison:
             if self.memory_budget:
                 mem += f" ({100 * r.peak_memory / self.memory_budget:.0f}% of budget)"
             gap = f"{100 * self.gap(r):.1f}%" if r.valid else "-"
-            if r.method == "exact":
-                gap = "optimal" if self.result.status.value in ("optimal", "heuristic_optimal") else gap
+            if r.method == "exact" and self.result.proven:
+                gap = "optimal"
             lines.append(f"| {r.method} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | {r.exposed_pct:.1f}% | {mem} | "
                          f"{gap} | {r.runtime_s:.2f} s | {'yes' if r.valid else 'NO: ' + r.violations[0][:60]} |")
         lines.append(f"\nlower bound: makespan {fmt_us(self.bound)}, exposed {fmt_us(self.exposed_bound)}; "
@@ -109,13 +94,12 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     """Run the input order, every heuristic and the exact solver; one row each."""
     budget = resolve_budget(graph, memory_budget)
     heur = run_all(graph, memory_budget=budget, collective_order=collective_order)  # type: ignore[arg-type]
-    rows = [Row(h.name, h.order, h.makespan, h.exposed, h.peak_memory, h.valid, h.runtime_s, "", h.violations)
-            for h in heur]
-    rows.sort(key=lambda r: (r.method != "input_order", not r.valid, r.makespan))
+    rows = list(heur)
+    rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
     res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
                    workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur)
-    sim = simulate(graph, res.order)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
-    rows.append(Row("exact", res.order, sim.makespan, sim.exposed, sim.peak_memory, True, time.monotonic() - t, note))
+    rows.append(evaluate(graph, "exact", res.order, budget=budget, collective_order=collective_order,
+                         runtime_s=time.monotonic() - t, note=note))
     return Comparison(graph, rows, res.bound, budget, res)

@@ -25,4 +25,8 @@ class GraphError(ValueError):
 
 
 class InfeasibleBudgetError(GraphError):
-    """A memory budget no known schedule can meet."""
+    """A memory budget that no order of the graph can meet: raised only when proven."""
+
+
+class NoValidOrderError(GraphError):
+    """No order within the memory budget was found in the time limit; not a proof that none exists."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.evaluate import Evaluated, evaluate, rank_key
 from overlapsat.graph import Graph
 from overlapsat.heuristics.base import PassResult
 from overlapsat.heuristics.iterative import (
@@ -16,32 +16,21 @@ from overlapsat.heuristics.iterative import (
     reorder_communication_preserving_peak_memory,
     sink_waits_iterative,
 )
-from overlapsat.heuristics.memory_sorts import reorder_for_peak_memory
+from overlapsat.heuristics.memory_sorts import (
+    reorder_for_peak_memory,
+    topological_sort_bfs,
+    topological_sort_dfs,
+    topological_sort_lpmf,
+)
 from overlapsat.heuristics.schedule_for_comm import raise_comms, reorder_compute_for_overlap, sink_waits
-from overlapsat.simulate import simulate
-from overlapsat.validate import CollectiveOrder, validate
+from overlapsat.validate import CollectiveOrder
 
 log = logging.getLogger(__name__)
 
 Pass = Callable[[Graph, Sequence[int]], PassResult]
 
 
-@dataclass
-class HeuristicResult:
-    """One pass or pipeline, simulated and validated."""
-
-    name: str
-    order: list[int]
-    makespan: float
-    exposed: float
-    peak_memory: int
-    valid: bool
-    violations: list[str]
-    runtime_s: float
-    stats: dict[str, Any] = field(default_factory=dict)
-
-    def names(self, g: Graph) -> list[str]:
-        return [g.names[i] for i in self.order]
+HeuristicResult = Evaluated  # the portfolio's rows are evaluated orders
 
 
 def _iter(cfg: IterativeConfig) -> tuple[Pass, Pass]:
@@ -66,6 +55,9 @@ def pipelines(memory_budget_ratio: float = 0.2) -> dict[str, list[Pass]]:
         "reorder_iterative+sink_waits_iterative+reorder_iterative": [reorder, sink, reorder],
         "reorder_iterative+sink_waits_iterative (safe collectives)": [reorder_safe, sink_safe],
         "reorder_for_peak_memory": [reorder_for_peak_memory],
+        "topological_sort_lpmf": [topological_sort_lpmf],
+        "topological_sort_bfs": [topological_sort_bfs],
+        "topological_sort_dfs": [topological_sort_dfs],
     }
 
 
@@ -97,17 +89,15 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
             order = r.order
             stats[r.name] = r.stats
         results.append(_evaluate(g, name, order, time.perf_counter() - t, stats, budget, collective_order))
-    results.sort(key=lambda r: (not r.valid, r.makespan, r.peak_memory))
+    results.sort(key=rank_key)
     return results
 
 
 def _evaluate(g: Graph, name: str, order: list[int], runtime: float, stats: dict[str, Any], budget: int | None,
-              collective_order: CollectiveOrder) -> HeuristicResult:
-    sim = simulate(g, order)
-    vs = validate(g, order, budget, collective_order=collective_order, limit=5)
-    log.debug("heuristic %s: makespan %.1f valid %s", name, sim.makespan, not vs)
-    return HeuristicResult(name, order, sim.makespan, sim.exposed, sim.peak_memory, not vs, [str(v) for v in vs],
-                           runtime, stats)
+              collective_order: CollectiveOrder) -> Evaluated:
+    e = evaluate(g, name, order, budget=budget, collective_order=collective_order, runtime_s=runtime, stats=stats)
+    log.debug("heuristic %s: makespan %.1f valid %s", name, e.makespan, e.valid)
+    return e
 
 
 def best(g: Graph, *, memory_budget: BudgetLike = None, collective_order: CollectiveOrder = "group",

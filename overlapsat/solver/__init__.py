@@ -1,15 +1,9 @@
 """The exact CP-SAT solver and the `optimize` entry point."""
 
-from overlapsat.solver.model import Model, build, model_units
-from overlapsat.solver.optimize import (
-    RESOLUTION_US,
-    GapBelow,
-    Progress,
-    Result,
-    Status,
-    StoppingRule,
-    optimize,
-)
+from overlapsat.solver.model import Model, Scope, build
+from overlapsat.solver.optimize import GapBelow, Progress, Result, Status, StoppingRule, optimize
+from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.units import TimeScale, choose_scale, model_units, unit_walk
 
-__all__ = ["GapBelow", "Model", "Progress", "RESOLUTION_US", "Result", "Status", "StoppingRule", "build", "model_units",
-           "optimize"]
+__all__ = ["GapBelow", "Model", "Progress", "Result", "Scope", "SolveParams", "Status", "StoppingRule", "TimeBudget",
+           "TimeScale", "build", "choose_scale", "model_units", "optimize", "unit_walk"]

@@ -1,273 +1,303 @@
-"""The CP-SAT model of MODEL.md (see docs/solver.md for the formulation and why).
+"""The CP-SAT model of MODEL.md, for the whole graph or a window of an order.
 
-Every node owns a slot on the compute stream: compute nodes for their
-duration, collectives for one time unit (their issue point), waits from
-their issue until their collective has finished (at least one unit). Slots
-never overlap, so sorting slots by start gives the issue order. Collectives run
-on their group's stream no earlier than their issue point, in input order.
-Durations are rounded up to the resolution, and the extra unit per slot is
-charged too, so the simulated makespan of the extracted order is never
-above the model's objective.
+Every node owns a slot on the compute stream: kernels for their duration,
+collectives for one unit (their issue point), waits from their issue until
+their collective has finished (at least one unit). Slots never overlap, so
+sorting slots by start gives the issue order. Transfers run on their group's
+stream no earlier than their issue point, in input order. Units and rounding
+live in `units.py`; the formulation and why it is sound in docs/solver.md.
+
+One `Model` serves both scopes, so they cannot drift apart:
+
+- the whole graph: positions 0..n of a reference order, objective the makespan;
+- a window: positions i..j of the current order, entry state (compute clock,
+  group streams, transfers in flight) fixed by the prefix, exit state bounded
+  by today's, objective the exit clock.
+
+Every variable is created together with its value in the reference order, so
+the warm start is complete by construction.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+from overlapsat.graph import COLLECTIVE, WAIT, Graph
+from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
+
+BEFORE, AFTER = "before", "after"  # an event outside the scope, on either side
 
 
-@dataclass
+@dataclass(frozen=True)
+class Scope:
+    """Positions [start, stop) of the reference order that the model reorders."""
+
+    start: int
+    stop: int
+
+    @classmethod
+    def whole(cls, g: Graph) -> Scope:
+        return cls(0, len(g.nodes))
+
+    def is_whole(self, g: Graph) -> bool:
+        return self.start == 0 and self.stop == len(g.nodes)
+
+
 class Model:
-    """Variables and constraints of one graph, built in families."""
+    """Variables, one method per constraint family, and the objective."""
 
-    g: Graph
-    scale: float  # model units per microsecond
-    horizon: int
-    m: cp_model.CpModel = field(default_factory=cp_model.CpModel)
-    issue: list[cp_model.IntVar] = field(default_factory=list)  # slot start on the compute stream
-    slot_end: list[cp_model.LinearExprT] = field(default_factory=list)
-    length: list[int] = field(default_factory=list)
-    wait_end: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    wait_size: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    comm_start: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    comm_len: dict[int, int] = field(default_factory=dict)
-    last_use: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    live_size: dict[int, cp_model.IntVar] = field(default_factory=dict)
-    makespan: cp_model.IntVar | None = None
-    first_issue: cp_model.IntVar | None = None
+    def __init__(self, g: Graph, ts: TimeScale, ref: list[int], scope: Scope, horizon: int) -> None:
+        self.g, self.ts, self.ref, self.scope = g, ts, list(ref), scope
+        self.m = cp_model.CpModel()
+        self.walk: UnitWalk = unit_walk(g, self.ref, ts)
+        self.whole = scope.is_whole(g)
+        self.nodes = self.ref[scope.start:scope.stop]
+        self.in_scope = set(self.nodes)
+        self.pos = [0] * len(g.nodes)
+        for k, v in enumerate(self.ref):
+            self.pos[v] = k
+        self._check_atomic()
+        w = self.walk
+        self.t0 = 0 if self.whole else w.clock_before[scope.start]
+        self.free0 = [0] * len(g.groups) if self.whole else w.free_before[scope.start]
+        # nothing in a window may end later than today's exit clock
+        self.horizon = horizon if self.whole else (
+            w.clock_before[scope.stop] if scope.stop < len(self.ref) else max(w.slot_end[v] for v in self.nodes))
+        self.end_time = self.horizon + 2  # after every event
+        self.issue: dict[int, cp_model.IntVar] = {}
+        self.slot_end: dict[int, cp_model.LinearExprT] = {}
+        self.comm_start: dict[int, cp_model.IntVar] = {}
+        self.comm_len: dict[int, int] = {}
+        self.wait_end: dict[int, cp_model.IntVar] = {}
+        self.slots: list[cp_model.IntervalVar] = []
+        self.objective: cp_model.IntVar | None = None
+        self._add_variables()
 
-    # -- variables ---------------------------------------------------------
-    def add_variables(self) -> None:
-        g, m, H = self.g, self.m, self.horizon
-        intervals = []
-        for v in range(len(g.nodes)):
-            k = g.kind[v]
-            t = m.new_int_var(0, H, f"issue[{g.names[v]}]")
-            self.issue.append(t)
-            if k == WAIT:
-                e = m.new_int_var(0, H, f"wait_end[{g.names[v]}]")
-                size = m.new_int_var(1, H, f"wait_len[{g.names[v]}]")
-                intervals.append(m.new_interval_var(t, size, e, f"slot[{g.names[v]}]"))
-                self.wait_end[v], self.wait_size[v] = e, size
-                self.length.append(1)
-                self.slot_end.append(e)
+    # -- variables, each with its warm start -------------------------------
+    def _var(self, lo: int, hi: int, hint: int, name: str) -> cp_model.IntVar:
+        x = self.m.new_int_var(lo, hi, name)
+        self.m.add_hint(x, hint)
+        return x
+
+    def _add_variables(self) -> None:
+        g, ts, w, H = self.g, self.ts, self.walk, self.horizon
+        for v in self.nodes:
+            nm = g.names[v]
+            t = self._var(self.t0, H, w.issue[v], f"issue[{nm}]")
+            self.issue[v] = t
+            if g.kind[v] == WAIT:
+                e = self._var(self.t0, H, w.slot_end[v], f"wait_end[{nm}]")
+                size = self._var(1, H, w.slot_end[v] - w.issue[v], f"wait_len[{nm}]")
+                self.slots.append(self.m.new_interval_var(t, size, e, f"slot[{nm}]"))
+                self.wait_end[v] = e
+                self.slot_end[v] = e
             else:
-                L = max(1, math.ceil(g.dur[v] * self.scale - 1e-9)) if k == COMPUTE else 1
-                intervals.append(m.new_fixed_size_interval_var(t, L, f"slot[{g.names[v]}]"))
-                self.length.append(L)
-                self.slot_end.append(t + L)
-                if k == COLLECTIVE:
-                    self.comm_start[v] = m.new_int_var(0, H, f"comm_start[{g.names[v]}]")
-                    self.comm_len[v] = math.ceil(g.dur[v] * self.scale - 1e-9)
-        self.slots = intervals
-        self.makespan = m.new_int_var(0, H, "makespan")
+                length = ts.slot(g, v)
+                self.slots.append(self.m.new_fixed_size_interval_var(t, length, f"slot[{nm}]"))
+                self.slot_end[v] = t + length
+                if g.kind[v] == COLLECTIVE:
+                    self.comm_len[v] = ts.transfer(g, v)
+                    # in a window, a transfer whose wait lies beyond it may end after the exit clock
+                    hi = H if self.whole else max(H, w.comm_end[v])
+                    self.comm_start[v] = self._var(self.t0, hi, w.comm_start[v], f"comm_start[{nm}]")
 
-    # -- constraints, one family each -------------------------------------
-    def add_compute_stream(self, formulation: str = "interval") -> None:
-        """One sequential compute stream (issue slots of every node).
+    def _check_atomic(self) -> None:
+        for grp in self.g.atomic:
+            inside = sum(v in self.in_scope for v in grp)
+            if 0 < inside < len(grp):
+                raise ValueError(f"window {self.scope} splits atomic group {[self.g.names[v] for v in grp]}")
 
-        "pairwise" is the alternative measured in docs/solver.md: one order
-        literal per pair of nodes not ordered by dependencies.
-        """
-        if formulation == "interval":
-            self.m.add_no_overlap(self.slots)
-            return
-        from overlapsat.bounds import _grow  # reachability for skipping ordered pairs
-
-        g = self.g
-        n = len(g.nodes)
-        for u in range(n):
-            seen = bytearray(n)
-            _grow(u, g.succs, seen, g.kind, g.dur)
-            for v in range(u + 1, n):
-                if seen[v]:
-                    continue
-                before = self.m.new_bool_var(f"before[{u},{v}]")
-                self.m.add(self.issue[v] >= self.slot_end[u]).only_enforce_if(before)
-                self.m.add(self.issue[u] >= self.slot_end[v]).only_enforce_if(~before)
+    # -- constraints, one family each --------------------------------------
+    def add_compute_stream(self) -> None:
+        """One sequential compute stream: the issue slots of every node."""
+        self.m.add_no_overlap(self.slots)
 
     def add_dependencies(self) -> None:
-        """u -> v: v is issued after u's slot ends."""
-        for v, ps in enumerate(self.g.preds):
-            for u in ps:
-                self.m.add(self.issue[v] >= self.slot_end[u])
+        """u -> v inside the scope: v is issued after u's slot ends (outside: fixed by position)."""
+        for v in self.nodes:
+            for u in self.g.preds[v]:
+                if u in self.in_scope:
+                    self.m.add(self.issue[v] >= self.slot_end[u])
 
-    def add_collectives(self, collective_order: str = "group") -> None:
-        """Streams per group, in input order; a transfer starts no earlier than its issue."""
+    def add_collective_streams(self) -> None:
+        """A transfer starts after its issue, after its group's previous transfer, in input order."""
         g, m = self.g, self.m
         for c, s in self.comm_start.items():
             m.add(s >= self.issue[c])
+            m.add(s >= self.free0[g.group_id[c]])
         for cs in g.group_colls:
-            for a, b in zip(cs, cs[1:]):
+            inside = [c for c in cs if c in self.in_scope]
+            for a, b in zip(inside, inside[1:]):
                 m.add(self.comm_start[b] >= self.comm_start[a] + self.comm_len[a])
-                m.add(self.issue[b] >= self.issue[a] + 1)
-        if collective_order == "global":
-            for a, b in zip(g.coll_seq, g.coll_seq[1:]):
-                m.add(self.issue[b] >= self.issue[a] + 1)
+
+    def add_collective_order(self, collective_order: str = "group") -> None:
+        """Collectives are issued in their input order, per group or globally (MODEL.md, validity 3)."""
+        seqs = [self.g.coll_seq] if collective_order == "global" else self.g.group_colls
+        for seq in seqs:
+            inside = [c for c in seq if c in self.in_scope]
+            for a, b in zip(inside, inside[1:]):
+                self.m.add(self.issue[b] >= self.issue[a] + 1)
 
     def add_waits(self) -> None:
         """A wait's slot lasts until its collective's transfer has finished."""
+        g = self.g
         for w, e in self.wait_end.items():
-            c = self.g.coll_of[w]
-            self.m.add(e >= self.comm_start[c] + self.comm_len[c])
+            c = g.coll_of[w]
+            if c in self.in_scope:
+                self.m.add(e >= self.comm_start[c] + self.comm_len[c])
+            else:  # issued before the window: its end is fixed by the prefix
+                self.m.add(e >= self.walk.comm_end[c])
 
     def add_atomic_groups(self) -> None:
         """Members follow each other directly on the compute stream."""
         for grp in self.g.atomic:
-            for a, b in zip(grp, grp[1:]):
-                self.m.add(self.issue[b] == self.slot_end[a])
-
-    def add_makespan(self) -> None:
-        m, ms = self.m, self.makespan
-        for v in range(len(self.g.nodes)):
-            m.add(ms >= self.slot_end[v])
-        for c, s in self.comm_start.items():
-            m.add(ms >= s + self.comm_len[c])
+            if grp and grp[0] in self.in_scope:
+                for a, b in zip(grp, grp[1:]):
+                    self.m.add(self.issue[b] == self.slot_end[a])
 
     def add_memory_budget(self, budget: int) -> None:
-        """Live buffers at every issue point stay within the budget (cumulative).
+        """Exact peak memory <= budget (docs/solver.md, Memory).
 
-        A buffer lives from its producer's slot start to one unit past its last
-        consumer's slot start, so at each slot start exactly Inductor's
-        post-alloc set is counted (exact when size_alloc == size_free).
+        The live bytes at time t are sum_b A_b [alloc_b <= t] - F_b [free_b <= t],
+        with alloc at the producer's issue and free one unit after the last
+        consumer's issue. Split into non-negative pieces:
+          A >= F: (A - F) [alloc <= t] + F [alloc <= t < free]
+          F >  A: A [alloc <= t < free] + (F - A) [t < free] - (F - A)
+        a cumulative over the pieces is exact at every issue point, and
+        between them it sees post-free levels, which are never higher.
         """
-        g, m, H = self.g, self.m, self.horizon
-        intervals, demands = [], []
-        fixed = 0
-        for j in range(len(g.buffers)):
-            p = g.b_prod[j]
-            if p < 0 and not g.b_fin[j]:
-                continue
-            size = g.b_alloc[j] if p >= 0 else g.b_free[j]
-            size = max(size, g.b_free[j]) if p >= 0 else size
-            if size == 0:
-                continue
-            start = self.issue[p] if p >= 0 else 0
-            if g.b_out[j]:
-                if p < 0:
-                    fixed += size
-                    continue
-                end: cp_model.LinearExprT = H + 1
-            elif g.b_cons[j]:
-                lu = m.new_int_var(0, H, f"last_use[{g.buffers[j].name}]")
-                m.add_max_equality(lu, [self.issue[c] for c in g.b_cons[j]])
-                self.last_use[j] = lu
-                end = lu + 1
-            elif p < 0:  # a freeable input nobody reads: alive at step 0 only, whichever node that is
-                if self.first_issue is None:
-                    self.first_issue = m.new_int_var(0, H, "first_issue")
-                    m.add_min_equality(self.first_issue, self.issue)
-                end = self.first_issue + 1
+        g = self.g
+        const = 0
+        ivs: list[cp_model.IntervalVar] = []
+        dem: list[int] = []
+        for b in range(len(g.buffers)):
+            A, F = g.b_alloc[b], g.b_free[b]
+            if g.b_prod[b] < 0:
+                if not g.b_fin[b]:
+                    continue  # parameters: a constant left out of the peak
+                A = F  # a freeable input is counted with its free size from the start
+            alloc, free = self._alloc_time(b), self._free_time(b)
+            if A >= F:
+                pieces = [(A - F, alloc, AFTER), (F, alloc, free)]
             else:
-                end = start + 1
-            sz = m.new_int_var(0, H + 1, f"live[{g.buffers[j].name}]")
-            self.live_size[j] = sz
-            intervals.append(m.new_interval_var(start, sz, end, f"buf[{g.buffers[j].name}]"))
-            demands.append(size)
-        if intervals:
-            m.add_cumulative(intervals, demands, max(0, budget - fixed))
+                pieces = [(A, alloc, free), (F - A, BEFORE, free)]
+                const -= F - A
+            for d, s, e in pieces:
+                if d == 0 or s == AFTER or e == BEFORE:
+                    continue
+                if s == BEFORE and e == AFTER:
+                    const += d
+                    continue
+                ivs.append(self._live_interval(s, e, f"live[{g.buffers[b].name}]"))
+                dem.append(d)
+        cap = budget - const
+        if cap < 0:
+            self.m.add_bool_or([])  # infeasible: fixed live bytes alone exceed the budget
+            return
+        if ivs:
+            self.m.add_cumulative(ivs, dem, cap)
+
+    def add_exit_state(self) -> None:
+        """Window only: no worse than today at the exit, so the suffix can only finish earlier.
+
+        The suffix's walk is monotone in the compute clock, each group's stream
+        and the end of every transfer still in flight; memory outside the
+        window is unchanged because the window's node set is.
+        """
+        g, w, m = self.g, self.walk, self.m
+        for v in self.nodes:
+            m.add(self.slot_end[v] <= self.horizon)
+        for c in self.comm_start:
+            if g.wait_of[c] < 0 or g.wait_of[c] not in self.in_scope:
+                m.add(self.comm_start[c] + self.comm_len[c] <= w.comm_end[c])
+        for cs in g.group_colls:
+            inside = [c for c in cs if c in self.in_scope]
+            if inside:
+                m.add(self.comm_start[inside[-1]] + self.comm_len[inside[-1]] <= w.comm_end[inside[-1]])
 
     def set_objective(self) -> None:
-        self.m.minimize(self.makespan)
+        """Whole graph: the makespan. Window: the exit clock."""
+        ends: list[cp_model.LinearExprT] = [self.slot_end[v] for v in self.nodes]
+        hint = max(self.walk.slot_end[v] for v in self.nodes)
+        if self.whole:
+            ends += [self.comm_start[c] + self.comm_len[c] for c in self.comm_start]
+            hint = self.walk.makespan
+        self.objective = self._var(self.t0, self.horizon, hint, "objective")
+        self.m.add_max_equality(self.objective, ends)
+        self.m.minimize(self.objective)
 
-    # -- hints -------------------------------------------------------------
-    def hint_order(self, order: list[int]) -> None:
-        """A complete hint from an order: every variable, auxiliaries included."""
-        g, m = self.g, self.m
-        m.clear_hints()
-        w = unit_walk(g, order, self.scale)
-        issue = w.issue
-        for c, st in w.comm_start.items():
-            m.add_hint(self.comm_start[c], st)
-        for v in self.wait_end:
-            m.add_hint(self.wait_end[v], w.slot_end[v])
-            m.add_hint(self.wait_size[v], w.slot_end[v] - issue[v])
-        for v in range(len(g.nodes)):
-            m.add_hint(self.issue[v], issue[v])
-        m.add_hint(self.makespan, w.makespan)
-        for j, lu in self.last_use.items():
-            m.add_hint(lu, max(issue[c] for c in g.b_cons[j]))
-        if self.first_issue is not None:
-            m.add_hint(self.first_issue, min(issue))
-        for j, sz in self.live_size.items():
-            p = g.b_prod[j]
-            start = issue[p] if p >= 0 else 0
-            if g.b_out[j]:
-                e = self.horizon + 1
-            elif g.b_cons[j]:
-                e = max(issue[c] for c in g.b_cons[j]) + 1
-            elif p < 0:
-                e = min(issue) + 1
-            else:
-                e = start + 1
-            m.add_hint(sz, e - start)
+    # -- memory events -----------------------------------------------------
+    def _alloc_time(self, b: int) -> str | tuple[cp_model.LinearExprT, int]:
+        p = self.g.b_prod[b]
+        return BEFORE if p < 0 else self._at(p, 0)
 
+    def _at(self, v: int, plus: int) -> str | tuple[cp_model.LinearExprT, int]:
+        """v's issue (+plus) as (expression, hint), or which side of the scope it lies on."""
+        if self.pos[v] < self.scope.start:
+            return BEFORE
+        if self.pos[v] >= self.scope.stop:
+            return AFTER
+        return self.issue[v] + plus, self.walk.issue[v] + plus
+
+    def _free_time(self, b: int) -> str | tuple[cp_model.LinearExprT, int]:
+        """One unit after the last consumer's issue (MODEL.md: released after the last use)."""
+        g = self.g
+        if g.b_out[b]:
+            return AFTER
+        cons = g.b_cons[b]
+        p = g.b_prod[b]
+        if not cons:
+            if p >= 0:
+                return self._at(p, 1)  # nobody reads it: released at its own step
+            if self.scope.start > 0:
+                return BEFORE  # an unread freeable input goes at step 0
+            first = self.m.new_int_var(self.t0, self.horizon, f"first[{g.buffers[b].name}]")
+            self.m.add_min_equality(first, [self.issue[v] for v in self.nodes])
+            h = min(self.walk.issue[v] for v in self.nodes)
+            self.m.add_hint(first, h)
+            return first + 1, h + 1
+        if any(self.pos[c] >= self.scope.stop for c in cons):
+            return AFTER
+        inside = [c for c in cons if self.pos[c] >= self.scope.start]
+        if not inside:
+            return BEFORE
+        if len(inside) == 1:
+            return self._at(inside[0], 1)
+        last = self.m.new_int_var(self.t0, self.horizon, f"last_use[{g.buffers[b].name}]")
+        self.m.add_max_equality(last, [self.issue[c] for c in inside])
+        h = max(self.walk.issue[c] for c in inside)
+        self.m.add_hint(last, h)
+        return last + 1, h + 1
+
+    def _live_interval(self, s: str | tuple, e: str | tuple, name: str) -> cp_model.IntervalVar:
+        start, s_hint = (self.t0, self.t0) if s == BEFORE else s  # type: ignore[misc]
+        end, e_hint = (self.end_time, self.end_time) if e == AFTER else e  # type: ignore[misc]
+        size = self._var(0, self.end_time - self.t0, e_hint - s_hint, f"{name}.size")
+        return self.m.new_interval_var(start, size, end, name)
+
+    # -- reading a solution ------------------------------------------------
     def order_from(self, solver: cp_model.CpSolver) -> list[int]:
-        vals = [solver.value(x) for x in self.issue]
-        return sorted(range(len(self.g.nodes)), key=lambda v: (vals[v], v))
+        """The full order: prefix, the scope sorted by issue time, suffix."""
+        vals = {v: solver.value(self.issue[v]) for v in self.nodes}
+        inside = sorted(self.nodes, key=lambda v: (vals[v], self.pos[v]))
+        return self.ref[:self.scope.start] + inside + self.ref[self.scope.stop:]
 
 
-@dataclass
-class UnitWalk:
-    """MODEL.md's walk in model units (durations rounded up, one unit per issue/wait slot)."""
-
-    issue: list[int]
-    slot_end: list[int]
-    comm_start: dict[int, int]
-    comm_end: dict[int, int]
-    clock_before: list[int]  # compute clock before each position of the order
-    free_before: list[list[int]]  # each group's stream, before each position
-    makespan: int
-
-
-def unit_walk(g: Graph, order: list[int], scale: float) -> UnitWalk:
-    """What the model computes for a fixed order: the hint, and the LNS windows' boundaries."""
-    n = len(g.nodes)
-    issue, slot_end = [0] * n, [0] * n
-    cstart: dict[int, int] = {}
-    cend: dict[int, int] = {}
-    free = [0] * len(g.groups)
-    clock_before: list[int] = []
-    free_before: list[list[int]] = []
-    t = 0
-    for v in order:
-        clock_before.append(t)
-        free_before.append(list(free))
-        issue[v] = t
-        k = g.kind[v]
-        if k == COLLECTIVE:
-            gi = g.group_id[v]
-            cstart[v] = max(t, free[gi])
-            cend[v] = free[gi] = cstart[v] + math.ceil(g.dur[v] * scale - 1e-9)
-            t += 1
-        elif k == WAIT:
-            t = max(t + 1, cend[g.coll_of[v]])
-        else:
-            t += max(1, math.ceil(g.dur[v] * scale - 1e-9))
-        slot_end[v] = t
-    return UnitWalk(issue, slot_end, cstart, cend, clock_before, free_before, max([t, *cend.values()]))
-
-
-def model_units(g: Graph, order: list[int], scale: float) -> int:
-    """The model's makespan (units) for an order: the hint's objective."""
-    return unit_walk(g, order, scale).makespan
-
-
-def build(g: Graph, *, scale: float, horizon: int, collective_order: str = "group",
-          memory_budget: int | None = None, formulation: str = "interval") -> Model:
-    md = Model(g, scale, horizon)
-    md.add_variables()
-    md.add_compute_stream(formulation)
+def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
+          collective_order: str = "group", memory_budget: int | None = None) -> Model:
+    """The model of `scope` (default: the whole graph) warm-started from `ref`."""
+    md = Model(g, ts, ref, scope or Scope.whole(g), horizon)
+    md.add_compute_stream()
     md.add_dependencies()
-    md.add_collectives(collective_order)
+    md.add_collective_streams()
+    md.add_collective_order(collective_order)
     md.add_waits()
     md.add_atomic_groups()
-    md.add_makespan()
     if memory_budget is not None:
         md.add_memory_budget(memory_budget)
+    if not md.whole:
+        md.add_exit_state()
     md.set_objective()
     return md

@@ -1,15 +1,15 @@
-"""`optimize(...)`: heuristics, then CP-SAT warm-started by the best of them.
+"""`optimize(...)`: the heuristic portfolio, then CP-SAT warm-started by the best of it.
 
 Whatever happens, the order returned has passed the validator and is no worse
-than the best valid heuristic; `Result.status` says how it was found.
+than any order of the portfolio; `Result.status` and `Result.gap` are derived
+from one comparison of that order with a proven bound (docs/solver.md,
+Soundness).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -19,26 +19,36 @@ from ortools.sat.python import cp_model
 
 from overlapsat.bounds import lower_bound
 from overlapsat.budget import BudgetLike, resolve_budget
-from overlapsat.errors import GraphError, InfeasibleBudgetError
+from overlapsat.canonical import canonical_graph
+from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
+from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
-from overlapsat.heuristics.portfolio import HeuristicResult, run_all
-from overlapsat.simulate import simulate
-from overlapsat.solver.model import build, model_units
-from overlapsat.validate import assert_valid, validate
+from overlapsat.heuristics.portfolio import run_all
+from overlapsat.solver.model import build
+from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.units import choose_scale, safe_horizon, unit_walk
+from overlapsat.validate import assert_valid
 
 log = logging.getLogger(__name__)
 
-RESOLUTION_US = 0.01  # model time unit (microseconds)
-OPTIMALITY_TOL_US = 1e-6
-MONOLITHIC_MAX_NODES = 1200  # above this, window LNS (docs/solver.md)
+REL_TOL = 1e-9  # float noise of the simulator's sums; the only slack in an optimality claim
 
 
 class Status(str, Enum):
-    OPTIMAL = "optimal"  # proven optimal (within the stated resolution)
+    OPTIMAL = "optimal"  # the solver's order meets a proven bound
     IMPROVED = "improved"  # better than every heuristic, not proven optimal
-    HEURISTIC_TIMEOUT = "heuristic_timeout"  # solver found nothing better in time
-    HEURISTIC_OPTIMAL = "heuristic_optimal"  # the best heuristic is proven optimal
-    HEURISTIC_SOLVER_ERROR = "heuristic_solver_error"  # solver failed; best heuristic returned
+    HEURISTIC_TIMEOUT = "heuristic_timeout"  # the solver found nothing better: a heuristic order, not proven
+    HEURISTIC_OPTIMAL = "heuristic_optimal"  # a heuristic order meets a proven bound
+    HEURISTIC_SOLVER_ERROR = "heuristic_solver_error"  # the solver failed; the best heuristic order
+
+
+PROVEN = (Status.OPTIMAL, Status.HEURISTIC_OPTIMAL)
+
+
+def meets(makespan: float, bound: float) -> bool:
+    """The one test behind every optimality claim and a zero gap."""
+    return makespan - bound <= REL_TOL * max(1.0, abs(makespan))
 
 
 @dataclass
@@ -78,13 +88,14 @@ class Result:
     makespan: float
     exposed: float
     peak_memory: int
-    bound: float  # lower bound on the makespan of any valid order
+    bound: float  # proven lower bound on the makespan of any valid order
     method: str
-    baseline: dict[str, float]  # input order
+    baseline: dict[str, float]  # the input order
     heuristics: list[dict[str, Any]]
     stats: dict[str, Any] = field(default_factory=dict)
     memory_budget: int | None = None
     message: str = ""
+    cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
 
     @property
     def names(self) -> list[str]:
@@ -95,46 +106,45 @@ class Result:
         return max(0.0, self.bound - self.graph.compute_total)
 
     @property
+    def proven(self) -> bool:
+        return meets(self.makespan, self.bound)
+
+    @property
     def gap(self) -> float:
-        """Relative gap on exposed communication (0 when optimal)."""
-        if self.exposed <= 1e-9:
+        """Relative gap on exposed communication; 0 exactly when the status is proven."""
+        if self.proven or self.exposed <= 0:
             return 0.0
-        return max(0.0, (self.exposed - self.exposed_bound) / self.exposed)
+        return min(1.0, max(0.0, (self.exposed - self.exposed_bound) / self.exposed))
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status.value, "method": self.method, "makespan_us": self.makespan,
                 "exposed_us": self.exposed, "peak_memory": self.peak_memory, "bound_us": self.bound,
                 "exposed_bound_us": self.exposed_bound, "gap": self.gap, "memory_budget": self.memory_budget,
-                "baseline": self.baseline, "stats": self.stats, "message": self.message}
+                "baseline": self.baseline, "stats": self.stats, "message": self.message,
+                "cut_by_wall_clock": self.cut_by_wall_clock}
 
     def save(self, path: str) -> None:
         from overlapsat.io import save_schedule
 
-        save_schedule(path, self.graph, self.order, metrics=self.summary(),
-                      meta={"heuristics": self.heuristics})
-
-
-def _h_dict(h: HeuristicResult) -> dict[str, Any]:
-    return {"name": h.name, "makespan": h.makespan, "exposed": h.exposed, "peak_memory": h.peak_memory,
-            "valid": h.valid, "violations": h.violations, "runtime_s": h.runtime_s}
+        save_schedule(path, self.graph, self.order, metrics=self.summary(), meta={"heuristics": self.heuristics})
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):
-    def __init__(self, scale: float, t0: float, cb: Callable[[Progress], None] | None,
-                 stop: StoppingRule | None = None) -> None:
+    def __init__(self, ts_bound: Callable[[int], float], ts_us: Callable[[float], float], tb: TimeBudget,
+                 cb: Callable[[Progress], None] | None, stop: StoppingRule | None) -> None:
         super().__init__()
-        self.scale, self.t0, self.cb, self.stop = scale, t0, cb, stop
+        self.ts_bound, self.ts_us, self.tb, self.cb, self.stop = ts_bound, ts_us, tb, cb, stop
         self.stopped = False
         self.first: float | None = None
         self.best_t: float | None = None
         self.count = 0
 
     def on_solution_callback(self) -> None:
-        now = time.monotonic() - self.t0
+        now = self.tb.elapsed()
         self.count += 1
         self.first = self.first if self.first is not None else now
         self.best_t = now
-        p = Progress(now, self.objective_value / self.scale, self.best_objective_bound / self.scale)
+        p = Progress(now, self.ts_us(self.objective_value), self.ts_bound(int(self.best_objective_bound)))
         if self.cb is not None:
             self.cb(p)
         if self.stop is not None and self.stop(p):
@@ -142,170 +152,230 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
-def optimize(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None, workers: int | None = None,
-             deterministic: bool = True, collective_order: str = "group",
+def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
-             log_search: bool = False, heuristic_results: list[HeuristicResult] | None = None) -> Result:
-    """Least exposed communication order of `graph` within `time_limit` seconds (wall clock, whole call).
+             heuristic_results: list[Evaluated] | None = None, **options: Any) -> Result:
+    """Least exposed communication order of `graph`.
 
-    `heuristic_results` (from `heuristics.run_all` with the same budget and
-    collective order) skips re-running the portfolio, as `compare` does.
+    Options come as a `SolveParams` or as its fields by keyword
+    (`optimize(g, time_limit=5)`). `heuristic_results` are extra candidate
+    orders of `graph` the caller already has (as `compare` does); the result
+    is never worse than any valid one of them.
 
-    Overshoot: model building is not interruptible, so very large graphs can
-    overrun by the build time (measured in docs/solver.md).
+    Raises `InfeasibleBudgetError` only when no order can meet the budget
+    (proven), and `NoValidOrderError` when none was found in time.
     """
-    if not (isinstance(time_limit, (int, float)) and math.isfinite(time_limit) and time_limit > 0):
-        raise GraphError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
-    if collective_order not in ("group", "global"):
-        raise GraphError(f"collective_order must be 'group' or 'global', got {collective_order!r}")
-    if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise GraphError(f"workers must be a positive integer, got {workers!r}")
-    t0 = time.monotonic()
-    deadline = t0 + time_limit
+    if params is None:
+        params = SolveParams.from_kwargs(**options)
+    elif options:
+        raise GraphError(f"pass solver options either as params or as keywords, not both: {sorted(options)}")
+    tb = TimeBudget(params)
     budget = resolve_budget(graph, memory_budget)
-    heur = heuristic_results if heuristic_results is not None else run_all(
-        graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
-        deadline=t0 + 0.3 * time_limit)
-    inp = next((h for h in heur if h.name == "input_order"), None)  # run_all always evaluates it
-    if inp is None:
-        base = simulate(graph)
-        baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
-    else:
-        baseline = {"makespan": inp.makespan, "exposed": inp.exposed, "peak_memory": inp.peak_memory}
-    valid = [h for h in heur if h.valid]
-    lb = lower_bound(graph).makespan
-    stats: dict[str, Any] = {"heuristics_s": time.monotonic() - t0}
-    incumbent = valid[0] if valid else None
-
+    co = params.collective_order
     n = len(graph.nodes)
-    scale = 1.0 / RESOLUTION_US
-    ref = incumbent.order if incumbent else list(range(n))
-    horizon = model_units(graph, ref, scale)
-    while horizon > 2**40:
-        scale /= 10
-        horizon = model_units(graph, ref, scale)
-    stats["resolution_us"] = 1 / scale
 
-    order, method, status, message = (incumbent.order, incumbent.name, Status.HEURISTIC_TIMEOUT, "") if incumbent \
-        else (None, "", Status.HEURISTIC_TIMEOUT, "")
+    # The search runs on the canonical form (canonical.py), so its answer does not depend on the
+    # file's node order. The portfolio also runs from the input order (Inductor's order): those
+    # orders are what `heuristics` reports, and the result is never worse than any of them.
+    cg = canonical_graph(graph, co)
+    to_orig = [graph.index[nm] for nm in cg.names]
+    to_canon = [0] * n
+    for k, v in enumerate(to_orig):
+        to_canon[v] = k
+    from_input = run_all(graph, memory_budget=budget, collective_order=co)
+    canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co) if h.name != "input_order"]
+    canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
+    canon.sort(key=rank_key)
+    base = next(h for h in from_input if h.name == "input_order")
+    baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
+    stats: dict[str, Any] = {"heuristics_s": tb.elapsed()}
+    lb = lower_bound(cg).makespan
+    valid = [h for h in canon if h.valid]
+    incumbent = valid[0] if valid else None
+    if incumbent is None:
+        fallback = [h for h in from_input if h.valid]
+        if fallback:  # no canonical candidate meets the budget: warm-start from the input order's best
+            h = fallback[0]
+            incumbent = evaluate(cg, h.name, [to_canon[v] for v in h.order], budget=budget, collective_order=co)
+            stats["warm_start"] = h.name
+            stats["depends_on_input_order"] = True
+    heur = canon
+    ts = choose_scale(cg)
+    stats["resolution_us"] = ts.resolution_us
+    stats["exact_durations"] = ts.exact
+
+    best: Evaluated | None = incumbent
+    method = incumbent.name if incumbent else ""
     bound = lb
-    remaining = deadline - time.monotonic()
-    nworkers = workers or min(8, max(1, os.cpu_count() or 1))
-    if incumbent is not None and incumbent.makespan - lb <= OPTIMALITY_TOL_US:
-        remaining = 0.0  # the best heuristic meets a lower bound: nothing left to search
-        status = Status.HEURISTIC_OPTIMAL
-    if n > MONOLITHIC_MAX_NODES and incumbent is not None and remaining > 0.05:
+    message = ""
+    solver_error = False
+    if incumbent is not None and meets(incumbent.makespan, lb):
+        message = "the best heuristic meets the analytical lower bound"
+    elif n > params.lns_min_nodes and incumbent is not None:
         from overlapsat.solver.lns import lns
 
         def improved(o: list[int], ms: float) -> bool:
-            p = Progress(time.monotonic() - t0, ms, lb)
+            p = Progress(tb.elapsed(), ms, lb)
             if on_progress is not None:
                 on_progress(p)
-            stats.setdefault("time_to_first_s", time.monotonic() - t0)
-            stats["time_to_best_s"] = time.monotonic() - t0
+            stats.setdefault("time_to_first_s", tb.elapsed())
+            stats["time_to_best_s"] = tb.elapsed()
             return bool(stop_when is not None and stop_when(p))
 
-        best_order, lstats = lns(graph, incumbent.order, scale=scale, budget=budget, collective_order=collective_order,
-                                 deadline=deadline, deterministic=deterministic, workers=nworkers,
-                                 det_budget=0.35 * time_limit if deterministic else None, on_improve=improved,
-                                 target=lb)
+        order, lstats = lns(cg, ts, incumbent.order, params, tb, budget=budget, target=lb, on_improve=improved)
         stats["lns"] = lstats
-        if lstats.get("stopped_by_wall_clock") and deterministic:
-            log.warning("LNS stopped by the wall clock before its deterministic budget: the order may differ across "
-                        "machines; raise time_limit for a reproducible result")
-        if simulate(graph, best_order).makespan < incumbent.makespan - 1e-9:
-            order, method, status = best_order, "cpsat-lns", Status.IMPROVED
+        cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
+        if cand.valid and cand.makespan < incumbent.makespan - 1e-9:
+            best, method = cand, "cpsat-lns"
         else:
             message = "window LNS found no improvement on the best heuristic"
-        remaining = 0.0
-    if n and remaining > 0.05:
-        try:
-            t_build = time.monotonic()
-            md = build(graph, scale=scale, horizon=horizon, collective_order=collective_order, memory_budget=budget)
-            if incumbent is not None:
-                md.hint_order(incumbent.order)
-            stats["build_s"] = time.monotonic() - t_build
-            solver = cp_model.CpSolver()
-            p = solver.parameters
-            p.num_workers = nworkers
-            remaining = max(0.01, deadline - time.monotonic())
-            p.max_time_in_seconds = remaining
-            if deterministic:
-                p.interleave_search = True
-                p.max_deterministic_time = remaining
-            if log_search:
-                p.log_search_progress = True
-                p.log_to_stdout = False
-                logs: list[str] = []
-                solver.log_callback = logs.append
-                stats["log"] = logs
-            rule = stop_when
-            if isinstance(stop_when, GapBelow):
-                p.relative_gap_limit = stop_when.ratio  # CP-SAT's own gap test: same definition, any mode
-                rule = None
-            elif stop_when is not None and deterministic:
-                # OR-Tools 9.15 aborts (postsolve CHECK) on stop_search() under interleave_search
-                log.warning("a custom stopping rule cannot interrupt the deterministic CP-SAT search; it is "
-                            "applied between LNS windows only (use GapBelow, or deterministic=False)")
-                rule = None
-            cb = _Progress(scale, t0, on_progress, rule)
-            st = solver.solve(md.m, cb)
-            stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
-                         solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped)
-            if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                # the model charges at most one unit per collective/wait slot and < 1 unit of
-                # rounding per compute/collective duration: n + #collectives units in all
-                inflation = n + len(graph.coll_seq)
-                bound = max(lb, (solver.best_objective_bound - inflation) / scale)
-                cand = md.order_from(solver)
-                vs = validate(graph, cand, budget, collective_order=collective_order)  # type: ignore[arg-type]
-                sim = simulate(graph, cand)
-                if vs:
-                    message = f"solver order rejected by the validator: {vs[0]}"
-                    log.error(message)
-                    status = Status.HEURISTIC_SOLVER_ERROR
-                elif incumbent is None or sim.makespan < incumbent.makespan - 1e-9:
-                    order, method = cand, "cpsat"
-                    status = Status.OPTIMAL if st == cp_model.OPTIMAL else Status.IMPROVED
-                else:
-                    status = Status.HEURISTIC_OPTIMAL if st == cp_model.OPTIMAL else Status.HEURISTIC_TIMEOUT
-                if st == cp_model.OPTIMAL:
-                    # proven optimal in model units: the true optimum is within the rounding of it
-                    bound = max(bound, (solver.objective_value - inflation) / scale)
-            elif st == cp_model.INFEASIBLE:
-                if incumbent is None:
-                    raise _infeasible(budget, heur)
-                status, message = Status.HEURISTIC_SOLVER_ERROR, "model infeasible though a heuristic is valid"
+    elif n:
+        out = _solve_whole(cg, ts, params, tb, budget, incumbent, on_progress, stop_when, stats)
+        if out.error:
+            solver_error, message = True, out.error
+        if out.infeasible:
+            if incumbent is not None:  # the model is exact: a valid order contradicts this
+                solver_error, message = True, "CP-SAT proved infeasible a model a valid heuristic order satisfies"
                 log.error(message)
-            elif st == cp_model.MODEL_INVALID:
-                raise RuntimeError(f"overlapsat built an invalid CP-SAT model: {md.m.validate()}")
             else:
-                message = "no solution within the time limit"
-        except InfeasibleBudgetError:
-            raise
-        except RuntimeError:
-            raise
-        except Exception as e:  # solver crash: fall back, say so
-            log.exception("CP-SAT failed")
-            status, message = Status.HEURISTIC_SOLVER_ERROR, f"{type(e).__name__}: {e}"
-    if order is None:
-        raise _infeasible(budget, heur)
-    assert_valid(graph, order, budget, collective_order=collective_order, what="optimize result")  # type: ignore[arg-type]
-    sim = simulate(graph, order)
-    bound = min(bound, sim.makespan)
-    if sim.makespan - bound <= OPTIMALITY_TOL_US and status in (Status.IMPROVED, Status.HEURISTIC_TIMEOUT):
-        # a bound (analytical or the solver's) meets the order: optimal, whoever found it
-        status = Status.OPTIMAL if method.startswith("cpsat") else Status.HEURISTIC_OPTIMAL
-    stats["total_s"] = time.monotonic() - t0
-    return Result(graph, order, status, sim.makespan, sim.exposed, sim.peak_memory, bound, method, baseline,
-                  [_h_dict(h) for h in heur], stats, budget, message)
+                raise _budget_error(InfeasibleBudgetError, budget, heur, proven=True)
+        if out.bound_us is not None:
+            bound = max(bound, out.bound_us)
+        if out.order is not None:
+            cand = evaluate(cg, "cpsat", out.order, budget=budget, collective_order=co)
+            if not cand.valid:
+                solver_error, message = True, f"solver order rejected by the validator: {cand.violations[0]}"
+                log.error(message)
+            elif best is None or rank_key(cand) < rank_key(best):
+                if best is None or cand.makespan < best.makespan - 1e-9:
+                    best, method = cand, "cpsat"
+        elif not out.infeasible and not out.error:
+            message = "no solution within the time limit"
+    if best is None:
+        raise _budget_error(NoValidOrderError, budget, heur + from_input, proven=False)
+
+    order = [to_orig[v] for v in best.order]
+    final = evaluate(graph, method, order, budget=budget, collective_order=co)
+    # the input order's portfolio and the caller's orders: never return worse than any of them
+    for e in [*from_input, *(heuristic_results or [])]:
+        if e.valid and e.makespan < final.makespan - 1e-9:
+            final, method = e, e.name
+            stats["depends_on_input_order"] = True
+            log.info("returning %s: better than every order found on the canonical form", e.name)
+    assert_valid(graph, final.order, budget, collective_order=co, what="optimize result")
+    if bound > final.makespan and not meets(final.makespan, bound):
+        log.error("internal error: bound %.6f above the makespan %.6f of a valid order; bound dropped", bound,
+                  final.makespan)
+        bound = graph.compute_total
+        message = message or "internal error: inconsistent bound dropped"
+    status = _status(final.makespan, bound, method, solver_error)
+    stats["total_s"] = tb.elapsed()
+    stats["work_used"] = tb.work_used
+    if tb.cut_by_wall_clock:
+        log.warning("deterministic search ended by the wall clock before its work limit (%.2f of %.2f): the order "
+                    "may differ across machines; raise time_limit or lower work_limit", tb.work_used, tb.work_total)
+    heur_orig = [h.as_dict() for h in from_input]
+    return Result(graph, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
+                  baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock)
 
 
-def _infeasible(budget: int | None, heur: list[HeuristicResult]) -> InfeasibleBudgetError:
-    low = min(heur, key=lambda h: h.peak_memory)
-    return InfeasibleBudgetError(
-        f"memory budget of {budget} B is unreachable: no valid order found; the lowest peak any heuristic "
-        f"reached is {low.peak_memory} B ({low.name})")
+def _status(makespan: float, bound: float, method: str, solver_error: bool) -> Status:
+    by_solver = method.startswith("cpsat")
+    if meets(makespan, bound):
+        return Status.OPTIMAL if by_solver else Status.HEURISTIC_OPTIMAL
+    if by_solver:
+        return Status.IMPROVED
+    return Status.HEURISTIC_SOLVER_ERROR if solver_error else Status.HEURISTIC_TIMEOUT
 
 
-__all__ = ["GapBelow", "Progress", "Result", "Status", "StoppingRule", "optimize", "RESOLUTION_US"]
+@dataclass
+class _Outcome:
+    order: list[int] | None = None
+    bound_us: float | None = None
+    infeasible: bool = False
+    error: str = ""
+
+
+def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget: int | None,
+                 incumbent: Evaluated | None, on_progress: Callable[[Progress], None] | None,
+                 stop_when: StoppingRule | None, stats: dict[str, Any]) -> _Outcome:
+    """One CP-SAT solve of the whole graph (the window model's other scope)."""
+    n = len(g.nodes)
+    ref = incumbent.order if incumbent is not None else list(range(n))
+    # with a valid incumbent, no better order ends later; without one, no order at all can end later
+    horizon = unit_walk(g, ref, ts).makespan if incumbent is not None else safe_horizon(g, ts)
+    t_build = tb.elapsed()
+    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget)
+    stats["build_s"] = tb.elapsed() - t_build
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    work = tb.work_left()
+    p.max_time_in_seconds = max(0.01, tb.wall_left())
+    workers = params.n_workers
+    if params.deterministic:
+        p.max_deterministic_time = max(0.01, work)
+        # OR-Tools 9.15 aborts the process (CHECK fixed_search) when interleaved search meets an
+        # infeasible model; interleave only when a validated complete hint proves it feasible
+        if workers > 1 and incumbent is not None:
+            p.num_workers = workers
+            p.interleave_search = True
+        else:
+            p.num_workers = 1
+    else:
+        p.num_workers = workers
+    if params.log_search:
+        p.log_search_progress = True
+        p.log_to_stdout = False
+        logs: list[str] = []
+        solver.log_callback = logs.append
+        stats["log"] = logs
+    rule = stop_when
+    if isinstance(stop_when, GapBelow):
+        p.relative_gap_limit = stop_when.ratio  # CP-SAT's own gap test: same definition, any mode
+        rule = None
+    elif stop_when is not None and params.deterministic:
+        # OR-Tools 9.15 aborts (postsolve CHECK) on stop_search() under interleave_search
+        log.warning("a custom stopping rule cannot interrupt the deterministic CP-SAT search; it is applied "
+                    "between LNS windows only (use GapBelow, or deterministic=False)")
+        rule = None
+    cb = _Progress(ts.bound_us, lambda u: u / (ts.k * ts.steps_per_us), tb, on_progress, rule)
+    try:
+        st = solver.solve(md.m, cb)
+    except Exception as e:  # noqa: BLE001 - the solver's failure must not become the caller's
+        log.exception("CP-SAT failed")
+        return _Outcome(error=f"{type(e).__name__}: {e}")
+    tb.spend(solver.deterministic_time)
+    if params.deterministic and st not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and not cb.stopped \
+            and solver.deterministic_time < 0.99 * work:
+        tb.cut_by_wall_clock = True
+    stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
+                 solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped,
+                 model_units_per_us=ts.k * ts.steps_per_us)
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound_units = solver.best_objective_bound if st == cp_model.FEASIBLE else solver.objective_value
+        return _Outcome(md.order_from(solver), ts.bound_us(int(math.floor(bound_units + 1e-6))))
+    if st == cp_model.INFEASIBLE:
+        return _Outcome(infeasible=True)
+    if st == cp_model.MODEL_INVALID:
+        return _Outcome(error=f"overlapsat built an invalid CP-SAT model: {md.m.validate()}")
+    return _Outcome()
+
+
+def _budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated], proven: bool) -> GraphError:
+    """The lowest peak reached by an order that is valid apart from memory, in human units."""
+    others = [h for h in heur if all(v.startswith("[memory]") for v in h.violations)]
+    low = min(others or heur, key=lambda h: (h.peak_memory, h.name))
+    b = fmt_bytes(budget or 0)
+    if proven:
+        msg = (f"memory budget of {b} ({budget} B) is unreachable: no order of this graph peaks that low (proven); "
+               f"the lowest peak found is {fmt_bytes(low.peak_memory)} ({low.name})")
+    else:
+        msg = (f"no order within the memory budget of {b} ({budget} B) was found within the time limit; this is not "
+               f"a proof that none exists. The lowest peak reached by an order valid in every other respect is "
+               f"{fmt_bytes(low.peak_memory)} ({low.name}); raise time_limit or the budget")
+    err = cls(msg)
+    err.budget, err.lowest_peak = budget, low.peak_memory  # type: ignore[attr-defined]
+    return err
+
+
+__all__ = ["GapBelow", "Progress", "Result", "SolveParams", "Status", "StoppingRule", "optimize"]

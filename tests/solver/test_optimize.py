@@ -47,7 +47,7 @@ def test_memory_budget_forces_worse_makespan():
 
 def test_infeasible_budget_names_lowest_peak():
     g = budget_graph()
-    with pytest.raises(InfeasibleBudgetError, match=r"lowest peak any heuristic reached is \d+ B"):
+    with pytest.raises(InfeasibleBudgetError, match=r"unreachable.*proven.*lowest peak found is \d+ B"):
         optimize(g, time_limit=5, memory_budget=50)
 
 

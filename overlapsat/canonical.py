@@ -1,0 +1,69 @@
+"""A canonical form of a graph: the same for every file layout of the same graph.
+
+Two files that describe the same graph (same fingerprint) may list their
+nodes in different valid orders. Every rank must issue the same order, so
+`optimize` works on this form: nodes in a deterministic topological order
+(smallest name first among those ready, atomic groups as blocks, each
+group's collectives in their input order), buffers, consumers and edges
+sorted by name. The solver's answer is then a function of the graph and the
+options only.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+
+from overlapsat.graph import Graph
+
+
+def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
+    """Kahn's algorithm over blocks (atomic groups, single nodes), smallest first name first."""
+    n = len(g.nodes)
+    block_of = list(range(n))
+    members: dict[int, list[int]] = {v: [v] for v in range(n)}
+    for grp in g.atomic:
+        if grp:
+            for v in grp:
+                block_of[v] = grp[0]
+                members.pop(v, None)
+            members[grp[0]] = list(grp)
+    preds: dict[int, set[int]] = {b: set() for b in members}
+    for v in range(n):
+        for u in g.preds[v]:
+            if block_of[u] != block_of[v]:
+                preds[block_of[v]].add(block_of[u])
+    seqs = [g.coll_seq] if collective_order == "global" else g.group_colls
+    for seq in seqs:
+        for a, b in zip(seq, seq[1:]):
+            if block_of[a] != block_of[b]:
+                preds[block_of[b]].add(block_of[a])
+    succs: dict[int, list[int]] = {b: [] for b in members}
+    for b, ps in preds.items():
+        for a in ps:
+            succs[a].append(b)
+    indeg = {b: len(ps) for b, ps in preds.items()}
+    heap = [(g.names[b], b) for b, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        _, b = heapq.heappop(heap)
+        out.extend(members[b])
+        for s in succs[b]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, (g.names[s], s))
+    if len(out) != n:  # cannot happen for a valid graph: its input order satisfies all of the above
+        raise AssertionError(f"graph {g.name!r}: no canonical order")
+    return out
+
+
+def canonical_graph(g: Graph, collective_order: str = "group") -> Graph:
+    """`g` with nodes in canonical order and every list sorted by name."""
+    order = canonical_order(g, collective_order)
+    bufs = tuple(sorted((replace(b, consumers=tuple(sorted(set(b.consumers)))) for b in g.buffers),
+                        key=lambda b: b.name))
+    return Graph(
+        tuple(g.nodes[i] for i in order), bufs, tuple(sorted(set(g.edges))), tuple(g.atomic_groups), g.name,
+        dict(g.meta), tuple(sorted(set(g.fake_edges))), tuple(sorted(set(g.implied_edges))),
+    )

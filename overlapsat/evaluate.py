@@ -1,0 +1,72 @@
+"""One evaluated order: simulated and validated once, then carried everywhere.
+
+The portfolio's rows, `compare`'s table and `optimize`'s candidates are all
+`Evaluated`, so no figure is recomputed (or recomputed differently) later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from overlapsat.graph import Graph
+from overlapsat.simulate import SimResult, simulate
+from overlapsat.validate import validate
+
+
+@dataclass
+class Evaluated:
+    """An order with its simulation and every violation (empty: valid)."""
+
+    name: str
+    order: list[int]
+    sim: SimResult
+    violations: list[str]
+    runtime_s: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def makespan(self) -> float:
+        return self.sim.makespan
+
+    @property
+    def exposed(self) -> float:
+        return self.sim.exposed
+
+    @property
+    def peak_memory(self) -> int:
+        return self.sim.peak_memory
+
+    @property
+    def valid(self) -> bool:
+        return not self.violations
+
+    @property
+    def method(self) -> str:
+        return self.name
+
+    @property
+    def exposed_pct(self) -> float:
+        return 100.0 * self.exposed / self.makespan if self.makespan > 0 else 0.0
+
+    def names(self, g: Graph | None = None) -> list[str]:
+        g = g or self.sim.graph
+        return [g.names[i] for i in self.order]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "makespan": self.makespan, "exposed": self.exposed, "peak_memory": self.peak_memory,
+                "valid": self.valid, "violations": self.violations, "runtime_s": self.runtime_s}
+
+
+def evaluate(g: Graph, name: str, order: Sequence[int], *, budget: int | None = None, collective_order: str = "group",
+             runtime_s: float = 0.0, stats: dict[str, Any] | None = None, note: str = "") -> Evaluated:
+    ids = list(order)
+    vs = validate(g, ids, budget, collective_order=collective_order, limit=5)  # type: ignore[arg-type]
+    return Evaluated(name, ids, simulate(g, ids), [str(v) for v in vs], runtime_s, dict(stats or {}), note)
+
+
+def rank_key(e: Evaluated) -> tuple[bool, float, int, tuple[int, ...]]:
+    """Valid first, then makespan, peak, and the order itself: a total, deterministic ranking."""
+    return (not e.valid, e.makespan, e.peak_memory, tuple(e.order))

@@ -1,0 +1,127 @@
+"""The solver's options, checked once, and the one object that owns its time."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Literal, get_args
+
+from overlapsat.errors import GraphError
+
+CollectiveOrder = Literal["group", "global"]
+
+
+def _positive_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _positive_int(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+@dataclass(frozen=True)
+class SolveParams:
+    """Everything `optimize` can be told, validated on construction.
+
+    time_limit: wall-clock seconds for the whole call; the outer safety net.
+    work_limit: deterministic work for the search (CP-SAT's deterministic
+        seconds, summed over LNS windows); default `work_per_second * time_limit`.
+        In deterministic mode this, not the clock, ends the search, so the
+        order is a function of the graph and these options.
+    workers: CP-SAT workers (default: min(8, CPUs)).
+    deterministic: same order on every run, machine and load.
+    collective_order: keep each group's collective order ("group") or one
+        global order over all groups ("global", Inductor's chain).
+    lns_min_nodes: graphs with more nodes are improved window by window.
+    lns_window / lns_max_window: first and largest window (positions).
+    lns_window_work: deterministic work per window.
+    log_search: keep CP-SAT's log in `Result.stats["log"]`.
+    """
+
+    time_limit: float = 10.0
+    work_limit: float | None = None
+    work_per_second: float = 0.2
+    workers: int | None = None
+    deterministic: bool = True
+    collective_order: CollectiveOrder = "group"
+    lns_min_nodes: int = 1200
+    lns_window: int = 80
+    lns_max_window: int = 640
+    lns_window_work: float = 1.0
+    log_search: bool = False
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        for name in ("time_limit", "work_per_second", "lns_window_work"):
+            if not _positive_number(getattr(self, name)):
+                problems.append(f"{name} must be a positive finite number, got {getattr(self, name)!r}")
+        if self.work_limit is not None and not _positive_number(self.work_limit):
+            problems.append(f"work_limit must be a positive finite number or None, got {self.work_limit!r}")
+        if self.workers is not None and not _positive_int(self.workers):
+            problems.append(f"workers must be a positive integer or None, got {self.workers!r}")
+        for name in ("lns_min_nodes", "lns_window", "lns_max_window"):
+            if not _positive_int(getattr(self, name)):
+                problems.append(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if _positive_int(self.lns_window) and _positive_int(self.lns_max_window) and self.lns_max_window < self.lns_window:
+            problems.append(f"lns_max_window ({self.lns_max_window}) must be >= lns_window ({self.lns_window})")
+        if self.collective_order not in get_args(CollectiveOrder):
+            problems.append(f"collective_order must be 'group' or 'global', got {self.collective_order!r}")
+        for name in ("deterministic", "log_search"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if problems:
+            raise GraphError(problems[0] if len(problems) == 1 else "solver options: " + "; ".join(problems),
+                             problems=problems)
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or min(8, max(1, os.cpu_count() or 1))
+
+    @property
+    def total_work(self) -> float:
+        return self.work_limit if self.work_limit is not None else self.work_per_second * self.time_limit
+
+    @classmethod
+    def from_kwargs(cls, **kw: object) -> SolveParams:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kw) - known)
+        if unknown:
+            raise GraphError(f"unknown solver option(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**kw)  # type: ignore[arg-type]
+
+
+class TimeBudget:
+    """The deadline (wall clock, outer safety) and the deterministic work budget of one call."""
+
+    def __init__(self, params: SolveParams, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.t0 = clock()
+        self.deadline = self.t0 + params.time_limit
+        self.work_total = params.total_work
+        self.work_used = 0.0
+        self.cut_by_wall_clock = False  # set when the clock, not the work budget, ended a search
+
+    def elapsed(self) -> float:
+        return self.clock() - self.t0
+
+    def wall_left(self) -> float:
+        return max(0.0, self.deadline - self.clock())
+
+    def work_left(self) -> float:
+        return max(0.0, self.work_total - self.work_used)
+
+    def spend(self, work: float) -> None:
+        self.work_used += work
+
+    def exhausted(self, deterministic: bool) -> bool:
+        """Out of work; or out of wall time (flagged when it cuts a deterministic search)."""
+        if self.work_left() <= 0:
+            return True
+        if self.wall_left() <= 0:
+            if deterministic:
+                self.cut_by_wall_clock = True
+            return True
+        return False

@@ -1,0 +1,181 @@
+"""Model time units: the one place where durations are rounded.
+
+A duration of d us becomes `floor(d * steps_per_us)` resolution steps, and a
+step is `k` model units. Every node also owns a slot on the compute stream;
+collectives, waits and zero-step kernels ("unit slots") take one unit there.
+With `k` larger than the number of unit slots, the slots can never add up to
+one step, which makes the bound conversion exact (docs/solver.md, Soundness):
+
+    K * sim_floor(O) <= units(O) <= K * sim_floor(O) + unit_slots
+
+where sim_floor is the simulation with floored durations, in steps. Floored
+durations never exceed the true ones, so res * sim_floor(O) <= sim(O), and
+
+    sim(O) >= res * ceil((B - unit_slots) / K)
+
+for any order O and any proven lower bound B on the model's objective. When
+every duration is a whole number of steps, floor is exact and this bound
+equals the optimum whenever CP-SAT proves optimality.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+
+MAX_UNITS = 2**50  # keeps every model value exact in a double (CP-SAT's LP)
+SEARCH_UNITS = 4 * 10**6  # above this horizon, proofs get slow (docs/solver.md)
+MAX_STEPS_PER_US = 10**6  # 1 ps: finer than any cost model
+FLOAT_TOL = 1e-9
+
+
+def _steps(d: float, per_us: int) -> int:
+    x = d * per_us
+    r = round(x)
+    if abs(x - r) <= FLOAT_TOL * max(1.0, abs(x)):
+        return int(r)  # exact up to float noise in the product
+    return math.floor(x)
+
+
+def _exact(d: float, per_us: int) -> bool:
+    x = d * per_us
+    return abs(x - round(x)) <= FLOAT_TOL * max(1.0, abs(x))
+
+
+def _common_denominator(durs: list[float]) -> int | None:
+    """The least steps-per-us at which every duration is whole (None if above 10**6)."""
+    per = 1
+    for d in durs:
+        fr = Fraction(d).limit_denominator(MAX_STEPS_PER_US)
+        if not _exact(d, fr.denominator):
+            return None
+        per = per * fr.denominator // math.gcd(per, fr.denominator)
+        if per > MAX_STEPS_PER_US:
+            return None
+    return per
+
+
+@dataclass(frozen=True)
+class TimeScale:
+    """`steps_per_us` resolution steps per microsecond, `k` model units per step."""
+
+    steps_per_us: int
+    k: int
+    unit_slots: int  # collectives, waits and zero-step kernels of the graph
+    exact: bool  # every duration is a whole number of steps
+
+    @property
+    def resolution_us(self) -> float:
+        return 1.0 / self.steps_per_us
+
+    def steps(self, d: float) -> int:
+        return _steps(d, self.steps_per_us)
+
+    def slot(self, g: Graph, v: int) -> int:
+        """Length of v's slot on the compute stream (waits: the minimum)."""
+        if g.kind[v] == COMPUTE:
+            s = self.steps(g.dur[v])
+            return s * self.k if s > 0 else 1
+        return 1
+
+    def transfer(self, g: Graph, c: int) -> int:
+        return self.steps(g.dur[c]) * self.k
+
+    def bound_us(self, model_bound: int) -> float:
+        """A lower bound on any order's simulated makespan from a proven model bound."""
+        steps = max(0, -(-(model_bound - self.unit_slots) // self.k))  # ceil division
+        return steps / self.steps_per_us
+
+    def units_of_us(self, us: float) -> int:
+        return self.steps(us) * self.k
+
+
+def choose_scale(g: Graph, max_units: int = SEARCH_UNITS) -> TimeScale:
+    """The coarsest resolution at which every duration is exact, with `k` > unit slots,
+    as long as the horizon stays within `max_units`; else 0.01 us (or coarser) and k = 1.
+
+    CP-SAT proves bounds on time-indexed propagation in steps of one unit, so
+    its proofs slow down in proportion to the horizon (measured in
+    docs/solver.md); the bound stays sound at any scale (module docstring),
+    only its tightness changes.
+    """
+    durs = [d for d, k in zip(g.dur, g.kind) if k != WAIT and d > 0]
+    total = math.fsum(durs)
+
+    def make(per: int, with_k: bool) -> TimeScale:
+        zero = sum(1 for d, k in zip(g.dur, g.kind) if k == COMPUTE and _steps(d, per) == 0)
+        unit_slots = sum(1 for k in g.kind if k != COMPUTE) + zero
+        return TimeScale(per, unit_slots + 1 if with_k else 1, unit_slots, all(_exact(d, per) for d in durs))
+
+    def units(ts: TimeScale) -> float:
+        return (total * ts.steps_per_us + 1) * ts.k + ts.unit_slots
+
+    per = _common_denominator(durs)
+    if per is not None:
+        for with_k in (True, False):
+            ts = make(per, with_k)
+            if units(ts) <= max_units:
+                return ts
+    for per in (100, 10, 1):
+        ts = make(per, False)
+        if units(ts) <= max_units:
+            return ts
+    ts = make(1, False)
+    if units(ts) > MAX_UNITS:
+        raise GraphError(f"graph {g.name!r}: {total:.3g} us of work with {len(g.nodes)} nodes is too long for the "
+                         "CP-SAT model's integer time (1 us resolution)")
+    return ts
+
+
+@dataclass
+class UnitWalk:
+    """MODEL.md's walk of an order, in model units: the hint, and the LNS windows' boundaries."""
+
+    issue: list[int]
+    slot_end: list[int]
+    comm_start: dict[int, int]
+    comm_end: dict[int, int]
+    clock_before: list[int]  # compute clock before each position of the order
+    free_before: list[list[int]]  # each group's stream, before each position
+    makespan: int
+
+
+def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
+    n = len(g.nodes)
+    issue, slot_end = [0] * n, [0] * n
+    cstart: dict[int, int] = {}
+    cend: dict[int, int] = {}
+    free = [0] * len(g.groups)
+    clock_before: list[int] = []
+    free_before: list[list[int]] = []
+    t = 0
+    for v in order:
+        clock_before.append(t)
+        free_before.append(list(free))
+        issue[v] = t
+        k = g.kind[v]
+        if k == COLLECTIVE:
+            gi = g.group_id[v]
+            cstart[v] = max(t, free[gi])
+            cend[v] = free[gi] = cstart[v] + ts.transfer(g, v)
+            t += 1
+        elif k == WAIT:
+            t = max(t + 1, cend[g.coll_of[v]])
+        else:
+            t += ts.slot(g, v)
+        slot_end[v] = t
+    return UnitWalk(issue, slot_end, cstart, cend, clock_before, free_before, max([t, *cend.values()]))
+
+
+def safe_horizon(g: Graph, ts: TimeScale) -> int:
+    """Model makespan no order can exceed: every slot plus every transfer, end to end."""
+    return sum(ts.slot(g, v) for v in range(len(g.nodes))) + sum(ts.transfer(g, c) for c in g.coll_seq)
+
+
+def model_units(g: Graph, order: list[int], ts: TimeScale) -> int:
+    """The model's makespan for an order (what the hint's objective is)."""
+    return unit_walk(g, order, ts).makespan

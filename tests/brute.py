@@ -1,0 +1,200 @@
+"""Ground truth for the soundness properties: a random graph generator and brute force.
+
+Written from MODEL.md alone. It shares no code with the solver, the
+heuristics or the library's generators (which the solver is tuned on), and
+carries its own simulator, so a property that compares the two can fail.
+Used by tests/test_soundness.py (a fixed seeded sample) and benchmarks/soak.py.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from overlapsat import Buffer, Graph, Node, NodeKind
+
+DURATIONS = [0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 5.0, 8.0, 0.5, 2.25]
+ODD_DURATIONS = [1 / 3, 2 / 7, 1.000001, 7.123456789]  # not whole at any resolution: rounding must stay sound
+
+
+def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
+    """A random graph in input order and the collective order it should be solved with."""
+    rng = random.Random(seed)
+    odd = rng.random() < 0.15
+    durs = DURATIONS + (ODD_DURATIONS if odd else [])
+    n_groups = rng.choice([1, 1, 2, 2, 3])
+    nodes: list[Node] = []
+    pending: list[str] = []  # collectives whose wait is still to come
+    produced: list[str] = []  # buffers readable now
+    bufs: dict[str, dict] = {}
+    target = rng.randint(3, max_nodes)
+    k = 0
+    if rng.random() < 0.4:
+        name = "in0"
+        bufs[name] = dict(producer=None, cons=[], a=0, f=rng.randint(1, 30), out=rng.random() < 0.1, fin=True)
+        produced.append(name)
+
+    def read_some(node: str) -> None:
+        for b in produced:
+            if rng.random() < 0.3 and node not in bufs[b]["cons"]:
+                bufs[b]["cons"].append(node)
+
+    while len(nodes) < target:
+        room = target - len(nodes)
+        if pending and (rng.random() < 0.4 or room <= len(pending)):
+            c = pending.pop(rng.randrange(len(pending)))
+            if rng.random() < 0.12:  # a collective never waited in this graph
+                continue
+            w = f"{c}_w"
+            nodes.append(Node(w, NodeKind.WAIT, 0.0, collective=c))
+            out = f"{c}_out"
+            if out in bufs:
+                bufs[out]["cons"].append(w)
+                produced.append(out)
+            continue
+        if room >= 2 and rng.random() < 0.3:
+            c = f"c{k}"
+            k += 1
+            nodes.append(Node(c, NodeKind.COLLECTIVE, rng.choice(durs), group=f"g{rng.randrange(n_groups)}",
+                              op="all_gather", nbytes=0, group_size=2))
+            read_some(c)
+            if rng.random() < 0.8:
+                size = rng.randint(0, 30)
+                bufs[f"{c}_out"] = dict(producer=c, cons=[], a=size, f=size, out=False, fin=False)
+            pending.append(c)
+            continue
+        v = f"k{k}"
+        k += 1
+        nodes.append(Node(v, NodeKind.COMPUTE, rng.choice(durs)))
+        read_some(v)
+        r = rng.random()
+        if r < 0.2:  # Inductor's multi-output kernel: the parent allocates, the children free
+            sizes = [rng.randint(1, 20) for _ in range(rng.randint(2, 3))]
+            bufs[f"{v}_p"] = dict(producer=v, cons=[], a=sum(sizes), f=0, out=False, fin=False)
+            for i, s in enumerate(sizes):
+                bufs[f"{v}_o{i}"] = dict(producer=v, cons=[], a=0, f=s, out=rng.random() < 0.1, fin=False)
+                produced.append(f"{v}_o{i}")
+        elif r < 0.3:  # an arbitrary alloc/free split
+            bufs[f"{v}_x"] = dict(producer=v, cons=[], a=rng.randint(0, 30), f=rng.randint(0, 30),
+                                  out=rng.random() < 0.2, fin=False)
+            produced.append(f"{v}_x")
+        elif r < 0.9:
+            s = rng.randint(0, 30)
+            bufs[f"{v}_b"] = dict(producer=v, cons=[], a=s, f=s, out=rng.random() < 0.15, fin=False)
+            produced.append(f"{v}_b")
+    for c in pending:
+        if rng.random() < 0.7:
+            nodes.append(Node(f"{c}_w", NodeKind.WAIT, 0.0, collective=c))
+            if f"{c}_out" in bufs:
+                bufs[f"{c}_out"]["cons"].append(f"{c}_w")
+    buffers = [Buffer(nm, d["producer"], tuple(d["cons"]), d["a"], d["f"], d["out"], d["fin"]) for nm, d in bufs.items()]
+    names = [nd.name for nd in nodes]
+    edges = []
+    for _ in range(rng.randint(0, 2)):
+        i, j = sorted(rng.sample(range(len(names)), 2))
+        edges.append((names[i], names[j]))
+    colls = [nd.name for nd in nodes if nd.kind is NodeKind.COLLECTIVE]
+    collective_order = rng.choice(["group", "group", "global"])
+    fake = []
+    if collective_order == "global" and rng.random() < 0.7:  # Inductor's global chain as fake edges
+        fake = list(zip(colls, colls[1:]))
+    atomic = []
+    if rng.random() < 0.25:
+        pairs = [(a.name, b.name) for a, b in zip(nodes, nodes[1:])
+                 if a.kind is NodeKind.COMPUTE and b.kind is NodeKind.COMPUTE]
+        if pairs:
+            atomic = [rng.choice(pairs)]
+    return Graph(tuple(nodes), tuple(buffers), tuple(edges), tuple(atomic), f"soak{seed}",
+                 fake_edges=tuple(fake)), collective_order
+
+
+@dataclass
+class Truth:
+    """Brute force over every valid order (ignoring memory), with each one's makespan and peak."""
+
+    orders: list[tuple[list[int], float, int]]
+
+    def best(self, budget: int | None) -> float | None:
+        ok = [ms for _, ms, pk in self.orders if budget is None or pk <= budget]
+        return min(ok) if ok else None
+
+    @property
+    def min_peak(self) -> int:
+        return min(pk for _, _, pk in self.orders)
+
+
+def sim(g: Graph, order: list[int]) -> tuple[float, int]:
+    """MODEL.md's walk, written out again here: (makespan, peak)."""
+    t, free, end = 0.0, {}, {}
+    for v in order:
+        nd = g.nodes[v]
+        if nd.kind is NodeKind.COMPUTE:
+            t += nd.duration
+        elif nd.kind is NodeKind.COLLECTIVE:
+            s = max(t, free.get(nd.group, 0.0))
+            end[nd.name] = free[nd.group] = s + nd.duration
+        else:
+            t = max(t, end[nd.collective])
+    makespan = max([t, *free.values()])
+    step = {g.nodes[v].name: i for i, v in enumerate(order)}
+    alloc = [0] * len(order)
+    freed = [0] * len(order)
+    for b in g.buffers:
+        if b.producer is None and not b.freeable_input:
+            continue
+        at = step[b.producer] if b.producer is not None else 0
+        alloc[at] += b.size_alloc if b.producer is not None else b.size_free
+        if b.output:
+            continue
+        last = max((step[c] for c in set(b.consumers)), default=at)
+        freed[last] += b.size_free
+    cur, peak = 0, 0
+    for i in range(len(order)):
+        cur += alloc[i]
+        peak = max(peak, cur)
+        cur -= freed[i]
+    return makespan, peak
+
+
+def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth | None:
+    """Every valid order (dependencies, collective order, atomic groups); None if too many."""
+    n = len(g.nodes)
+    preds = g.preds
+    seqs = [g.coll_seq] if collective_order == "global" else g.group_colls
+    prev = {}
+    for seq in seqs:
+        for a, b in zip(seq, seq[1:]):
+            prev[b] = a
+    atomic_next = {}
+    for grp in g.atomic:
+        for a, b in zip(grp, grp[1:]):
+            atomic_next[a] = b
+    in_atomic_tail = {b for grp in g.atomic for b in grp[1:]}
+    out: list[tuple[list[int], float, int]] = []
+    placed = [False] * n
+    order: list[int] = []
+
+    def ok(v: int) -> bool:
+        return not placed[v] and all(placed[u] for u in preds[v]) and (v not in prev or placed[prev[v]])
+
+    def rec(forced: int | None) -> bool:
+        if len(out) > limit:
+            return False
+        if len(order) == n:
+            ms, pk = sim(g, order)
+            out.append((list(order), ms, pk))
+            return True
+        cands = [forced] if forced is not None else [v for v in range(n) if v not in in_atomic_tail]
+        for v in cands:
+            if ok(v):
+                placed[v] = True
+                order.append(v)
+                if not rec(atomic_next.get(v)):
+                    return False
+                order.pop()
+                placed[v] = False
+        return True
+
+    if not rec(None) or not out:
+        return None
+    return Truth(out)
