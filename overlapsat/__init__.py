@@ -6,8 +6,9 @@ from overlapsat.compare import Comparison, compare
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate
 from overlapsat.graph import Buffer, Graph, GraphBuilder, Node, NodeKind
-from overlapsat.io import Schedule, graph_from_dict, load_graph, load_schedule, save_graph, save_schedule
+from overlapsat.io import graph_from_dict, load_graph, save_graph
 from overlapsat.plot import plot_timeline
+from overlapsat.schedules import Schedule, load_schedule, save_schedule
 from overlapsat.simulate import SimResult, peak_memory, simulate
 from overlapsat.solver import GapBelow, Progress, Result, SolveParams, Status, StoppingRule, optimize
 from overlapsat.trace import export_chrome_trace

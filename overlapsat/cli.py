@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from overlapsat.errors import GraphError
+from overlapsat.fmt import fmt_bytes, fmt_us
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL = 0, 2, 3, 4
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_NO_ORDER = 0, 2, 3, 4, 5
 
 
 def _load(path: str | None) -> Any:
@@ -19,18 +20,6 @@ def _load(path: str | None) -> Any:
     from overlapsat.io import load_graph
 
     return load_graph(path or bundled())
-
-
-def fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
-        n /= 1024
-    return f"{n:.2f} TiB"
-
-
-def fmt_us(t: float) -> str:
-    return f"{t / 1000:.3f} ms" if abs(t) >= 1000 else f"{t:.1f} us"
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
@@ -68,7 +57,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from overlapsat.io import load_schedule
+    from overlapsat.schedules import load_schedule
     from overlapsat.simulate import simulate
     from overlapsat.validate import validate
 
@@ -158,25 +147,41 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from overlapsat.solver import optimize
 
     g = _load(args.graph)
+    _check_out(args.out)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
                  workers=args.workers, on_progress=tick)
     tick.done()
-    r.save(args.out)
     base = r.baseline
+    valid_h = [h["exposed"] for h in r.heuristics if h["valid"]]
+    best_h = fmt_us(min(valid_h)) if valid_h else "none within the budget"
     payload = {"graph": g.name, "out": args.out, **r.summary()}
     lines = [
         f"graph {g.name}: {len(g)} nodes -> {args.out}",
         f"  status {r.status.value} ({r.method}){': ' + r.message if r.message else ''}",
         f"  makespan {fmt_us(r.makespan)} (input order {fmt_us(base['makespan'])})",
         f"  exposed  {fmt_us(r.exposed)} (input order {fmt_us(base['exposed'])}, best heuristic "
-        f"{fmt_us(min(h['exposed'] for h in r.heuristics if h['valid']))}, bound {fmt_us(r.exposed_bound)}, "
+        f"{best_h}, bound {fmt_us(r.exposed_bound)}, "
         f"gap {100 * r.gap:.1f}%)",
         f"  peak memory {fmt_bytes(r.peak_memory)}" + (f" (budget {fmt_bytes(r.memory_budget)})" if r.memory_budget else ""),
         f"  {r.stats.get('total_s', 0):.1f} s",
     ]
+    r.save(args.out)  # last: everything above is computed, so a failure leaves no file behind
     _emit(args, payload, lines)
     return EXIT_OK
+
+
+def _check_out(path: str) -> None:
+    """Fail before any work if the output cannot be written."""
+    import os
+
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise GraphError(f"cannot write {path!r}: directory {d!r} does not exist")
+    if os.path.isdir(path):
+        raise GraphError(f"cannot write {path!r}: it is a directory")
+    if not os.access(d, os.W_OK):
+        raise GraphError(f"cannot write {path!r}: directory {d!r} is not writable")
 
 
 def _corpus(paths: list[str]) -> list[str]:
@@ -347,10 +352,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GraphError as e:
         if args.debug:
             raise
-        from overlapsat.errors import InfeasibleBudgetError
+        from overlapsat.errors import InfeasibleBudgetError, NoValidOrderError
 
         print(f"overlapsat: error: {e}", file=sys.stderr)
-        return EXIT_INFEASIBLE if isinstance(e, InfeasibleBudgetError) else EXIT_BAD_INPUT
+        if isinstance(e, InfeasibleBudgetError):
+            return EXIT_INFEASIBLE
+        return EXIT_NO_ORDER if isinstance(e, NoValidOrderError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("overlapsat: interrupted", file=sys.stderr)
         return 130

@@ -158,10 +158,19 @@ class Graph:
         return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
 
     def reprice(self, cost_model: Any) -> Graph:
-        """A copy priced by `cost_model` (anything with `duration(node) -> us`)."""
-        from overlapsat.cost.model import reprice
-
-        return reprice(self, cost_model)
+        """A copy priced by `cost_model` (anything with `duration(node) -> us`); waits stay 0."""
+        if not hasattr(cost_model, "duration"):
+            raise GraphError(f"reprice: {cost_model!r} is not a cost model (it needs a duration(node) method)")
+        durations = {}
+        for nd in self.nodes:
+            if nd.kind is NodeKind.WAIT:
+                continue
+            d = cost_model.duration(nd)
+            if not _finite_nonneg(d):
+                raise GraphError(f"reprice: cost model returned {d!r} for node {nd.name!r}; "
+                                 "durations must be finite and >= 0")
+            durations[nd.name] = round(float(d), 4)
+        return self.with_durations(durations)
 
     def with_collective_chain(self, mode: str = "group") -> Graph:
         """A copy with fake edges between consecutive collectives (per group or global).

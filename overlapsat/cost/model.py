@@ -8,7 +8,6 @@ from typing import Protocol, runtime_checkable
 from overlapsat.cost import nccl
 from overlapsat.cost.calibration import Calibration, builtin_calibration
 from overlapsat.cost.hardware import HardwareProfile, load_profile
-from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node, NodeKind
 
 
@@ -84,17 +83,7 @@ def cost_model(profile: str | HardwareProfile = "h200", *, dtype: str = "bf16", 
 
 def reprice(graph: Graph, model: CostModel) -> Graph:
     """A copy of `graph` with every compute and collective duration from `model`."""
-    if not hasattr(model, "duration"):
-        raise GraphError(f"reprice: {model!r} is not a cost model (it needs a duration(node) method)")
-    durations = {}
-    for nd in graph.nodes:
-        if nd.kind is NodeKind.WAIT:
-            continue
-        d = model.duration(nd)
-        if not isinstance(d, (int, float)) or d != d or d < 0 or d == float("inf"):
-            raise GraphError(f"reprice: cost model returned {d!r} for node {nd.name!r}; durations must be finite and >= 0")
-        durations[nd.name] = round(float(d), 4)
-    return graph.with_durations(durations)
+    return graph.reprice(model)
 
 
 __all__ = ["AnalyticalCostModel", "CalibratedCostModel", "CostModel", "cost_model", "reprice"]

@@ -124,7 +124,7 @@ class Result:
                 "cut_by_wall_clock": self.cut_by_wall_clock}
 
     def save(self, path: str) -> None:
-        from overlapsat.io import save_schedule
+        from overlapsat.schedules import save_schedule
 
         save_schedule(path, self.graph, self.order, metrics=self.summary(), meta={"heuristics": self.heuristics})
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
-from overlapsat.io import load_graph, load_schedule
+from overlapsat.io import load_graph
+from overlapsat.schedules import load_schedule
 from overlapsat.torch.importer import DurationFn, import_snodes
 from overlapsat.validate import validate
 

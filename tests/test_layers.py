@@ -1,0 +1,75 @@
+"""Imports go one way: leaf <- core <- heuristics, solver, cost <- torch bridge <- compare <- CLI.
+
+Every import counts, including those inside functions, so a lazy import
+cannot hide a crossed layer. The library never imports the CLI.
+"""
+
+import ast
+import pathlib
+
+import overlapsat
+
+PKG = pathlib.Path(overlapsat.__file__).parent
+
+LAYER = {  # module (or package) -> layer
+    "errors": 0, "fmt": 0,
+    "graph": 1, "io": 1, "budget": 1, "simulate": 1, "validate": 1, "bounds": 1, "canonical": 1, "evaluate": 1,
+    "schedules": 1,
+    "heuristics": 2, "solver": 2, "cost": 2,
+    "torch": 3, "examples": 3,
+    "compare": 4, "plot": 4, "trace": 4, "__init__": 4,
+    "cli": 5, "__main__": 5,
+}
+SIBLINGS_ALLOWED = {("solver", "heuristics")}  # the solver runs the heuristic portfolio
+FORBIDDEN = {("io", "validate"), ("io", "simulate")}  # file formats stay below the ground truth
+
+
+def unit(path: pathlib.Path) -> str:
+    rel = path.relative_to(PKG).with_suffix("")
+    return rel.parts[0]
+
+
+def imports(path: pathlib.Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("overlapsat."):
+            out.add(node.module.split(".")[1])
+        elif isinstance(node, ast.ImportFrom) and node.module == "overlapsat":
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name.split(".")[1] for a in node.names if a.name.startswith("overlapsat."))
+    return out
+
+
+def crossings() -> list[str]:
+    bad = []
+    for path in sorted(PKG.rglob("*.py")):
+        src = unit(path)
+        for dst in imports(path):
+            if dst == src or dst not in LAYER:
+                continue
+            if (src, dst) in FORBIDDEN:
+                bad.append(f"{path.relative_to(PKG)} imports {dst}")
+            elif LAYER[dst] > LAYER[src] or (LAYER[dst] == LAYER[src] and LAYER[src] == 2
+                                              and (src, dst) not in SIBLINGS_ALLOWED):
+                bad.append(f"{path.relative_to(PKG)} (layer {LAYER[src]}) imports {dst} (layer {LAYER[dst]})")
+    return bad
+
+
+def test_every_module_has_a_layer():
+    units = {unit(p) for p in PKG.rglob("*.py")}
+    assert units <= set(LAYER), f"modules without a layer: {sorted(units - set(LAYER))}"
+
+
+def test_imports_go_one_way():
+    assert crossings() == []
+
+
+def test_the_check_can_fail(tmp_path, monkeypatch):
+    fake = PKG / "graph.py"
+    text = fake.read_text()
+    monkeypatch.setattr(pathlib.Path, "read_text",
+                        lambda self, *a, **k: text + "\nfrom overlapsat.cli import main\n" if self == fake
+                        else pathlib.Path.read_text.__wrapped__(self) if hasattr(pathlib.Path.read_text, "__wrapped__")
+                        else open(self).read())
+    assert any("graph.py" in c and "cli" in c for c in crossings())
