@@ -198,3 +198,66 @@ def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth 
     if not rec(None) or not out:
         return None
     return Truth(out)
+
+
+FAILURES = ("false_bound", "false_optimal", "false_infeasible", "invalid_result", "worse_than_heuristic",
+            "status_gap_mismatch", "crash", "abort")
+
+
+def check(seed: int, time_limit: float) -> dict:
+    """One graph: returns counters (failures, outcomes) and details of any failure."""
+    import overlapsat as osat
+    from overlapsat.bounds import lower_bound
+
+    g, co = random_graph(seed)
+    truth = brute_force(g, co)
+    out: dict = {"seed": seed, "nodes": len(g.nodes), "counts": {}, "failures": []}
+
+    def count(k: str, detail: str = "") -> None:
+        out["counts"][k] = out["counts"].get(k, 0) + 1
+        if k in FAILURES:
+            out["failures"].append(f"{k}: {detail}")
+
+    if truth is None:
+        count("skipped_too_many_orders")
+        return out
+    opt_free = truth.best(None)
+    for name, v in lower_bound(g).as_dict().items():
+        if name != "exposed" and v > opt_free + 1e-9 * max(1.0, opt_free):
+            count("false_bound", f"{name} {v} > optimum {opt_free}")
+    rng = random.Random(seed)
+    peaks = sorted({pk for _, _, pk in truth.orders})
+    budget = rng.choice([None, truth.min_peak - 1, truth.min_peak, rng.choice(peaks)])
+    if budget is not None and budget < 0:
+        budget = None
+    best = truth.best(budget)
+    try:
+        r = osat.optimize(g, time_limit=time_limit, memory_budget=budget, collective_order=co, workers=2)
+    except osat.InfeasibleBudgetError:
+        count("infeasible_claimed")
+        if best is not None:
+            count("false_infeasible", f"budget {budget}, optimum {best}")
+        return out
+    except osat.NoValidOrderError:
+        count("no_valid_order_in_time" + ("_feasible" if best is not None else "_infeasible"))
+        return out
+    except Exception as e:  # noqa: BLE001 - counted, with its message
+        count("crash", f"{type(e).__name__}: {e}")
+        return out
+    ms, pk = sim(g, r.order)
+    if best is None or (budget is not None and pk > budget) or osat.validate(g, r.order, budget, collective_order=co):
+        count("invalid_result", f"budget {budget}, peak {pk}")
+        return out
+    if r.bound > best + 1e-9 * max(1.0, best):
+        count("false_bound", f"result bound {r.bound} > optimum {best}")
+    if r.status.value in ("optimal", "heuristic_optimal") and ms > best + 1e-9 * max(1.0, best):
+        count("false_optimal", f"{r.status.value} at {ms}, optimum {best}")
+    hv = [h["makespan"] for h in r.heuristics if h["valid"]]
+    if hv and ms > min(hv) + 1e-9:
+        count("worse_than_heuristic", f"{ms} > {min(hv)}")
+    if (r.gap == 0.0) != r.proven or (r.status.value in ("optimal", "heuristic_optimal")) != r.proven:
+        count("status_gap_mismatch", f"{r.status.value} gap {r.gap}")
+    count("status_" + r.status.value)
+    if abs(ms - best) <= 1e-9 * max(1.0, best):
+        count("result_is_optimum")
+    return out

@@ -27,7 +27,7 @@ from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.solver.model import build
 from overlapsat.solver.params import SolveParams, TimeBudget
-from overlapsat.solver.units import choose_scale, safe_horizon, unit_walk
+from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale, safe_horizon, unit_walk
 from overlapsat.validate import assert_valid
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,8 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
             stats["warm_start"] = h.name
             stats["depends_on_input_order"] = True
     heur = canon
-    ts = choose_scale(cg)
+    # memory proofs and LNS windows slow down with the horizon's size; without either, exact time is cheap
+    ts = choose_scale(cg, SEARCH_UNITS if budget is not None or n > params.lns_min_nodes else EXACT_UNITS)
     stats["resolution_us"] = ts.resolution_us
     stats["exact_durations"] = ts.exact
 

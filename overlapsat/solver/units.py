@@ -28,7 +28,8 @@ from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
 
 MAX_UNITS = 2**50  # keeps every model value exact in a double (CP-SAT's LP)
-SEARCH_UNITS = 4 * 10**6  # above this horizon, proofs get slow (docs/solver.md)
+SEARCH_UNITS = 4 * 10**6  # above this horizon, memory proofs and LNS windows get slow (docs/solver.md)
+EXACT_UNITS = 2**40  # without a budget, whole-graph solves stay as fast at this scale
 MAX_STEPS_PER_US = 10**6  # 1 ps: finer than any cost model
 FLOAT_TOL = 1e-9
 

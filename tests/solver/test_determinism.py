@@ -1,0 +1,86 @@
+"""Deterministic mode: the order is a function of the graph and the options only.
+
+Same graph, separate processes, one under artificial CPU load, one reading a
+file whose nodes are listed in another valid order: identical orders. The
+search is stopped by its work limit, not the clock, so load cannot change it.
+"""
+
+import json
+import multiprocessing
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+
+import pytest
+
+from overlapsat import load_graph, save_graph
+from overlapsat.examples import bundled
+from tests.helpers import random_valid_order
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def shuffled_copy(g, seed):
+    order = random_valid_order(g, random.Random(seed))
+    assert order != list(range(len(g)))
+    return replace(g, nodes=tuple(g.nodes[i] for i in order), meta=dict(g.meta))
+
+
+def solve_in_child(path: str, options: str) -> tuple[list[str], dict]:
+    code = f"""
+        import json, logging
+        logging.disable(logging.WARNING)
+        import overlapsat as osat
+        g = osat.load_graph({path!r})
+        r = osat.optimize(g, {options})
+        print(json.dumps({{"order": r.names, "status": r.status.value, "cut": r.cut_by_wall_clock,
+                          "dep": r.stats.get("depends_on_input_order", False), "work": r.stats["work_used"]}}))
+    """
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-800:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    return out.pop("order"), out
+
+
+def _spin(stop):
+    x = 0
+    while not stop.is_set():
+        x += 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example,options", [
+    ("tp_small", "time_limit=120, work_limit=0.5, workers=2"),
+    ("fsdp_medium", "time_limit=120, work_limit=1.0, workers=2, memory_budget=1.1"),
+])
+def test_same_order_across_processes_load_and_file_order(tmp_path, example, options):
+    g = load_graph(bundled(example))
+    a_path = tmp_path / "a.json"
+    b_path = tmp_path / "b.json"
+    save_graph(g, a_path)
+    h = shuffled_copy(g, 7)
+    assert h.fingerprint() == g.fingerprint()
+    save_graph(h, b_path)
+    if "memory_budget=1.1" in options:  # a ratio is relative to each file's input order: use bytes for both
+        from overlapsat.simulate import peak_memory
+
+        options = options.replace("memory_budget=1.1", f"memory_budget={int(peak_memory(g) * 1.1)}")
+    plain, info_a = solve_in_child(str(a_path), options)
+    stop = multiprocessing.Event()
+    hogs = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(3)]
+    for p in hogs:
+        p.start()
+    try:
+        loaded, info_b = solve_in_child(str(b_path), options)
+    finally:
+        stop.set()
+        for p in hogs:
+            p.join()
+    assert not info_a["cut"] and not info_b["cut"], "the clock cut the search: raise time_limit in this test"
+    assert not info_a["dep"] and not info_b["dep"]
+    assert info_a["work"] == pytest.approx(info_b["work"])
+    assert plain == loaded
