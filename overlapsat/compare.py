@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
-from overlapsat.evaluate import Evaluated, evaluate
+from overlapsat.evaluate import Evaluated
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.solver.optimize import Progress, Result, optimize
@@ -100,6 +100,7 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
                    workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
-    rows.append(evaluate(graph, "exact", res.order, budget=budget, collective_order=collective_order,
-                         runtime_s=time.monotonic() - t, note=note))
+    ev = res.evaluated
+    assert ev is not None
+    rows.append(Evaluated("exact", ev.order, ev.sim, ev.violations, time.monotonic() - t, {}, note))
     return Comparison(graph, rows, res.bound, budget, res)

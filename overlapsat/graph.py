@@ -87,6 +87,35 @@ class Graph:
     fake_edges: tuple[tuple[str, str], ...] = ()
     implied_edges: tuple[tuple[str, str], ...] = ()
 
+    # -- the index, built once on construction (ids are positions in the input order) --
+    names: list[str] = field(init=False, repr=False, compare=False)
+    index: dict[str, int] = field(init=False, repr=False, compare=False)
+    kind: list[int] = field(init=False, repr=False, compare=False)  # COMPUTE, COLLECTIVE or WAIT
+    dur: list[float] = field(init=False, repr=False, compare=False)
+    wait_of: list[int] = field(init=False, repr=False, compare=False)  # collective -> its wait (-1: none)
+    coll_of: list[int] = field(init=False, repr=False, compare=False)  # wait -> its collective
+    groups: list[str] = field(init=False, repr=False, compare=False)
+    group_id: list[int] = field(init=False, repr=False, compare=False)  # collective -> group (-1 otherwise)
+    group_colls: list[list[int]] = field(init=False, repr=False, compare=False)  # per group, in input order
+    coll_seq: list[int] = field(init=False, repr=False, compare=False)  # every collective, in input order
+    preds: list[list[int]] = field(init=False, repr=False, compare=False)  # every ordering constraint
+    data_preds: list[list[int]] = field(init=False, repr=False, compare=False)  # data and explicit edges only
+    direct_preds: list[list[int]] = field(init=False, repr=False, compare=False)  # before implied edges
+    succs: list[list[int]] = field(init=False, repr=False, compare=False)
+    buffer_index: dict[str, int] = field(init=False, repr=False, compare=False)
+    b_prod: list[int] = field(init=False, repr=False, compare=False)  # -1: graph input
+    b_cons: list[list[int]] = field(init=False, repr=False, compare=False)
+    b_alloc: list[int] = field(init=False, repr=False, compare=False)
+    b_free: list[int] = field(init=False, repr=False, compare=False)
+    b_out: list[bool] = field(init=False, repr=False, compare=False)
+    b_fin: list[bool] = field(init=False, repr=False, compare=False)
+    produces: list[list[int]] = field(init=False, repr=False, compare=False)
+    consumes: list[list[int]] = field(init=False, repr=False, compare=False)
+    atomic: list[list[int]] = field(init=False, repr=False, compare=False)
+    atomic_of: list[int] = field(init=False, repr=False, compare=False)
+    _compute_total: float = field(init=False, repr=False, compare=False)
+    _comm_total: float = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "buffers", tuple(self.buffers))
@@ -94,7 +123,9 @@ class Graph:
         object.__setattr__(self, "fake_edges", tuple((str(u), str(v)) for u, v in self.fake_edges))
         object.__setattr__(self, "implied_edges", tuple((str(u), str(v)) for u, v in self.implied_edges))
         object.__setattr__(self, "atomic_groups", tuple(tuple(g) for g in self.atomic_groups))
-        _index(self)
+        _check_input(self)
+        _build_index(self)
+        _check_order(self)
 
     # -- convenience -------------------------------------------------------
     def __len__(self) -> int:
@@ -246,13 +277,11 @@ class Graph:
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _index(g: Graph) -> None:
-    """Validate everything and build integer indices. Raises GraphError."""
+def _check_input(g: Graph) -> None:
+    """Every problem with the input itself (fields, names, references), all at once. Raises GraphError."""
     problems: list[str] = []
-    nodes = g.nodes
-    names: list[str] = []
     index: dict[str, int] = {}
-    for i, nd in enumerate(nodes):
+    for i, nd in enumerate(g.nodes):
         if not isinstance(nd, Node):
             raise GraphError(f"graph {g.name!r}: item {i} of nodes is not a Node")
         if not isinstance(nd.name, str) or not nd.name:
@@ -260,7 +289,6 @@ def _index(g: Graph) -> None:
         if nd.name in index:
             problems.append(f"duplicate node name {nd.name!r}")
         index[nd.name] = i
-        names.append(nd.name)
         if not isinstance(nd.kind, NodeKind):
             problems.append(f"node {nd.name!r}: kind {nd.kind!r} is not compute, collective or wait")
             continue
@@ -283,10 +311,61 @@ def _index(g: Graph) -> None:
                 problems.append(f"wait {nd.name!r} names no collective")
     if problems:
         raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
+    waited: dict[str, str] = {}
+    for nd in g.nodes:
+        if nd.kind is NodeKind.WAIT:
+            c = index.get(nd.collective)  # type: ignore[arg-type]
+            if c is None:
+                problems.append(f"wait {nd.name!r} names unknown collective {nd.collective!r}")
+            elif g.nodes[c].kind is not NodeKind.COLLECTIVE:
+                problems.append(f"wait {nd.name!r} names {nd.collective!r}, which is a {g.nodes[c].kind.value}, "
+                                "not a collective")
+            elif nd.collective in waited:
+                problems.append(f"collective {nd.collective!r} has two waits: {waited[nd.collective]!r} "  # type: ignore[index]
+                                f"and {nd.name!r}")
+            else:
+                waited[nd.collective] = nd.name  # type: ignore[index]
+    bnames: set[str] = set()
+    for j, b in enumerate(g.buffers):
+        if not isinstance(b, Buffer):
+            raise GraphError(f"graph {g.name!r}: item {j} of buffers is not a Buffer")
+        if b.name in bnames:
+            problems.append(f"duplicate buffer name {b.name!r}")
+        bnames.add(b.name)
+        for fld in ("size_alloc", "size_free"):
+            if not _int_size(getattr(b, fld)):
+                problems.append(f"buffer {b.name!r}: {fld} {getattr(b, fld)!r} must be an integer >= 0")
+        if b.producer is not None:
+            if b.producer not in index:
+                problems.append(f"buffer {b.name!r}: producer {b.producer!r} is not a node")
+            elif b.freeable_input:
+                problems.append(f"buffer {b.name!r} is a freeable graph input but has producer {b.producer!r}")
+        problems += [f"buffer {b.name!r}: consumer {c!r} is not a node" for c in b.consumers if c not in index]
+    for u, v in g.edges + g.fake_edges + g.implied_edges:
+        if u not in index or v not in index:
+            problems.append(f"edge {u!r} -> {v!r} names unknown node {(u if u not in index else v)!r}")
+        elif u == v:
+            problems.append(f"edge {u!r} -> {v!r} is a self-loop")
+    member: dict[str, int] = {}
+    for k, grp in enumerate(g.atomic_groups):
+        for nm in grp:
+            if nm not in index:
+                problems.append(f"atomic group #{k} names unknown node {nm!r}")
+            elif nm in member:
+                problems.append(f"node {nm!r} is in two atomic groups (#{member[nm]} and #{k})")
+            else:
+                member[nm] = k
+    if problems:
+        raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
 
+
+def _build_index(g: Graph) -> None:
+    """The integer index of a graph whose input passed `_check_input`."""
+    nodes = g.nodes
     n = len(nodes)
+    names = [nd.name for nd in nodes]
+    index = {nm: i for i, nm in enumerate(names)}
     kind = [nd.kind.code for nd in nodes]
-    dur = [float(nd.duration) for nd in nodes]
     wait_of = [-1] * n
     coll_of = [-1] * n
     groups: list[str] = []
@@ -296,71 +375,28 @@ def _index(g: Graph) -> None:
     coll_seq: list[int] = []
     for i, nd in enumerate(nodes):
         if kind[i] == COLLECTIVE:
-            gid = group_id_of.get(nd.group)  # type: ignore[arg-type]
-            if gid is None:
-                gid = group_id_of[nd.group] = len(groups)  # type: ignore[index]
+            gid = group_id_of.setdefault(nd.group, len(groups))  # type: ignore[arg-type]
+            if gid == len(groups):
                 groups.append(nd.group)  # type: ignore[arg-type]
                 group_colls.append([])
             group_id[i] = gid
             group_colls[gid].append(i)
             coll_seq.append(i)
         elif kind[i] == WAIT:
-            c = index.get(nd.collective)  # type: ignore[arg-type]
-            if c is None:
-                problems.append(f"wait {nd.name!r} names unknown collective {nd.collective!r}")
-            elif kind[c] != COLLECTIVE:
-                problems.append(f"wait {nd.name!r} names {nd.collective!r}, which is a {nodes[c].kind.value}, not a collective")
-            elif wait_of[c] != -1:
-                problems.append(f"collective {nd.collective!r} has two waits: {names[wait_of[c]]!r} and {nd.name!r}")
-            else:
-                wait_of[c] = i
-                coll_of[i] = c
-
+            c = index[nd.collective]  # type: ignore[index]
+            wait_of[c], coll_of[i] = i, c
     preds: list[set[int]] = [set() for _ in range(n)]
-    # buffers
     nb = len(g.buffers)
-    bnames: dict[str, int] = {}
     b_prod = [-1] * nb
     b_cons: list[list[int]] = [[] for _ in range(nb)]
-    b_alloc = [0] * nb
-    b_free = [0] * nb
-    b_out = [False] * nb
-    b_fin = [False] * nb
     produces: list[list[int]] = [[] for _ in range(n)]
     consumes: list[list[int]] = [[] for _ in range(n)]
     for j, b in enumerate(g.buffers):
-        if not isinstance(b, Buffer):
-            raise GraphError(f"graph {g.name!r}: item {j} of buffers is not a Buffer")
-        if b.name in bnames:
-            problems.append(f"duplicate buffer name {b.name!r}")
-        bnames[b.name] = j
-        for fld in ("size_alloc", "size_free"):
-            if not _int_size(getattr(b, fld)):
-                problems.append(f"buffer {b.name!r}: {fld} {getattr(b, fld)!r} must be an integer >= 0")
-        b_alloc[j] = int(b.size_alloc) if _int_size(b.size_alloc) else 0
-        b_free[j] = int(b.size_free) if _int_size(b.size_free) else 0
-        b_out[j] = bool(b.output)
-        b_fin[j] = bool(b.freeable_input)
-        p = -1
-        if b.producer is not None:
-            p = index.get(b.producer, -2)
-            if p == -2:
-                problems.append(f"buffer {b.name!r}: producer {b.producer!r} is not a node")
-                p = -1
-            elif b.freeable_input:
-                problems.append(f"buffer {b.name!r} is a freeable graph input but has producer {b.producer!r}")
-            else:
-                produces[p].append(j)
+        p = index[b.producer] if b.producer is not None else -1
         b_prod[j] = p
-        seen: set[int] = set()
-        for cname in b.consumers:
-            c = index.get(cname)
-            if c is None:
-                problems.append(f"buffer {b.name!r}: consumer {cname!r} is not a node")
-                continue
-            if c in seen:
-                continue
-            seen.add(c)
+        if p >= 0:
+            produces[p].append(j)
+        for c in dict.fromkeys(index[nm] for nm in b.consumers):
             b_cons[j].append(c)
             consumes[c].append(j)
             if p >= 0 and c != p:
@@ -368,98 +404,65 @@ def _index(g: Graph) -> None:
     for c, w in enumerate(wait_of):
         if w >= 0:
             preds[w].add(c)
-    # reading a collective's output means waiting for it (MODEL.md: "read by its
-    # wait and by the wait's users"), as Inductor's wait mutation edge does
+    # reading a collective's output means waiting for it (MODEL.md: "read by its wait and by the
+    # wait's users"), as Inductor's wait mutation edge does
     for j in range(nb):
         p = b_prod[j]
         if p >= 0 and kind[p] == COLLECTIVE and wait_of[p] >= 0:
-            w = wait_of[p]
             for c in b_cons[j]:
-                if c != w:
-                    preds[c].add(w)
-    data_preds: list[set[int]] = [set(p) for p in preds]  # what carries data (Inductor's non-fake deps)
-    direct: list[set[int]] | None = None
-    for which, (edges, fake) in enumerate(((g.edges, False), (g.fake_edges, True), (g.implied_edges, True))):
-        if which == 2:
-            direct = [set(p) for p in preds]  # Inductor's unmet dependencies, before implied edges
-        for u, v in edges:
-            iu, iv = index.get(u), index.get(v)
-            if iu is None or iv is None:
-                problems.append(f"edge {u!r} -> {v!r} names unknown node {(u if iu is None else v)!r}")
-            elif iu == iv:
-                problems.append(f"edge {u!r} -> {v!r} is a self-loop")
-            else:
-                preds[iv].add(iu)
-                if not fake:
-                    data_preds[iv].add(iu)
-    atomic: list[list[int]] = []
+                if c != wait_of[p]:
+                    preds[c].add(wait_of[p])
+    data_preds = [set(p) for p in preds]  # what carries data (Inductor's non-fake deps)
+    for u, v in g.edges:
+        preds[index[v]].add(index[u])
+        data_preds[index[v]].add(index[u])
+    for u, v in g.fake_edges:
+        preds[index[v]].add(index[u])
+    direct = [sorted(p) for p in preds]  # Inductor's unmet dependencies, before implied edges
+    for u, v in g.implied_edges:
+        preds[index[v]].add(index[u])
+    atomic = [[index[nm] for nm in grp] for grp in g.atomic_groups]
     atomic_of = [-1] * n
-    for k, grp in enumerate(g.atomic_groups):
-        ids: list[int] = []
-        for nm in grp:
-            i = index.get(nm)
-            if i is None:
-                problems.append(f"atomic group #{k} names unknown node {nm!r}")
-            elif atomic_of[i] != -1:
-                problems.append(f"node {nm!r} is in two atomic groups (#{atomic_of[i]} and #{k})")
-            else:
-                atomic_of[i] = k
-                ids.append(i)
-        atomic.append(ids)
-    if problems:
-        raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
-
+    for k, ids in enumerate(atomic):
+        for i in ids:
+            atomic_of[i] = k
     pred_l = [sorted(p) for p in preds]
     succ_l: list[list[int]] = [[] for _ in range(n)]
     for v in range(n):
         for u in pred_l[v]:
             succ_l[u].append(v)
+    dur = [float(nd.duration) for nd in nodes]
+    values = dict(
+        names=names, index=index, kind=kind, dur=dur, wait_of=wait_of, coll_of=coll_of, groups=groups,
+        group_id=group_id, group_colls=group_colls, coll_seq=coll_seq, preds=pred_l,
+        data_preds=[sorted(p) for p in data_preds], direct_preds=direct, succs=succ_l,
+        buffer_index={b.name: j for j, b in enumerate(g.buffers)}, b_prod=b_prod, b_cons=b_cons,
+        b_alloc=[int(b.size_alloc) for b in g.buffers], b_free=[int(b.size_free) for b in g.buffers],
+        b_out=[bool(b.output) for b in g.buffers], b_fin=[bool(b.freeable_input) for b in g.buffers],
+        produces=produces, consumes=consumes, atomic=atomic, atomic_of=atomic_of,
+        _compute_total=math.fsum(d for d, k in zip(dur, kind) if k == COMPUTE),
+        _comm_total=math.fsum(d for d, k in zip(dur, kind) if k == COLLECTIVE),
+    )
+    for k, v in values.items():
+        object.__setattr__(g, k, v)
 
-    cyc = _find_cycle(pred_l, succ_l)
+
+def _check_order(g: Graph) -> None:
+    """No cycle, and the node list (the input order) is itself a valid schedule."""
+    names = g.names
+    cyc = _find_cycle(g.preds, g.succs)
     if cyc:
         raise GraphError(f"invalid graph {g.name!r}: dependency cycle through " + " -> ".join(repr(names[i]) for i in cyc))
-
-    # the input order itself must be a valid schedule (it is the baseline)
-    bad = [(names[u], names[v]) for v in range(n) for u in pred_l[v] if u > v]
+    bad = [(names[u], names[v]) for v in range(len(names)) for u in g.preds[v] if u > v]
     if bad:
         raise GraphError.from_problems(
             f"invalid graph {g.name!r}: the node list (input order) breaks dependencies",
             [f"{v!r} is listed before its dependency {u!r}" for u, v in bad],
         )
-    for k, ids in enumerate(atomic):
-        if ids and ids != list(range(ids[0], ids[0] + len(ids))):
-            problems.append(f"atomic group #{k} ({', '.join(repr(names[i]) for i in ids)}) is not contiguous in the input order")
+    problems = [f"atomic group #{k} ({', '.join(repr(names[i]) for i in ids)}) is not contiguous in the input order"
+                for k, ids in enumerate(g.atomic) if ids and ids != list(range(ids[0], ids[0] + len(ids)))]
     if problems:
         raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
-
-    s = object.__setattr__
-    s(g, "names", names)
-    s(g, "index", index)
-    s(g, "kind", kind)
-    s(g, "dur", dur)
-    s(g, "wait_of", wait_of)
-    s(g, "coll_of", coll_of)
-    s(g, "groups", groups)
-    s(g, "group_id", group_id)
-    s(g, "group_colls", group_colls)
-    s(g, "coll_seq", coll_seq)
-    s(g, "preds", pred_l)
-    s(g, "data_preds", [sorted(p) for p in data_preds])
-    s(g, "direct_preds", [sorted(p) for p in direct] if direct is not None else pred_l)
-    s(g, "succs", succ_l)
-    s(g, "buffer_index", bnames)
-    s(g, "b_prod", b_prod)
-    s(g, "b_cons", b_cons)
-    s(g, "b_alloc", b_alloc)
-    s(g, "b_free", b_free)
-    s(g, "b_out", b_out)
-    s(g, "b_fin", b_fin)
-    s(g, "produces", produces)
-    s(g, "consumes", consumes)
-    s(g, "atomic", atomic)
-    s(g, "atomic_of", atomic_of)
-    s(g, "_compute_total", math.fsum(d for d, k in zip(dur, kind) if k == COMPUTE))
-    s(g, "_comm_total", math.fsum(d for d, k in zip(dur, kind) if k == COLLECTIVE))
 
 
 def _find_cycle(preds: list[list[int]], succs: list[list[int]]) -> list[int]:

@@ -34,3 +34,30 @@ def test_to_dataframe_optional():
             c.to_dataframe()
     else:
         assert len(c.to_dataframe()) == len(c.rows)
+
+
+def test_each_row_is_simulated_and_validated_once(monkeypatch):
+    """One evaluated order per row: the table's figures are computed once, on the input graph."""
+    import importlib
+
+    ev = importlib.import_module("overlapsat.evaluate")
+    from overlapsat import compare, load_graph
+    from overlapsat.examples import bundled
+
+    g = load_graph(bundled("tp_small"))
+    calls = {"sim": 0, "val": 0}
+    real_sim, real_val = ev.simulate, ev.validate
+
+    def sim(graph, *a, **k):
+        calls["sim"] += graph is g
+        return real_sim(graph, *a, **k)
+
+    def val(graph, *a, **k):
+        calls["val"] += graph is g
+        return real_val(graph, *a, **k)
+
+    monkeypatch.setattr(ev, "simulate", sim)
+    monkeypatch.setattr(ev, "validate", val)
+    c = compare(g, time_limit=2)
+    # each heuristic row once, plus the solver's answer once (it is the exact row)
+    assert calls["sim"] == calls["val"] == len(c.rows)

@@ -28,7 +28,6 @@ from overlapsat.heuristics.portfolio import run_all
 from overlapsat.solver.model import build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale, safe_horizon, unit_walk
-from overlapsat.validate import assert_valid
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +95,7 @@ class Result:
     memory_budget: int | None = None
     message: str = ""
     cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
+    evaluated: Evaluated | None = field(default=None, repr=False, compare=False)  # the order, simulated and validated
 
     @property
     def names(self) -> list[str]:
@@ -182,7 +182,8 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     to_canon = [0] * n
     for k, v in enumerate(to_orig):
         to_canon[v] = k
-    from_input = run_all(graph, memory_budget=budget, collective_order=co)
+    from_input = heuristic_results if heuristic_results is not None else run_all(
+        graph, memory_budget=budget, collective_order=co)
     canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co) if h.name != "input_order"]
     canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
     canon.sort(key=rank_key)
@@ -258,12 +259,13 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     order = [to_orig[v] for v in best.order]
     final = evaluate(graph, method, order, budget=budget, collective_order=co)
     # the input order's portfolio and the caller's orders: never return worse than any of them
-    for e in [*from_input, *(heuristic_results or [])]:
+    for e in from_input:
         if e.valid and e.makespan < final.makespan - 1e-9:
             final, method = e, e.name
             stats["depends_on_input_order"] = True
             log.info("returning %s: better than every order found on the canonical form", e.name)
-    assert_valid(graph, final.order, budget, collective_order=co, what="optimize result")
+    if not final.valid:  # cannot happen: every candidate above was validated; the gate stays
+        raise RuntimeError(f"internal error: optimize would return an invalid order: {final.violations[0]}")
     if bound > final.makespan and not meets(final.makespan, bound):
         log.error("internal error: bound %.6f above the makespan %.6f of a valid order; bound dropped", bound,
                   final.makespan)
@@ -277,7 +279,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                     "may differ across machines; raise time_limit or lower work_limit", tb.work_used, tb.work_total)
     heur_orig = [h.as_dict() for h in from_input]
     return Result(graph, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
-                  baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock)
+                  baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final)
 
 
 def _status(makespan: float, bound: float, method: str, solver_error: bool) -> Status:
