@@ -3,7 +3,8 @@
 Two files that describe the same graph (same fingerprint) may list their
 nodes in different valid orders. Every rank must issue the same order, so
 `optimize` works on this form: nodes in a deterministic topological order
-(smallest name first among those ready, atomic groups as blocks, each
+(smallest name first among those ready, in natural order so that numbered
+names keep their order, atomic groups as blocks, each
 group's collectives in their input order), buffers, consumers and edges
 sorted by name. The solver's answer is then a function of the graph and the
 options only.
@@ -12,13 +13,19 @@ options only.
 from __future__ import annotations
 
 import heapq
+import re
 from dataclasses import replace
 
 from overlapsat.graph import Graph
 
 
+def natural_key(name: str) -> tuple:
+    """'op9' before 'op10': numbers compare as numbers, so generated names keep their natural order."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", name)) + ((2, 0, name),)
+
+
 def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
-    """Kahn's algorithm over blocks (atomic groups, single nodes), smallest first name first."""
+    """Kahn's algorithm over blocks (atomic groups, single nodes), smallest first name first (natural order)."""
     n = len(g.nodes)
     block_of = list(range(n))
     members: dict[int, list[int]] = {v: [v] for v in range(n)}
@@ -43,7 +50,8 @@ def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
         for a in ps:
             succs[a].append(b)
     indeg = {b: len(ps) for b, ps in preds.items()}
-    heap = [(g.names[b], b) for b, d in indeg.items() if d == 0]
+    key = {b: natural_key(g.names[b]) for b in members}
+    heap = [(key[b], b) for b, d in indeg.items() if d == 0]
     heapq.heapify(heap)
     out: list[int] = []
     while heap:
@@ -52,7 +60,7 @@ def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
         for s in succs[b]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                heapq.heappush(heap, (g.names[s], s))
+                heapq.heappush(heap, (key[s], s))
     if len(out) != n:  # cannot happen for a valid graph: its input order satisfies all of the above
         raise AssertionError(f"graph {g.name!r}: no canonical order")
     return out

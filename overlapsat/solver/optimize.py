@@ -31,6 +31,9 @@ from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale, saf
 
 log = logging.getLogger(__name__)
 
+CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
+                "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
+                "topological_sort_lpmf", "topological_sort_bfs", "topological_sort_dfs")
 REL_TOL = 1e-9  # float noise of the simulator's sums; the only slack in an optimality claim
 
 
@@ -184,7 +187,10 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
         to_canon[v] = k
     from_input = heuristic_results if heuristic_results is not None else run_all(
         graph, memory_budget=budget, collective_order=co)
-    canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co) if h.name != "input_order"]
+    # the iterative passes are quadratic in their moves: on large graphs only the cheap ones run here
+    include = None if n <= params.lns_min_nodes else CHEAP_PASSES
+    canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include)
+             if h.name != "input_order"]
     canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
     canon.sort(key=rank_key)
     base = next(h for h in from_input if h.name == "input_order")
@@ -213,46 +219,49 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     solver_error = False
     if incumbent is not None and meets(incumbent.makespan, lb):
         message = "the best heuristic meets the analytical lower bound"
-    elif n > params.lns_min_nodes and incumbent is not None:
-        from overlapsat.solver.lns import lns
-
-        def improved(o: list[int], ms: float) -> bool:
-            p = Progress(tb.elapsed(), ms, lb)
-            if on_progress is not None:
-                on_progress(p)
-            stats.setdefault("time_to_first_s", tb.elapsed())
-            stats["time_to_best_s"] = tb.elapsed()
-            return bool(stop_when is not None and stop_when(p))
-
-        order, lstats = lns(cg, ts, incumbent.order, params, tb, budget=budget, target=lb, on_improve=improved)
-        stats["lns"] = lstats
-        cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
-        if cand.valid and cand.makespan < incumbent.makespan - 1e-9:
-            best, method = cand, "cpsat-lns"
-        else:
-            message = "window LNS found no improvement on the best heuristic"
     elif n:
-        out = _solve_whole(cg, ts, params, tb, budget, incumbent, on_progress, stop_when, stats)
-        if out.error:
-            solver_error, message = True, out.error
-        if out.infeasible:
-            if incumbent is not None:  # the model is exact: a valid order contradicts this
-                solver_error, message = True, "CP-SAT proved infeasible a model a valid heuristic order satisfies"
-                log.error(message)
-            else:
-                raise _budget_error(InfeasibleBudgetError, budget, heur, proven=True)
-        if out.bound_us is not None:
-            bound = max(bound, out.bound_us)
-        if out.order is not None:
-            cand = evaluate(cg, "cpsat", out.order, budget=budget, collective_order=co)
-            if not cand.valid:
-                solver_error, message = True, f"solver order rejected by the validator: {cand.violations[0]}"
-                log.error(message)
-            elif best is None or rank_key(cand) < rank_key(best):
-                if best is None or cand.makespan < best.makespan - 1e-9:
+        if n <= params.lns_min_nodes:  # the monolithic model: a proof for small graphs
+            share = params.monolithic_share if n >= params.lns_min_window_nodes else 1.0
+            out = _solve_whole(cg, ts, params, tb, budget, incumbent, on_progress, stop_when, stats,
+                               work=share * tb.work_left())
+            if out.error:
+                solver_error, message = True, out.error
+            if out.infeasible:
+                if incumbent is not None:  # the model is exact: a valid order contradicts this
+                    solver_error, message = True, "CP-SAT proved infeasible a model a valid heuristic order satisfies"
+                    log.error(message)
+                else:
+                    raise _budget_error(InfeasibleBudgetError, budget, heur, proven=True)
+            if out.bound_us is not None:
+                bound = max(bound, out.bound_us)
+            if out.order is not None:
+                cand = evaluate(cg, "cpsat", out.order, budget=budget, collective_order=co)
+                if not cand.valid:
+                    solver_error, message = True, f"solver order rejected by the validator: {cand.violations[0]}"
+                    log.error(message)
+                elif best is None or cand.makespan < best.makespan - 1e-9:
                     best, method = cand, "cpsat"
-        elif not out.infeasible and not out.error:
-            message = "no solution within the time limit"
+            elif not out.infeasible and not out.error:
+                message = "no solution within the time limit"
+        if best is not None and n >= params.lns_min_window_nodes and not meets(best.makespan, bound) \
+                and not stats.get("stopped_by_rule") and not tb.exhausted(params.deterministic):
+            from overlapsat.solver.lns import lns
+
+            def improved(o: list[int], ms: float) -> bool:
+                p = Progress(tb.elapsed(), ms, bound)
+                if on_progress is not None:
+                    on_progress(p)
+                stats.setdefault("time_to_first_s", tb.elapsed())
+                stats["time_to_best_s"] = tb.elapsed()
+                return bool(stop_when is not None and stop_when(p))
+
+            order, lstats = lns(cg, ts, best.order, params, tb, budget=budget, target=bound, on_improve=improved)
+            stats["lns"] = lstats
+            cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
+            if cand.valid and cand.makespan < best.makespan - 1e-9:
+                best, method = cand, "cpsat-lns"
+            elif not method.startswith("cpsat"):
+                message = message or "the search found no improvement on the best heuristic"
     if best is None:
         raise _budget_error(NoValidOrderError, budget, heur + from_input, proven=False)
 
@@ -301,8 +310,8 @@ class _Outcome:
 
 def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget: int | None,
                  incumbent: Evaluated | None, on_progress: Callable[[Progress], None] | None,
-                 stop_when: StoppingRule | None, stats: dict[str, Any]) -> _Outcome:
-    """One CP-SAT solve of the whole graph (the window model's other scope)."""
+                 stop_when: StoppingRule | None, stats: dict[str, Any], work: float) -> _Outcome:
+    """One CP-SAT solve of the whole graph (the window model's other scope) with `work` units of work."""
     n = len(g.nodes)
     ref = incumbent.order if incumbent is not None else list(range(n))
     # with a valid incumbent, no better order ends later; without one, no order at all can end later
@@ -312,7 +321,6 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
     stats["build_s"] = tb.elapsed() - t_build
     solver = cp_model.CpSolver()
     p = solver.parameters
-    work = tb.work_left()
     p.max_time_in_seconds = max(0.01, tb.wall_left())
     workers = params.n_workers
     if params.deterministic:

@@ -35,7 +35,12 @@ class SolveParams:
     deterministic: same order on every run, machine and load.
     collective_order: keep each group's collective order ("group") or one
         global order over all groups ("global", Inductor's chain).
-    lns_min_nodes: graphs with more nodes are improved window by window.
+    lns_min_nodes: graphs with more nodes skip the monolithic model and are
+        improved window by window only.
+    lns_min_window_nodes: graphs with at least this many nodes get window
+        LNS after the monolithic model when it has not proven its order.
+    monolithic_share: the share of the work the monolithic model gets when
+        LNS follows it.
     lns_window / lns_max_window: first and largest window (positions).
     lns_window_work: deterministic work per window.
     log_search: keep CP-SAT's log in `Result.stats["log"]`.
@@ -48,6 +53,8 @@ class SolveParams:
     deterministic: bool = True
     collective_order: CollectiveOrder = "group"
     lns_min_nodes: int = 1200
+    lns_min_window_nodes: int = 100
+    monolithic_share: float = 0.5
     lns_window: int = 80
     lns_max_window: int = 640
     lns_window_work: float = 1.0
@@ -62,7 +69,9 @@ class SolveParams:
             problems.append(f"work_limit must be a positive finite number or None, got {self.work_limit!r}")
         if self.workers is not None and not _positive_int(self.workers):
             problems.append(f"workers must be a positive integer or None, got {self.workers!r}")
-        for name in ("lns_min_nodes", "lns_window", "lns_max_window"):
+        if not (_positive_number(self.monolithic_share) and self.monolithic_share <= 1):
+            problems.append(f"monolithic_share must be in (0, 1], got {self.monolithic_share!r}")
+        for name in ("lns_min_nodes", "lns_min_window_nodes", "lns_window", "lns_max_window"):
             if not _positive_int(getattr(self, name)):
                 problems.append(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if _positive_int(self.lns_window) and _positive_int(self.lns_max_window) and self.lns_max_window < self.lns_window:

@@ -81,7 +81,8 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
     from torch._inductor.virtualized import V
 
     price = durations or default_durations
-    in_graph = {s.get_name() for s in snodes}
+    by_name = {s.get_name(): s for s in snodes}
+    in_graph = set(by_name)
     sched = V.graph.scheduler
     outputs = set(V.graph.get_output_names())
     nodes: list[Node] = []
@@ -119,7 +120,7 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
                 continue
             is_fake = isinstance(dep, WeakDep) and dep.is_fake
             (fake if is_fake else edges).append((u, v))
-            if comms.contains_wait(s) and not is_fake and comms.contains_collective(sched.name_to_fused_node[u]):
+            if comms.contains_wait(s) and not is_fake and comms.contains_collective(by_name[u]):
                 coll_of_wait.setdefault(v, u)
     # ordering successors include those Inductor transfers from a mutated buffer to the real one
     implied: list[tuple[str, str]] = []

@@ -177,3 +177,17 @@ def test_pass_results_carry_the_validators_verdict():
     for p in (sink_waits, raise_comms, reorder_compute_for_overlap, topological_sort_lpmf):
         r = p(g)
         assert r.valid == (validate(g, r.order) == [])
+
+
+def test_portfolio_runs_each_memory_sort_alone():
+    """LPMF, BFS and DFS each alone (and Inductor's reorder_for_peak_memory), so the solver is never worse
+    than any of them under the same budget."""
+    from overlapsat import load_graph
+    from overlapsat.examples import bundled
+    from overlapsat.heuristics import run_all, topological_sort_bfs, topological_sort_dfs, topological_sort_lpmf
+
+    g = load_graph(bundled("fsdp_small"))
+    rows = {r.name: r for r in run_all(g)}
+    for name, fn in (("topological_sort_lpmf", topological_sort_lpmf), ("topological_sort_bfs", topological_sort_bfs),
+                     ("topological_sort_dfs", topological_sort_dfs)):
+        assert rows[name].order == fn(g.with_collective_chain("group")).order

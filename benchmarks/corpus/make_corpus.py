@@ -1,0 +1,60 @@
+"""Recreate the capture corpus: real Inductor scheduler graphs from torch.compile on CPU.
+
+    python benchmarks/corpus/make_corpus.py            # writes benchmarks/corpus/*.json.gz
+
+Models (overlapsat/torch/models.py), captured on the fake process group
+(world size 2), forward and backward, priced with the calibrated H200 cost
+model (Inductor's own estimates are 0 on CPU):
+
+- llama8: SimpleFSDP-style Llama decoder, 8 layers (RMSNorm, RoPE, causal
+  SDPA, SwiGLU), weights all-gathered per use, reduce_scatter in backward;
+- llama4: the same, 4 layers;
+- tpsp4: tensor + sequence parallel (DTensor), all_gather / reduce_scatter
+  around attention and MLP, 4 layers;
+- moe4: expert-parallel MoE with all_to_all dispatch and combine, 4 layers.
+
+Each file holds the graph, torch's own pass orders on the same scheduler
+nodes (`overlapsat.torch.conformance.reference_orders`) and the torch version.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sys
+
+import torch
+
+from overlapsat.io import graph_to_dict
+from overlapsat.torch import capture, default_durations
+from overlapsat.torch.conformance import reference_orders
+from overlapsat.torch.models import llama_fsdp, moe_ep, tp_sp_transformer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CASES = {
+    "llama8": lambda: (llama_fsdp(8, 256, 4, 688, 64), torch.randn(1, 64, 256, requires_grad=True)),
+    "llama4": lambda: (llama_fsdp(4, 512, 8, 1376, 128), torch.randn(1, 128, 512, requires_grad=True)),
+    "tpsp4": lambda: (tp_sp_transformer(4, 512, 2048), torch.randn(1, 128, 512, requires_grad=True)),
+    "moe4": lambda: (moe_ep(4, 512, 1024, 2), torch.randn(1, 128, 512, requires_grad=True)),
+}
+
+
+def main(names: list[str]) -> None:
+    torch.manual_seed(0)
+    for case in names or list(CASES):
+        model, x = CASES[case]()
+        refs: list[dict] = []
+        caps = capture(model, x, name=case, durations=default_durations,
+                       on_snodes=lambda sn, g, refs=refs: refs.append(reference_orders(sn, g)))
+        for cap, ref in zip(caps, refs):
+            path = os.path.join(HERE, f"{cap.graph.name}.json.gz")
+            payload = {"graph": graph_to_dict(cap.graph), "torch": ref, "torch_version": torch.__version__}
+            with gzip.open(path, "wt", encoding="utf-8") as f:
+                json.dump(payload, f)
+            print(path, len(cap.graph), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

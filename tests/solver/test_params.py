@@ -1,0 +1,53 @@
+"""SolveParams is checked once, naming the culprit; the time budget flags a wall-clock cut."""
+
+import logging
+
+import pytest
+
+from overlapsat import GraphError, load_graph, optimize
+from overlapsat.examples import bundled
+from overlapsat.solver import SolveParams, TimeBudget
+
+
+@pytest.mark.parametrize("kw,culprit", [
+    ({"time_limit": 0}, "time_limit"), ({"time_limit": float("nan")}, "time_limit"),
+    ({"workers": 0}, "workers"), ({"workers": 1.5}, "workers"), ({"collective_order": "none"}, "collective_order"),
+    ({"work_limit": -1}, "work_limit"), ({"lns_window": 100, "lns_max_window": 50}, "lns_max_window"),
+    ({"deterministic": "yes"}, "deterministic"), ({"lns_min_nodes": 0}, "lns_min_nodes"),
+])
+def test_bad_options_name_the_culprit(kw, culprit):
+    with pytest.raises(GraphError, match=culprit):
+        SolveParams(**kw)
+
+
+def test_unknown_option_and_mixed_forms():
+    g = load_graph(bundled("tp_small"))
+    with pytest.raises(GraphError, match="unknown solver option.*time_limt"):
+        optimize(g, time_limt=3)
+    with pytest.raises(GraphError, match="either as params or as keywords"):
+        optimize(g, SolveParams(), time_limit=3)
+
+
+def test_work_limit_defaults_to_a_rate_of_the_time_limit():
+    assert SolveParams(time_limit=10, work_per_second=0.8).total_work == pytest.approx(8.0)
+    assert SolveParams(time_limit=10, work_limit=2.0).total_work == 2.0
+
+
+def test_time_budget_flags_a_wall_clock_cut_in_deterministic_mode():
+    now = [0.0]
+    tb = TimeBudget(SolveParams(time_limit=1.0, work_limit=5.0), clock=lambda: now[0])
+    assert not tb.exhausted(True)
+    tb.spend(1.0)
+    now[0] = 2.0
+    assert tb.exhausted(True) and tb.cut_by_wall_clock
+    tb = TimeBudget(SolveParams(time_limit=100.0, work_limit=1.0), clock=lambda: 0.0)
+    tb.spend(1.0)
+    assert tb.exhausted(True) and not tb.cut_by_wall_clock
+
+
+def test_optimize_warns_and_flags_when_the_clock_cuts(caplog):
+    g = load_graph(bundled("tp_small"))
+    with caplog.at_level(logging.WARNING):
+        r = optimize(g, time_limit=0.3, work_limit=1000.0)
+    assert r.cut_by_wall_clock
+    assert any("wall clock" in rec.message for rec in caplog.records)
