@@ -9,9 +9,13 @@ model (Inductor's own estimates are 0 on CPU):
 - llama8: SimpleFSDP-style Llama decoder, 8 layers (RMSNorm, RoPE, causal
   SDPA, SwiGLU), weights all-gathered per use, reduce_scatter in backward;
 - llama4: the same, 4 layers;
-- tpsp4: tensor + sequence parallel (DTensor), all_gather / reduce_scatter
-  around attention and MLP, 4 layers;
-- moe4: expert-parallel MoE with all_to_all dispatch and combine, 4 layers.
+- tpsp8: tensor + sequence parallel (DTensor), all_gather / reduce_scatter
+  around attention and MLP, 8 layers;
+- moe8: expert-parallel MoE with all_to_all dispatch and combine, 8 layers.
+
+A DDP-style bucketed all_reduce backward (`ddp_bucketed`) does not import yet:
+its in-place all_reduce reaches the wait through a mutated buffer, which the
+importer does not follow (the waits "name no collective").
 
 Each file holds the graph, torch's own pass orders on the same scheduler
 nodes (`overlapsat.torch.conformance.reference_orders`) and the torch version.
@@ -36,8 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = {
     "llama8": lambda: (llama_fsdp(8, 256, 4, 688, 64), torch.randn(1, 64, 256, requires_grad=True)),
     "llama4": lambda: (llama_fsdp(4, 512, 8, 1376, 128), torch.randn(1, 128, 512, requires_grad=True)),
-    "tpsp4": lambda: (tp_sp_transformer(4, 512, 2048), torch.randn(1, 128, 512, requires_grad=True)),
-    "moe4": lambda: (moe_ep(4, 512, 1024, 2), torch.randn(1, 128, 512, requires_grad=True)),
+    "tpsp8": lambda: (tp_sp_transformer(8, 512, 2048), torch.randn(1, 128, 512, requires_grad=True)),
+    "moe8": lambda: (moe_ep(8, 512, 1024, 2), torch.randn(1, 128, 512, requires_grad=True)),
 }
 
 
