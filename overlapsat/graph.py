@@ -115,6 +115,7 @@ class Graph:
     atomic_of: list[int] = field(init=False, repr=False, compare=False)
     _compute_total: float = field(init=False, repr=False, compare=False)
     _comm_total: float = field(init=False, repr=False, compare=False)
+    _cache: dict[str, Any] = field(init=False, repr=False, compare=False)  # derived tables of other layers
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
@@ -442,6 +443,7 @@ def _build_index(g: Graph) -> None:
         produces=produces, consumes=consumes, atomic=atomic, atomic_of=atomic_of,
         _compute_total=math.fsum(d for d, k in zip(dur, kind) if k == COMPUTE),
         _comm_total=math.fsum(d for d, k in zip(dur, kind) if k == COLLECTIVE),
+        _cache={},
     )
     for k, v in values.items():
         object.__setattr__(g, k, v)

@@ -148,6 +148,27 @@ def simulate(graph: Graph, order: Sequence[str | int] | None = None) -> SimResul
                      issue)
 
 
+def makespan_of(graph: Graph, ids: Sequence[int]) -> float:
+    """MODEL.md's makespan of a known permutation (ids), without memory or checks: the search's fast path."""
+    kind, dur, gid, coll_of = graph.kind, graph.dur, graph.group_id, graph.coll_of
+    end = [0.0] * len(graph.nodes)
+    free = [0.0] * len(graph.groups)
+    t = 0.0
+    for i in ids:
+        k = kind[i]
+        if k == COMPUTE:
+            t += dur[i]
+        elif k == COLLECTIVE:
+            g = gid[i]
+            e = (t if t > free[g] else free[g]) + dur[i]
+            end[i] = free[g] = e
+        else:
+            ce = end[coll_of[i]]
+            if ce > t:
+                t = ce
+    return max([t, *free]) if free else t
+
+
 def memory_curve(graph: Graph, ids: Sequence[int]) -> tuple[list[int], list[int]]:
     """Post-alloc and post-free live bytes per step (Inductor's allocfree)."""
     n = len(ids)
@@ -192,4 +213,4 @@ def peak_memory(graph: Graph, order: Sequence[str | int] | None = None) -> int:
     return max(0, max(post_alloc)) if post_alloc else 0
 
 
-__all__ = ["SimResult", "simulate", "memory_curve", "peak_memory", "check_permutation"]
+__all__ = ["SimResult", "simulate", "makespan_of", "memory_curve", "peak_memory", "check_permutation"]

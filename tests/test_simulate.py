@@ -146,3 +146,15 @@ def test_matches_independent_rewalk(g, seed):
     assert r.makespan == pytest.approx(naive_makespan(g, order))
     assert r.peak_memory == naive_peak(g, order)
     assert r.exposed >= -1e-9
+
+
+def test_makespan_fast_path_matches_the_simulator():
+    import random
+
+    from overlapsat.simulate import makespan_of
+    from tests.helpers import random_graph, random_valid_order
+
+    for seed in range(40):
+        g = random_graph(seed, 14, leave_unwaited=seed % 2 == 0)
+        order = random_valid_order(g, random.Random(seed))
+        assert makespan_of(g, order) == simulate(g, order).makespan

@@ -48,10 +48,11 @@ class Scope:
 class Model:
     """Variables, one method per constraint family, and the objective."""
 
-    def __init__(self, g: Graph, ts: TimeScale, ref: list[int], scope: Scope, horizon: int) -> None:
+    def __init__(self, g: Graph, ts: TimeScale, ref: list[int], scope: Scope, horizon: int,
+                 walk: UnitWalk | None = None) -> None:
         self.g, self.ts, self.ref, self.scope = g, ts, list(ref), scope
         self.m = cp_model.CpModel()
-        self.walk: UnitWalk = unit_walk(g, self.ref, ts)
+        self.walk: UnitWalk = walk if walk is not None else unit_walk(g, self.ref, ts)
         self.whole = scope.is_whole(g)
         self.nodes = self.ref[scope.start:scope.stop]
         self.in_scope = set(self.nodes)
@@ -286,9 +287,9 @@ class Model:
 
 
 def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
-          collective_order: str = "group", memory_budget: int | None = None) -> Model:
-    """The model of `scope` (default: the whole graph) warm-started from `ref`."""
-    md = Model(g, ts, ref, scope or Scope.whole(g), horizon)
+          collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None) -> Model:
+    """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known)."""
+    md = Model(g, ts, ref, scope or Scope.whole(g), horizon, walk)
     md.add_compute_stream()
     md.add_dependencies()
     md.add_collective_streams()

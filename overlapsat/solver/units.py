@@ -145,8 +145,19 @@ class UnitWalk:
     makespan: int
 
 
+def unit_lengths(g: Graph, ts: TimeScale) -> tuple[list[int], list[int]]:
+    """Each node's slot and transfer length in units, computed once per graph and scale."""
+    cache = g._cache.setdefault("unit_lengths", {})
+    if ts not in cache:
+        cache[ts] = ([ts.slot(g, v) for v in range(len(g.nodes))],
+                     [ts.transfer(g, v) if g.kind[v] == COLLECTIVE else 0 for v in range(len(g.nodes))])
+    return cache[ts]
+
+
 def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
     n = len(g.nodes)
+    slot, transfer = unit_lengths(g, ts)
+    kind, group_id, coll_of = g.kind, g.group_id, g.coll_of
     issue, slot_end = [0] * n, [0] * n
     cstart: dict[int, int] = {}
     cend: dict[int, int] = {}
@@ -156,25 +167,28 @@ def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
     t = 0
     for v in order:
         clock_before.append(t)
-        free_before.append(list(free))
+        free_before.append(free[:])
         issue[v] = t
-        k = g.kind[v]
+        k = kind[v]
         if k == COLLECTIVE:
-            gi = g.group_id[v]
-            cstart[v] = max(t, free[gi])
-            cend[v] = free[gi] = cstart[v] + ts.transfer(g, v)
+            gi = group_id[v]
+            s = t if t > free[gi] else free[gi]
+            cstart[v] = s
+            cend[v] = free[gi] = s + transfer[v]
             t += 1
         elif k == WAIT:
-            t = max(t + 1, cend[g.coll_of[v]])
+            e = cend[coll_of[v]]
+            t = t + 1 if t + 1 > e else e
         else:
-            t += ts.slot(g, v)
+            t += slot[v]
         slot_end[v] = t
     return UnitWalk(issue, slot_end, cstart, cend, clock_before, free_before, max([t, *cend.values()]))
 
 
 def safe_horizon(g: Graph, ts: TimeScale) -> int:
     """Model makespan no order can exceed: every slot plus every transfer, end to end."""
-    return sum(ts.slot(g, v) for v in range(len(g.nodes))) + sum(ts.transfer(g, c) for c in g.coll_seq)
+    slot, transfer = unit_lengths(g, ts)
+    return sum(slot) + sum(transfer)
 
 
 def model_units(g: Graph, order: list[int], ts: TimeScale) -> int:
