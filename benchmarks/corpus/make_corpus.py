@@ -11,11 +11,9 @@ model (Inductor's own estimates are 0 on CPU):
 - llama4: the same, 4 layers;
 - tpsp8: tensor + sequence parallel (DTensor), all_gather / reduce_scatter
   around attention and MLP, 8 layers;
-- moe8: expert-parallel MoE with all_to_all dispatch and combine, 8 layers.
-
-A DDP-style bucketed all_reduce backward (`ddp_bucketed`) does not import yet:
-its in-place all_reduce reaches the wait through a mutated buffer, which the
-importer does not follow (the waits "name no collective").
+- moe8: expert-parallel MoE with all_to_all dispatch and combine, 8 layers;
+- ddp12: DDP-style data parallel, 12 linear layers, gradients all_reduced in
+  buckets of 3 layers in backward.
 
 Each file holds the graph, torch's own pass orders on the same scheduler
 nodes (`overlapsat.torch.conformance.reference_orders`) and the torch version.
@@ -33,7 +31,7 @@ import torch
 from overlapsat.io import graph_to_dict
 from overlapsat.torch import capture, default_durations
 from overlapsat.torch.conformance import reference_orders
-from overlapsat.torch.models import llama_fsdp, moe_ep, tp_sp_transformer
+from overlapsat.torch.models import ddp_bucketed, llama_fsdp, moe_ep, tp_sp_transformer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,6 +40,7 @@ CASES = {
     "llama4": lambda: (llama_fsdp(4, 512, 8, 1376, 128), torch.randn(1, 128, 512, requires_grad=True)),
     "tpsp8": lambda: (tp_sp_transformer(8, 512, 2048), torch.randn(1, 128, 512, requires_grad=True)),
     "moe8": lambda: (moe_ep(8, 512, 1024, 2), torch.randn(1, 128, 512, requires_grad=True)),
+    "ddp12": lambda: (ddp_bucketed(12, 1024, 3), torch.randn(64, 1024, requires_grad=True)),
 }
 
 

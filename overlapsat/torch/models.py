@@ -213,7 +213,7 @@ def ddp_bucketed(layers: int = 6, dim: int = 256, bucket_layers: int = 2) -> Any
     (concatenated, one all_reduce per bucket, in backward)."""
     import torch
     import torch.distributed as dist
-    from torch.distributed._functional_collectives import all_reduce, wait_tensor
+    from torch.distributed._functional_collectives import all_reduce
 
     from overlapsat.torch.capture import ensure_fake_process_group
 
@@ -228,7 +228,7 @@ def ddp_bucketed(layers: int = 6, dim: int = 256, bucket_layers: int = 2) -> Any
         @staticmethod
         def backward(ctx: Any, *grads: Any) -> Any:  # type: ignore[override]
             flat = torch.cat([g.reshape(-1) for g in grads])
-            red = wait_tensor(all_reduce(flat, "sum", dist.group.WORLD))
+            red = all_reduce(flat, "sum", dist.group.WORLD)  # waited on first use (one wait per collective)
             out, k = [], 0
             for shp in ctx.shapes:
                 n = int(torch.Size(shp).numel())
