@@ -54,8 +54,8 @@ def _spin(stop):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example,options", [
-    ("tp_small", "time_limit=120, work_limit=0.5, workers=2"),
-    ("fsdp_medium", "time_limit=120, work_limit=1.0, workers=2, memory_budget=1.1"),
+    ("tp_small", "time_limit=300, work_limit=0.5, workers=2"),
+    ("fsdp_medium", "time_limit=300, work_limit=1.0, workers=2, memory_budget=1.1"),
 ])
 def test_same_order_across_processes_load_and_file_order(tmp_path, example, options):
     g = load_graph(bundled(example))
