@@ -144,10 +144,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from overlapsat.io import check_writable
     from overlapsat.solver import optimize
 
     g = _load(args.graph)
-    _check_out(args.out)
+    check_writable(args.out)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
                  workers=args.workers, on_progress=tick)
@@ -169,19 +170,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
     r.save(args.out)  # last: everything above is computed, so a failure leaves no file behind
     _emit(args, payload, lines)
     return EXIT_OK
-
-
-def _check_out(path: str) -> None:
-    """Fail before any work if the output cannot be written."""
-    import os
-
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise GraphError(f"cannot write {path!r}: directory {d!r} does not exist")
-    if os.path.isdir(path):
-        raise GraphError(f"cannot write {path!r}: it is a directory")
-    if not os.access(d, os.W_OK):
-        raise GraphError(f"cannot write {path!r}: directory {d!r} is not writable")
 
 
 def _corpus(paths: list[str]) -> list[str]:

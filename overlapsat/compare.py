@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
@@ -100,7 +100,6 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
                    workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
-    ev = res.evaluated
-    assert ev is not None
-    rows.append(Evaluated("exact", ev.order, ev.sim, ev.violations, time.monotonic() - t, {}, note))
+    assert res.evaluated is not None
+    rows.append(replace(res.evaluated, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
     return Comparison(graph, rows, res.bound, budget, res)

@@ -19,11 +19,22 @@ SCHEDULE_FORMAT = "overlapsat-schedule"
 VERSION = 1
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+def check_writable(path: str | os.PathLike[str]) -> str:
+    """The directory `path` would be written to; a GraphError if it cannot be (checked before any work)."""
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise GraphError(f"cannot write {path!r}: directory {d!r} does not exist")
+    if os.path.isdir(path):
+        raise GraphError(f"cannot write {path!r}: it is a directory")
+    if not os.access(d, os.W_OK):
+        raise GraphError(f"cannot write {path!r}: directory {d!r} is not writable")
+    return d
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    path = os.fspath(path)
+    d = check_writable(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

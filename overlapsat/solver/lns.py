@@ -54,8 +54,9 @@ def widen_to_atomic(g: Graph, order: list[int], i: int, j: int) -> tuple[int, in
 
 def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, budget: int | None,
                  collective_order: str, work: float, deterministic: bool, workers: int,
-                 max_time: float, cut: list[bool], walk: UnitWalk | None = None) -> tuple[list[int] | None, float]:
-    """A better re-ordering of order[i:j] with no worse exit state, or None; and the work spent."""
+                 max_time: float, walk: UnitWalk | None = None) -> tuple[list[int] | None, float, bool]:
+    """A better re-ordering of order[i:j] with no worse exit state, or None; the work spent; and
+    whether the clock, not the work limit, ended the solve."""
     walk = walk if walk is not None else unit_walk(g, order, ts)
     md = build(g, ts, order, horizon=walk.makespan, scope=Scope(i, j), collective_order=collective_order,
                memory_budget=budget, walk=walk)
@@ -65,14 +66,13 @@ def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, b
     p.max_deterministic_time = work
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
     st = s.solve(md.m)
-    if st != cp_model.OPTIMAL and s.deterministic_time < 0.99 * work:
-        cut[0] = True  # the clock, not the work limit, ended this window
+    cut = st != cp_model.OPTIMAL and s.deterministic_time < 0.99 * work
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None, s.deterministic_time
+        return None, s.deterministic_time, cut
     cand = md.order_from(s)
     if cand == order or s.objective_value >= md.horizon:
-        return None, s.deterministic_time
-    return cand, s.deterministic_time
+        return None, s.deterministic_time, cut
+    return cand, s.deterministic_time, cut
 
 
 def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: TimeBudget, *, budget: int | None,
@@ -102,14 +102,13 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
             if tb.exhausted(params.deterministic):
                 return best, stats
             i, j = widen_to_atomic(g, best, i0, min(n, i0 + window))
-            cut = [False]
-            cand, work = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
+            cand, work, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
                                       work=min(params.lns_window_work, tb.work_left()),
                                       deterministic=params.deterministic, workers=params.n_workers,
-                                      max_time=tb.wall_left(), cut=cut, walk=walk)
+                                      max_time=tb.wall_left(), walk=walk)
             work += WORK_PER_NODE * n  # this window's walk, build and checks are linear in the graph
             tb.spend(work)
-            if cut[0] and params.deterministic:
+            if cut and params.deterministic:
                 tb.cut_by_wall_clock = True
             stats["windows"] += 1
             stats["work"] += work

@@ -45,9 +45,6 @@ class Status(str, Enum):
     HEURISTIC_SOLVER_ERROR = "heuristic_solver_error"  # the solver failed; the best heuristic order
 
 
-PROVEN = (Status.OPTIMAL, Status.HEURISTIC_OPTIMAL)
-
-
 def meets(makespan: float, bound: float) -> bool:
     """The one test behind every optimality claim and a zero gap."""
     return makespan - bound <= REL_TOL * max(1.0, abs(makespan))
@@ -161,9 +158,10 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     """Least exposed communication order of `graph`.
 
     Options come as a `SolveParams` or as its fields by keyword
-    (`optimize(g, time_limit=5)`). `heuristic_results` are extra candidate
-    orders of `graph` the caller already has (as `compare` does); the result
-    is never worse than any valid one of them.
+    (`optimize(g, time_limit=5)`). `heuristic_results` is the portfolio run
+    from the input order when the caller already has it (`heuristics.run_all`
+    with the same budget and collective order, as `compare` does); the result
+    is never worse than any valid order in it.
 
     Raises `InfeasibleBudgetError` only when no order can meet the budget
     (proven), and `NoValidOrderError` when none was found in time.
@@ -206,7 +204,6 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
             incumbent = evaluate(cg, h.name, [to_canon[v] for v in h.order], budget=budget, collective_order=co)
             stats["warm_start"] = h.name
             stats["depends_on_input_order"] = True
-    heur = canon
     # memory proofs and LNS windows slow down with the horizon's size; without either, exact time is cheap
     ts = choose_scale(cg, SEARCH_UNITS if budget is not None or n > params.lns_min_nodes else EXACT_UNITS)
     stats["resolution_us"] = ts.resolution_us
@@ -231,7 +228,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                     solver_error, message = True, "CP-SAT proved infeasible a model a valid heuristic order satisfies"
                     log.error(message)
                 else:
-                    raise _budget_error(InfeasibleBudgetError, budget, heur, proven=True)
+                    raise _budget_error(InfeasibleBudgetError, budget, canon, proven=True)
             if out.bound_us is not None:
                 bound = max(bound, out.bound_us)
             if out.order is not None:
@@ -263,7 +260,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
             elif not method.startswith("cpsat"):
                 message = message or "the search found no improvement on the best heuristic"
     if best is None:
-        raise _budget_error(NoValidOrderError, budget, heur + from_input, proven=False)
+        raise _budget_error(NoValidOrderError, budget, canon + from_input, proven=False)
 
     order = [to_orig[v] for v in best.order]
     final = evaluate(graph, method, order, budget=budget, collective_order=co)
@@ -315,9 +312,10 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
     n = len(g.nodes)
     ref = incumbent.order if incumbent is not None else list(range(n))
     # with a valid incumbent, no better order ends later; without one, no order at all can end later
-    horizon = unit_walk(g, ref, ts).makespan if incumbent is not None else safe_horizon(g, ts)
+    walk = unit_walk(g, ref, ts)
+    horizon = walk.makespan if incumbent is not None else safe_horizon(g, ts)
     t_build = tb.elapsed()
-    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget)
+    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget, walk=walk)
     stats["build_s"] = tb.elapsed() - t_build
     solver = cp_model.CpSolver()
     p = solver.parameters

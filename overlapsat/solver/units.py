@@ -91,9 +91,6 @@ class TimeScale:
         steps = max(0, -(-(model_bound - self.unit_slots) // self.k))  # ceil division
         return steps / self.steps_per_us
 
-    def units_of_us(self, us: float) -> int:
-        return self.steps(us) * self.k
-
 
 def choose_scale(g: Graph, max_units: int = SEARCH_UNITS) -> TimeScale:
     """The coarsest resolution at which every duration is exact, with `k` > unit slots,

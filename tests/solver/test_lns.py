@@ -14,8 +14,9 @@ from tests.helpers import graphs, random_valid_order
 
 
 def window(g, order, i, j, budget=None):
-    return solve_window(g, choose_scale(g), order, i, j, budget=budget, collective_order="group", work=2.0,
-                        deterministic=True, workers=1, max_time=10.0, cut=[False])
+    cand, work, _ = solve_window(g, choose_scale(g), order, i, j, budget=budget, collective_order="group", work=2.0,
+                                 deterministic=True, workers=1, max_time=10.0)
+    return cand, work
 
 
 @settings(max_examples=60, deadline=None)
