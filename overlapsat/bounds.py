@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from overlapsat.canonical import chained
 from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
 
 
@@ -35,7 +36,7 @@ class LowerBound:
                 "critical_path": self.critical_path, "comm_runs": self.comm_runs, "comm_chain": self.comm_chain}
 
 
-def critical_path(graph: Graph) -> float:
+def critical_path(graph: Graph, fifo: bool = True) -> float:
     """Longest chain of forced waiting; ids are already a topological order.
 
     Issue times and transfer times are kept apart: a collective is issued when
@@ -46,7 +47,7 @@ def critical_path(graph: Graph) -> float:
     n = len(graph.nodes)
     kind, dur, preds, wait_of = graph.kind, graph.dur, graph.preds, graph.wait_of
     prev_in_group = [-1] * n
-    for cs in graph.group_colls:
+    for cs in graph.group_colls if fifo else ():  # without a fixed group order, no stream edge is known
         for a, b in zip(cs, cs[1:]):
             prev_in_group[b] = a
     es = [0.0] * n  # earliest issue time (compute: start)
@@ -201,5 +202,50 @@ def comm_chain(graph: Graph, window: int = 8) -> float:
     return best
 
 
-def lower_bound(graph: Graph) -> LowerBound:
-    return LowerBound(graph.compute_total, critical_path(graph), comm_runs(graph), comm_chain(graph))
+def _capped_sum(start: int, adj: list[list[int]], kind: list[int], dur: list[float], cap: float) -> float:
+    """Compute reachable from start through adj, summed; stops once the sum reaches cap."""
+    seen = {start}
+    stack = [start]
+    acc = 0.0
+    while stack and acc < cap:
+        u = stack.pop()
+        for v in adj[u]:
+            if v not in seen:
+                seen.add(v)
+                if kind[v] == COMPUTE:
+                    acc += dur[v]
+                stack.append(v)
+    return acc
+
+
+def comm_load(graph: Graph) -> float:
+    """Per group, valid under any collective order: the first transfer issued waits for its compute
+    ancestors, the stream then carries every transfer, and the last one's wait has its descendants
+    after it: min ancestors + sum of durations + min descendants (min over the group's collectives)."""
+    kind, dur = graph.kind, graph.dur
+    best = 0.0
+    for cs in graph.group_colls:
+        head = float("inf")
+        for c in cs:
+            head = min(head, _capped_sum(c, graph.preds, kind, dur, head))
+        tail = float("inf")
+        for c in reversed(cs):
+            w = graph.wait_of[c]
+            tail = 0.0 if w < 0 else min(tail, _capped_sum(w, graph.succs, kind, dur, tail))
+            if tail == 0.0:
+                break
+        best = max(best, head + sum(dur[c] for c in cs) + tail)
+    return best
+
+
+def lower_bound(graph: Graph, collective_order: str = "group") -> LowerBound:
+    """The analytical bounds under a collective-order policy (docs/solver.md, Collective order).
+
+    "chain" and "global" only add constraints to "group", so the group bounds
+    hold (chain's wait-to-collective pairs are added as edges first); under
+    "free" the group's input order means nothing, and only order-free bounds are used.
+    """
+    if collective_order == "free":
+        return LowerBound(graph.compute_total, critical_path(graph, fifo=False), comm_load(graph), 0.0)
+    g = chained(graph, "chain")[0] if collective_order == "chain" else graph
+    return LowerBound(g.compute_total, critical_path(g), comm_runs(g), comm_chain(g))

@@ -4,8 +4,8 @@ Two files that describe the same graph (same fingerprint) may list their
 nodes in different valid orders. Every rank must issue the same order, so
 `optimize` works on this form: nodes in a deterministic topological order
 (smallest name first among those ready, in natural order so that numbered
-names keep their order, atomic groups as blocks, each
-group's collectives in their input order), buffers, consumers and edges
+names keep their order, atomic groups as blocks, the
+pairs the collective-order policy fixes kept), buffers, consumers and edges
 sorted by name. The solver's answer is then a function of the graph and the
 options only.
 """
@@ -16,6 +16,7 @@ import heapq
 import re
 from dataclasses import replace
 
+from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
 
 
@@ -40,11 +41,9 @@ def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
         for u in g.preds[v]:
             if block_of[u] != block_of[v]:
                 preds[block_of[v]].add(block_of[u])
-    seqs = [g.coll_seq] if collective_order == "global" else g.group_colls
-    for seq in seqs:
-        for a, b in zip(seq, seq[1:]):
-            if block_of[a] != block_of[b]:
-                preds[block_of[b]].add(block_of[a])
+    for a, b in g.order_pairs(collective_order):  # the policy's pairs: none under "free"
+        if block_of[a] != block_of[b]:
+            preds[block_of[b]].add(block_of[a])
     succs: dict[int, list[int]] = {b: [] for b in members}
     for b, ps in preds.items():
         for a in ps:
@@ -61,8 +60,10 @@ def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(heap, (key[s], s))
-    if len(out) != n:  # cannot happen for a valid graph: its input order satisfies all of the above
-        raise AssertionError(f"graph {g.name!r}: no canonical order")
+    if len(out) != n:  # only "chain" can do this: the input order satisfies every other policy
+        raise GraphError(f"graph {g.name!r}: no order satisfies its dependencies together with "
+                         f"collective_order={collective_order!r} (a collective must be issued before the wait of an "
+                         "earlier one); use 'global' or 'group'")
     return out
 
 
@@ -75,3 +76,16 @@ def canonical_graph(g: Graph, collective_order: str = "group") -> Graph:
         tuple(g.nodes[i] for i in order), bufs, tuple(sorted(set(g.edges))), tuple(g.atomic_groups), g.name,
         dict(g.meta), tuple(sorted(set(g.fake_edges))), tuple(sorted(set(g.implied_edges))),
     )
+
+
+def chained(g: Graph, mode: str) -> tuple[Graph, list[int]]:
+    """`g` with the pairs of policy `mode` as fake edges, and the map from its node ids to `g`'s.
+
+    The node list must stay a topological order: when the input order breaks
+    the policy (possible only under "chain"), the canonical order is used.
+    """
+    try:
+        return g.with_collective_chain(mode), list(range(len(g.nodes)))
+    except GraphError:
+        cg = canonical_graph(g, mode)  # raises a clear error when no order satisfies the policy
+        return cg.with_collective_chain(mode), [g.index[nm] for nm in cg.names]

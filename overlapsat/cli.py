@@ -11,6 +11,7 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.fmt import fmt_bytes, fmt_us
+from overlapsat.graph import COLLECTIVE_ORDERS
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_NO_ORDER = 0, 2, 3, 4, 5
 
@@ -63,7 +64,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     g = _load(args.graph)
     order = load_schedule(args.schedule, g).order if args.schedule else g.input_order
-    vs = validate(g, order, args.memory_budget)
+    vs = validate(g, order, args.memory_budget, collective_order=args.collective_order)
     r = simulate(g, order)
     expo = r.collective_exposure()
     payload = {"graph": g.name, "makespan_us": r.makespan, "exposed_us": r.exposed, "peak_memory": r.peak_memory,
@@ -107,8 +108,10 @@ class _Ticker:
 def _solver_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds for the whole run (default 10)")
     sp.add_argument("--memory-budget", metavar="X", help="bytes ('40GiB') or ratio of the input order's peak ('1.2x')")
-    sp.add_argument("--collective-order", choices=["group", "global"], default="group",
-                    help="keep collectives in input order per group (default) or globally")
+    sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
+                    help="which collective reorderings are allowed, strictest first: chain (Inductor's: one in flight), "
+                         "global, group (default: each process group's input order), free (only when every rank "
+                         "applies the same solved order; docs/solver.md)")
     sp.add_argument("--workers", type=int, default=None, help="CP-SAT workers (default: cores, at most 8)")
     sp.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
 
@@ -294,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--schedule", help="schedule JSON (default: the graph's input order)")
     sp.add_argument("--memory-budget", help="bytes ('40GiB') or ratio of the input order's peak ('1.2x')")
     sp.add_argument("--top", type=int, default=10, help="collectives to list (default 10)")
+    sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
+                    help="the collective-order policy the order is validated against (default group)")
     sp = add("compare", cmd_compare, "input order, every heuristic and the exact solver side by side")
     _solver_args(sp)
     sp.add_argument("--plot", metavar="OUT", help="timeline picture (.png or .svg) of input, best heuristic and exact")

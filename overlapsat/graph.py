@@ -20,6 +20,9 @@ from overlapsat.errors import GraphError
 
 COMPUTE, COLLECTIVE, WAIT = 0, 1, 2
 
+# collective-order policies, strictest first (docs/solver.md, Collective order)
+COLLECTIVE_ORDERS = ("chain", "global", "group", "free")
+
 
 class NodeKind(str, Enum):
     COMPUTE = "compute"
@@ -204,16 +207,42 @@ class Graph:
             durations[nd.name] = round(float(d), 4)
         return self.with_durations(durations)
 
-    def with_collective_chain(self, mode: str = "group") -> Graph:
-        """A copy with fake edges between consecutive collectives (per group or global).
+    def order_pairs(self, collective_order: str) -> list[tuple[int, int]]:
+        """The pairs (a, b) a collective-order policy requires to be issued a before b (docs/solver.md).
 
-        This is what Inductor's `decide_global_ordering_of_comms` does before its
-        passes run, so the ported passes see the same constraints.
+        chain:  the global input order, and the wait of each collective before
+                the next one is issued (Inductor's fake deps after renaming);
+        global: every collective in its input order;
+        group:  each process group's collectives in their input order;
+        free:   nothing beyond the dependencies.
         """
-        if mode not in ("group", "global"):
-            raise GraphError(f"collective chain mode must be 'group' or 'global', got {mode!r}")
-        seqs = [self.coll_seq] if mode == "global" else self.group_colls
-        extra = {(self.names[a], self.names[b]) for seq in seqs for a, b in zip(seq, seq[1:])}
+        if collective_order not in COLLECTIVE_ORDERS:
+            raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
+        key = "order_pairs:" + collective_order
+        if key not in self._cache:
+            if collective_order == "free":
+                pairs: list[tuple[int, int]] = []
+            elif collective_order == "group":
+                pairs = [(a, b) for cs in self.group_colls for a, b in zip(cs, cs[1:])]
+            else:
+                seq = self.coll_seq
+                pairs = list(zip(seq, seq[1:]))
+                if collective_order == "chain":
+                    pairs += [(self.wait_of[a], b) for a, b in zip(seq, seq[1:]) if self.wait_of[a] >= 0]
+            self._cache[key] = pairs
+        return self._cache[key]
+
+    def with_collective_chain(self, mode: str = "group") -> Graph:
+        """A copy with the pairs of a collective-order policy added as fake edges.
+
+        "chain" is what Inductor's `decide_global_ordering_of_comms` leaves after
+        mutation renaming (wait of collective i before collective i+1); "group"
+        and "global" chain the collectives themselves, so the ported passes see
+        the constraints the result is validated against.
+        """
+        if mode not in COLLECTIVE_ORDERS:
+            raise GraphError(f"collective chain mode must be one of {', '.join(COLLECTIVE_ORDERS)}, got {mode!r}")
+        extra = {(self.names[a], self.names[b]) for a, b in self.order_pairs(mode)}
         have = set(self.fake_edges) | set(self.edges)
         new = tuple(self.fake_edges) + tuple(sorted(extra - have))
         return replace(self, fake_edges=new, meta=dict(self.meta))

@@ -8,10 +8,10 @@ from typing import Literal
 
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.errors import GraphError
-from overlapsat.graph import COLLECTIVE, Graph
+from overlapsat.graph import COLLECTIVE, COLLECTIVE_ORDERS, Graph
 from overlapsat.simulate import check_permutation, memory_curve
 
-CollectiveOrder = Literal["group", "global", "none"]
+CollectiveOrder = Literal["chain", "global", "group", "free"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ def validate(
     limit: int | None = None,
 ) -> list[Violation]:
     """Every violation of `order` (up to `limit` per kind); [] means valid."""
-    if collective_order not in ("group", "global", "none"):
-        raise GraphError(f"collective_order must be 'group', 'global' or 'none', got {collective_order!r}")
+    if collective_order not in COLLECTIVE_ORDERS:
+        raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
     perm = check_permutation(graph, order)
     if perm:
         return [Violation("permutation", p) for p in perm]
@@ -58,14 +58,20 @@ def validate(
                 add("dependency", f"{names[v]!r} (step {pv}) runs before its dependency {names[u]!r} (step {pos[u]})",
                     names[u], names[v])
 
-    if collective_order != "none":
-        seqs = [graph.coll_seq] if collective_order == "global" else graph.group_colls
+    # written out from the policy's definition (docs/solver.md), not from Graph.order_pairs
+    if collective_order != "free":
+        seqs = graph.group_colls if collective_order == "group" else [graph.coll_seq]
         for seq in seqs:
             for a, b in zip(seq, seq[1:]):
                 if pos[a] > pos[b]:
-                    where = "globally" if collective_order == "global" else f"in group {graph.groups[graph.group_id[a]]!r}"
+                    where = f"in group {graph.groups[graph.group_id[a]]!r}" if collective_order == "group" else "globally"
                     add("collective_order", f"collective {names[b]!r} is issued before {names[a]!r}, "
                         f"reversing their input order {where}", names[a], names[b])
+                w = graph.wait_of[a]
+                if collective_order == "chain" and w >= 0 and pos[w] > pos[b]:
+                    add("collective_order", f"collective {names[b]!r} is issued before the wait {names[w]!r} of the "
+                        f"previous collective {names[a]!r} (collective_order='chain': one collective in flight)",
+                        names[w], names[b])
 
     for k, grp in enumerate(graph.atomic):
         if not grp:
@@ -99,4 +105,4 @@ def assert_valid(graph: Graph, order: Sequence[str | int], memory_budget: Budget
         raise GraphError.from_problems(f"{what} for graph {graph.name!r} is invalid", [str(v) for v in vs])
 
 
-__all__ = ["Violation", "validate", "is_valid", "assert_valid", "CollectiveOrder", "COLLECTIVE"]
+__all__ = ["Violation", "validate", "is_valid", "assert_valid", "CollectiveOrder", "COLLECTIVE", "COLLECTIVE_ORDERS"]

@@ -94,9 +94,9 @@ def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
         i, j = sorted(rng.sample(range(len(names)), 2))
         edges.append((names[i], names[j]))
     colls = [nd.name for nd in nodes if nd.kind is NodeKind.COLLECTIVE]
-    collective_order = rng.choice(["group", "group", "global"])
+    collective_order = rng.choice(["group", "group", "global", "chain", "free", "free"])
     fake = []
-    if collective_order == "global" and rng.random() < 0.7:  # Inductor's global chain as fake edges
+    if collective_order in ("global", "chain") and rng.random() < 0.7:  # Inductor's global chain as fake edges
         fake = list(zip(colls, colls[1:]))
     atomic = []
     if rng.random() < 0.25:
@@ -157,14 +157,28 @@ def sim(g: Graph, order: list[int]) -> tuple[float, int]:
 
 
 def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth | None:
-    """Every valid order (dependencies, collective order, atomic groups); None if too many."""
+    """Every valid order (dependencies, collective order, atomic groups); None if too many or none.
+
+    Collective order, from the policy's definition: "group" keeps each group's
+    input order, "global" and "chain" the input order of all collectives, and
+    "chain" also issues the wait of each collective before the next one; "free"
+    adds nothing.
+    """
     n = len(g.nodes)
-    preds = g.preds
-    seqs = [g.coll_seq] if collective_order == "global" else g.group_colls
-    prev = {}
+    preds = [list(p) for p in g.preds]
+    colls = [v for v in range(n) if g.nodes[v].kind is NodeKind.COLLECTIVE]
+    seqs: list[list[int]] = []
+    if collective_order == "group":
+        for grp in sorted({g.nodes[c].group for c in colls}):
+            seqs.append([c for c in colls if g.nodes[c].group == grp])
+    elif collective_order in ("global", "chain"):
+        seqs.append(colls)
     for seq in seqs:
         for a, b in zip(seq, seq[1:]):
-            prev[b] = a
+            preds[b].append(a)
+            if collective_order == "chain":
+                preds[b] += [w for w in range(n) if g.nodes[w].kind is NodeKind.WAIT and g.nodes[w].collective == g.names[a]]
+    prev: dict[int, int] = {}
     atomic_next = {}
     for grp in g.atomic:
         for a, b in zip(grp, grp[1:]):
@@ -195,9 +209,9 @@ def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth 
                 placed[v] = False
         return True
 
-    if not rec(None) or not out:
+    if not rec(None):
         return None
-    return Truth(out)
+    return Truth(out)  # empty: no order satisfies the policy ("chain" against the dependencies)
 
 
 FAILURES = ("false_bound", "false_optimal", "false_infeasible", "invalid_result", "worse_than_heuristic",
@@ -221,8 +235,19 @@ def check(seed: int, time_limit: float) -> dict:
     if truth is None:
         count("skipped_too_many_orders")
         return out
+    if not truth.orders:  # the policy admits no order: a clear error, never a schedule or a budget claim
+        try:
+            osat.optimize(g, time_limit=time_limit, collective_order=co, workers=2)
+            count("invalid_result", f"an order returned though none satisfies collective_order={co!r}")
+        except osat.InfeasibleBudgetError:
+            count("false_infeasible", "budget blamed for an unsatisfiable collective order")
+        except osat.GraphError:
+            count("policy_unsatisfiable_reported")
+        except Exception as e:  # noqa: BLE001 - counted, with its message
+            count("crash", f"{type(e).__name__}: {e}")
+        return out
     opt_free = truth.best(None)
-    for name, v in lower_bound(g).as_dict().items():
+    for name, v in lower_bound(g, co).as_dict().items():
         if name != "exposed" and v > opt_free + 1e-9 * max(1.0, opt_free):
             count("false_bound", f"{name} {v} > optimum {opt_free}")
     rng = random.Random(seed)

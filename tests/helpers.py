@@ -72,10 +72,12 @@ def random_graph(seed: int, n: int = 10, *, groups: int = 2, p_coll: float = 0.2
 def _ready(g: Graph, placed: list[bool], v: int, collective_order: str) -> bool:
     if placed[v] or any(not placed[u] for u in g.preds[v]):
         return False
-    if g.kind[v] == 1 and collective_order != "none":
-        seq = g.coll_seq if collective_order == "global" else g.group_colls[g.group_id[v]]
+    if g.kind[v] == 1 and collective_order != "free":
+        seq = g.group_colls[g.group_id[v]] if collective_order == "group" else g.coll_seq
         k = seq.index(v)
         if k > 0 and not placed[seq[k - 1]]:
+            return False
+        if k > 0 and collective_order == "chain" and g.wait_of[seq[k - 1]] >= 0 and not placed[g.wait_of[seq[k - 1]]]:
             return False
     return True
 

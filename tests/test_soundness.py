@@ -48,6 +48,6 @@ def test_the_check_catches_a_false_bound(monkeypatch):
     opt = importlib.import_module("overlapsat.solver.optimize")
 
     real = opt.lower_bound
-    monkeypatch.setattr(opt, "lower_bound", lambda g: LowerBound(real(g).makespan * 1.5 + 1, 0, 0, 0))
+    monkeypatch.setattr(opt, "lower_bound", lambda g, co="group": LowerBound(real(g, co).makespan * 1.5 + 1, 0, 0, 0))
     bad = [f for seed in range(20_000, 20_040) for f in check(seed, time_limit=1.0)["failures"]]
     assert any(f.startswith(("false_bound", "false_optimal")) for f in bad)

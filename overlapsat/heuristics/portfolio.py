@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.canonical import chained
 from overlapsat.evaluate import Evaluated, evaluate, rank_key
 from overlapsat.graph import Graph
 from overlapsat.heuristics.base import PassResult
@@ -71,8 +72,8 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
     invalid, never ranked above a valid one.
     """
     budget = resolve_budget(g, memory_budget)
-    chained = g.with_collective_chain("global" if collective_order == "global" else "group") \
-        if collective_order != "none" else g
+    # Inductor chains collectives before its passes; under "free" they run with the group chain, as in torch
+    with_chain, to_g = chained(g, "group" if collective_order == "free" else collective_order)
     results = [_evaluate(g, "input_order", list(range(len(g.nodes))), 0.0, {}, budget, collective_order)]
     ratio = 0.2 if budget is None else max(0.0, budget / max(1, results[0].peak_memory) - 1.0)
     for name, passes in pipelines(ratio).items():
@@ -85,9 +86,10 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
         order: list[int] = list(range(len(g.nodes)))
         stats: dict[str, Any] = {}
         for p in passes:
-            r = p(chained, order)
+            r = p(with_chain, order)
             order = r.order
             stats[r.name] = r.stats
+        order = [to_g[v] for v in order]
         results.append(_evaluate(g, name, order, time.perf_counter() - t, stats, budget, collective_order))
     results.sort(key=rank_key)
     return results

@@ -4,7 +4,7 @@ Every node owns a slot on the compute stream: kernels for their duration,
 collectives for one unit (their issue point), waits from their issue until
 their collective has finished (at least one unit). Slots never overlap, so
 sorting slots by start gives the issue order. Transfers run on their group's
-stream no earlier than their issue point, in input order. Units and rounding
+stream no earlier than their issue point, in issue order. Units and rounding
 live in `units.py`; the formulation and why it is sound in docs/solver.md.
 
 One `Model` serves both scopes, so they cannot drift apart:
@@ -49,8 +49,9 @@ class Model:
     """Variables, one method per constraint family, and the objective."""
 
     def __init__(self, g: Graph, ts: TimeScale, ref: list[int], scope: Scope, horizon: int,
-                 walk: UnitWalk | None = None) -> None:
+                 walk: UnitWalk | None = None, collective_order: str = "group") -> None:
         self.g, self.ts, self.ref, self.scope = g, ts, list(ref), scope
+        self.collective_order = collective_order
         self.m = cp_model.CpModel()
         self.walk: UnitWalk = walk if walk is not None else unit_walk(g, self.ref, ts)
         self.whole = scope.is_whole(g)
@@ -123,23 +124,37 @@ class Model:
                     self.m.add(self.issue[v] >= self.slot_end[u])
 
     def add_collective_streams(self) -> None:
-        """A transfer starts after its issue, after its group's previous transfer, in input order."""
+        """A transfer starts after its issue and after the transfer of its group issued before it.
+
+        Under a fixed group order that is the input order; under "free" the
+        order of each pair is a literal tying issue order to stream order
+        (the stream is FIFO by issue, MODEL.md, Time).
+        """
         g, m = self.g, self.m
         for c, s in self.comm_start.items():
             m.add(s >= self.issue[c])
             m.add(s >= self.free0[g.group_id[c]])
         for cs in g.group_colls:
             inside = [c for c in cs if c in self.in_scope]
-            for a, b in zip(inside, inside[1:]):
-                m.add(self.comm_start[b] >= self.comm_start[a] + self.comm_len[a])
+            if self.collective_order != "free":
+                for a, b in zip(inside, inside[1:]):
+                    m.add(self.comm_start[b] >= self.comm_start[a] + self.comm_len[a])
+                continue
+            inside.sort(key=lambda c: self.pos[c])
+            for k, a in enumerate(inside):
+                for b in inside[k + 1:]:
+                    first = self.m.new_bool_var(f"issued_before[{g.names[a]},{g.names[b]}]")
+                    self.m.add_hint(first, True)  # the reference issues a before b
+                    m.add(self.issue[b] >= self.issue[a] + 1).only_enforce_if(first)
+                    m.add(self.comm_start[b] >= self.comm_start[a] + self.comm_len[a]).only_enforce_if(first)
+                    m.add(self.issue[a] >= self.issue[b] + 1).only_enforce_if(~first)
+                    m.add(self.comm_start[a] >= self.comm_start[b] + self.comm_len[b]).only_enforce_if(~first)
 
-    def add_collective_order(self, collective_order: str = "group") -> None:
-        """Collectives are issued in their input order, per group or globally (MODEL.md, validity 3)."""
-        seqs = [self.g.coll_seq] if collective_order == "global" else self.g.group_colls
-        for seq in seqs:
-            inside = [c for c in seq if c in self.in_scope]
-            for a, b in zip(inside, inside[1:]):
-                self.m.add(self.issue[b] >= self.issue[a] + 1)
+    def add_collective_order(self) -> None:
+        """The pairs the collective-order policy fixes (MODEL.md, validity 3; docs/solver.md)."""
+        for a, b in self.g.order_pairs(self.collective_order):
+            if a in self.in_scope and b in self.in_scope:
+                self.m.add(self.issue[b] >= self.slot_end[a])
 
     def add_waits(self) -> None:
         """A wait's slot lasts until its collective's transfer has finished."""
@@ -213,10 +228,12 @@ class Model:
         for c in self.comm_start:
             if g.wait_of[c] < 0 or g.wait_of[c] not in self.in_scope:
                 m.add(self.comm_start[c] + self.comm_len[c] <= w.comm_end[c])
-        for cs in g.group_colls:
+        for cs in g.group_colls:  # the stream is free at the exit no later than today
             inside = [c for c in cs if c in self.in_scope]
             if inside:
-                m.add(self.comm_start[inside[-1]] + self.comm_len[inside[-1]] <= w.comm_end[inside[-1]])
+                free_at_exit = max(w.comm_end[c] for c in inside)
+                for c in inside:
+                    m.add(self.comm_start[c] + self.comm_len[c] <= free_at_exit)
 
     def set_objective(self) -> None:
         """Whole graph: the makespan. Window: the exit clock."""
@@ -289,11 +306,11 @@ class Model:
 def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
           collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None) -> Model:
     """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known)."""
-    md = Model(g, ts, ref, scope or Scope.whole(g), horizon, walk)
+    md = Model(g, ts, ref, scope or Scope.whole(g), horizon, walk, collective_order)
     md.add_compute_stream()
     md.add_dependencies()
     md.add_collective_streams()
-    md.add_collective_order(collective_order)
+    md.add_collective_order()
     md.add_waits()
     md.add_atomic_groups()
     if memory_budget is not None:

@@ -194,7 +194,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     base = next(h for h in from_input if h.name == "input_order")
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     stats: dict[str, Any] = {"heuristics_s": tb.elapsed()}
-    lb = lower_bound(cg).makespan
+    lb = lower_bound(cg, co).makespan
     valid = [h for h in canon if h.valid]
     incumbent = valid[0] if valid else None
     if incumbent is None:

@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 from overlapsat.errors import GraphError
 
-CollectiveOrder = Literal["group", "global"]
+CollectiveOrder = Literal["chain", "global", "group", "free"]
 
 
 def _positive_number(x: object) -> bool:
@@ -33,8 +33,12 @@ class SolveParams:
         order is a function of the graph and these options.
     workers: CP-SAT workers (default: min(8, CPUs)).
     deterministic: same order on every run, machine and load.
-    collective_order: keep each group's collective order ("group") or one
-        global order over all groups ("global", Inductor's chain).
+    collective_order: which collective reorderings are allowed, strictest
+        first (docs/solver.md, Collective order): "chain" (Inductor's fake
+        deps: one collective in flight), "global" (the input's issue order of
+        all collectives), "group" (each process group's input order; safe
+        when a rank may fall back to Inductor's order) or "free" (any order,
+        safe only when every rank applies the same solved order).
     lns_min_nodes: graphs with more nodes skip the monolithic model and are
         improved window by window only.
     lns_min_window_nodes: graphs with at least this many nodes get window
@@ -77,7 +81,8 @@ class SolveParams:
         if _positive_int(self.lns_window) and _positive_int(self.lns_max_window) and self.lns_max_window < self.lns_window:
             problems.append(f"lns_max_window ({self.lns_max_window}) must be >= lns_window ({self.lns_window})")
         if self.collective_order not in get_args(CollectiveOrder):
-            problems.append(f"collective_order must be 'group' or 'global', got {self.collective_order!r}")
+            problems.append(f"collective_order must be one of {', '.join(get_args(CollectiveOrder))}; "
+                            f"got {self.collective_order!r}")
         for name in ("deterministic", "log_search"):
             if not isinstance(getattr(self, name), bool):
                 problems.append(f"{name} must be True or False, got {getattr(self, name)!r}")

@@ -3,11 +3,11 @@
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from overlapsat import GraphBuilder, simulate
+from overlapsat import GraphBuilder, GraphError, simulate
 from overlapsat.solver import Scope, build, choose_scale, model_units
 from overlapsat.solver.units import safe_horizon
 from tests.helpers import graphs, random_valid_order
@@ -32,6 +32,14 @@ def solve_fixed(g, order=None, *, budget=None, collective_order="group", scope=N
     st_ = s.solve(md.m)
     assert st_ in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE)
     return st_ != cp_model.INFEASIBLE
+
+
+def _chain_satisfiable(g):
+    try:
+        g.with_collective_chain("chain")  # a cycle raises
+    except GraphError:
+        return False
+    return True
 
 
 def ids(g, *names):
@@ -76,6 +84,46 @@ def test_collective_order_within_group():
     assert not solve_fixed(g, ids(g, "c2", "c1", "d1", "w1", "w2", "v1"))  # reversed within g1
     assert not solve_fixed(g, ids(g, "d1", "c1", "c2", "w1", "w2", "v1"), collective_order="global")
     assert solve_fixed(g, ids(g, "c1", "c2", "d1", "w1", "w2", "v1"), collective_order="global")
+
+
+def test_collective_order_chain_keeps_one_collective_in_flight():
+    b = GraphBuilder()
+    b.collective("c1", group="g1", duration=1.0)
+    b.wait("w1", "c1")
+    b.collective("d1", group="g2", duration=1.0)
+    b.wait("v1", "d1")
+    g = b.build()
+    assert solve_fixed(g, ids(g, "c1", "d1", "w1", "v1"), collective_order="global")
+    assert not solve_fixed(g, ids(g, "c1", "d1", "w1", "v1"), collective_order="chain")  # d1 before c1's wait
+    assert solve_fixed(g, ids(g, "c1", "w1", "d1", "v1"), collective_order="chain")
+
+
+def test_collective_order_free_lets_a_group_reorder():
+    b = GraphBuilder()
+    b.collective("c1", group="g", duration=1.0)
+    b.collective("c2", group="g", duration=1.0)
+    b.wait("w1", "c1")
+    b.wait("w2", "c2")
+    g = b.build()
+    assert not solve_fixed(g, ids(g, "c2", "c1", "w1", "w2"), collective_order="group")
+    assert solve_fixed(g, ids(g, "c2", "c1", "w1", "w2"), collective_order="free")
+
+
+def test_free_order_stream_is_fifo_by_issue():
+    """Under "free" the stream still runs transfers in the order they were issued (MODEL.md, Time)."""
+    b = GraphBuilder()
+    b.collective("c1", group="g", duration=5.0)
+    b.collective("c2", group="g", duration=5.0)
+    b.wait("w1", "c1")
+    b.wait("w2", "c2")
+    g = b.build()
+    c1, c2 = g.index["c1"], g.index["c2"]
+    ts = choose_scale(g)
+    order = ids(g, "c2", "c1", "w1", "w2")
+    assert solve_fixed(g, order, collective_order="free",
+                       extra=lambda md: md.m.add(md.comm_start[c1] == md.comm_start[c2] + ts.transfer(g, c2)))
+    assert not solve_fixed(g, order, collective_order="free",
+                           extra=lambda md: md.m.add(md.comm_start[c1] < md.comm_start[c2] + ts.transfer(g, c2)))
 
 
 def test_waits_last_until_the_transfer_ends():
@@ -146,12 +194,14 @@ def test_window_exit_state():
 
 
 @settings(max_examples=60, deadline=None)
-@given(graphs(max_nodes=14), st.integers(0, 1000))
-def test_hint_is_complete_and_feasible(g, seed):
-    order = random_valid_order(g, random.Random(seed))
+@given(graphs(max_nodes=14), st.integers(0, 1000), st.sampled_from(["chain", "global", "group", "free"]))
+def test_hint_is_complete_and_feasible(g, seed, co):
+    if co == "chain":
+        assume(_chain_satisfiable(g))
+    order = random_valid_order(g, random.Random(seed), collective_order=co)
     budget = simulate(g, order).peak_memory
     ts = choose_scale(g)
-    md = build(g, ts, order, horizon=model_units(g, order, ts), memory_budget=budget)
+    md = build(g, ts, order, horizon=model_units(g, order, ts), memory_budget=budget, collective_order=co)
     s = cp_model.CpSolver()
     s.parameters.fix_variables_to_their_hinted_value = True
     s.parameters.num_workers = 1

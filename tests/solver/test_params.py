@@ -12,6 +12,7 @@ from overlapsat.solver import SolveParams, TimeBudget
 @pytest.mark.parametrize("kw,culprit", [
     ({"time_limit": 0}, "time_limit"), ({"time_limit": float("nan")}, "time_limit"),
     ({"workers": 0}, "workers"), ({"workers": 1.5}, "workers"), ({"collective_order": "none"}, "collective_order"),
+    ({"collective_order": "fifo"}, "collective_order"),
     ({"work_limit": -1}, "work_limit"), ({"lns_window": 100, "lns_max_window": 50}, "lns_max_window"),
     ({"deterministic": "yes"}, "deterministic"), ({"lns_min_nodes": 0}, "lns_min_nodes"),
 ])
