@@ -12,6 +12,7 @@ from overlapsat.evaluate import Evaluated
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.solver.optimize import Progress, Result, optimize
+from overlapsat.solver.params import SolveParams
 
 Row = Evaluated  # one row of the table: an evaluated order
 
@@ -93,7 +94,9 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
             on_progress: Callable[[Progress], None] | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each."""
     budget = resolve_budget(graph, memory_budget)
-    heur = run_all(graph, memory_budget=budget, collective_order=collective_order)  # type: ignore[arg-type]
+    steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
+    heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
+                   work_limit=steps)
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()

@@ -6,9 +6,11 @@ and renames it, so a crash never leaves a half-written file behind.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import tempfile
+import zlib
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -37,8 +39,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     d = check_writable(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        if path.endswith(".gz"):  # compressed, as the corpus files are
+            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+                f.write(text.encode("utf-8"))
+        else:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
@@ -53,15 +59,18 @@ def read_json(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     """A JSON object from `path`; any failure is a GraphError naming the file."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        with open(path, "rb") as raw:
+            blob = raw.read()
+        if blob[:2] == b"\x1f\x8b":  # gzip, whatever the file is called
+            blob = gzip.decompress(blob)
+        data = json.loads(blob.decode("utf-8"))
     except FileNotFoundError:
         raise GraphError(f"{what} file {path!r} does not exist") from None
     except IsADirectoryError:
         raise GraphError(f"{what} file {path!r} is a directory") from None
     except json.JSONDecodeError as e:
         raise GraphError(f"{what} file {path!r} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
-    except (UnicodeDecodeError, OSError) as e:
+    except (UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
         raise GraphError(f"cannot read {what} file {path!r}: {e}") from None
     if not isinstance(data, dict):
         raise GraphError(f"{what} file {path!r}: top level must be a JSON object")
@@ -122,6 +131,8 @@ _NUM = (int, float)
 
 def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     where = source
+    if "format" not in data and isinstance(data.get("graph"), dict):  # a corpus file: the graph and torch's orders
+        data = data["graph"]
     fmt = data.get("format")
     if fmt != GRAPH_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {GRAPH_FORMAT!r}, got {fmt!r}")

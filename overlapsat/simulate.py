@@ -1,7 +1,8 @@
 """The simulator: the arbiter of every figure overlapsat reports (MODEL.md).
 
 It is independent of the solver and the heuristics on purpose, and linear in
-nodes + buffers + edges.
+nodes + buffers + edges: numpy does the per-node work, and only collectives
+and waits are walked one by one.
 """
 
 from __future__ import annotations
@@ -9,25 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
 
 
 @dataclass(frozen=True)
 class SimResult:
-    """Timing and memory of one order. Per-node lists are indexed by node id."""
+    """Timing and memory of one order. Per-node arrays are indexed by node id, per-step lists by step."""
 
     graph: Graph
     order: list[int]
-    start: list[float]
-    end: list[float]
-    stall: list[float]
+    start: np.ndarray
+    end: np.ndarray
+    stall: np.ndarray
     makespan: float
     exposed: float
     peak_memory: int
     mem_post_alloc: list[int]
     mem_post_free: list[int]
-    issue: list[float]  # compute clock when each node is issued
+    issue: np.ndarray  # compute clock when each node is issued
 
 
     @property
@@ -51,7 +54,7 @@ class SimResult:
     def collective_exposure(self) -> dict[str, float]:
         """Stall charged at each collective's wait (0 if never waited)."""
         g = self.graph
-        return {g.names[c]: (self.stall[g.wait_of[c]] if g.wait_of[c] >= 0 else 0.0) for c in g.coll_seq}
+        return {g.names[c]: (float(self.stall[g.wait_of[c]]) if g.wait_of[c] >= 0 else 0.0) for c in g.coll_seq}
 
     def summary(self) -> dict[str, float | int]:
         return {
@@ -68,6 +71,8 @@ def _some(names: list[str], k: int = 10) -> str:
 
 def check_permutation(graph: Graph, order: Sequence[str | int]) -> list[str]:
     """Problems that make `order` not a permutation of the graph's nodes."""
+    if permutation_array(graph, order) is not None:
+        return []
     n = len(graph.nodes)
     seen = [0] * n
     problems: list[str] = []
@@ -92,125 +97,200 @@ def check_permutation(graph: Graph, order: Sequence[str | int]) -> list[str]:
     return problems
 
 
+def permutation_array(graph: Graph, order: Sequence[str | int]) -> np.ndarray | None:
+    """`order` as an id array when it is a permutation of known names, or of ids; None otherwise
+    (check_permutation then says what is wrong)."""
+    n = len(graph.nodes)
+    if len(order) != n:
+        return None
+    if n and isinstance(order[0], str):
+        try:
+            a = np.fromiter(map(graph.index.__getitem__, order), dtype=np.int64, count=n)
+        except (KeyError, TypeError):
+            return None
+    else:
+        a = np.asarray(order)
+        if a.ndim != 1 or (n and a.dtype.kind not in "iu"):  # bools, floats, mixed names and ids: not ids
+            return None
+        a = a.astype(np.int64, copy=False)
+        if n and (a.min() < 0 or a.max() >= n):
+            return None
+    if n and np.any(np.bincount(a, minlength=n) != 1):
+        return None
+    return a
+
+
+def order_array(graph: Graph, order: Sequence[str | int] | None) -> np.ndarray:
+    """`order` (names or ids) as an id array, checked to be a permutation; None is the input order."""
+    if order is None:
+        return np.arange(len(graph.nodes), dtype=np.int64)
+    a = permutation_array(graph, order)
+    if a is None:
+        raise GraphError.from_problems(f"not a schedule of graph {graph.name!r}", check_permutation(graph, order))
+    return a
+
+
 def order_ids(graph: Graph, order: Sequence[str | int] | None) -> list[int]:
     """`order` (names or ids) as ids, checked to be a permutation; None is the input order."""
-    if order is None:
-        return list(range(len(graph.nodes)))
-    problems = check_permutation(graph, order)
-    if problems:
-        raise GraphError.from_problems(f"not a schedule of graph {graph.name!r}", problems)
-    return graph.order_indices(order)
+    return order_array(graph, order).tolist()
+
+
+class _Arrays:
+    """The graph's tables as numpy arrays, built once per graph (cached on it)."""
+
+    def __init__(self, g: Graph) -> None:
+        self.kind = np.asarray(g.kind, dtype=np.int8)
+        self.dur = np.asarray(g.dur, dtype=np.float64)
+        self.comp_dur = np.where(self.kind == COMPUTE, self.dur, 0.0)
+        self.event = self.kind != COMPUTE  # collectives and waits: the only nodes the walk must visit in turn
+        self.group_or_coll = np.asarray([g.group_id[v] if k == COLLECTIVE else g.coll_of[v] if k != COMPUTE else -1
+                                         for v, k in enumerate(g.kind)], dtype=np.int64)
+        # buffers counted by the memory model: produced ones and freeable inputs (parameters are a constant)
+        counted = [j for j in range(len(g.b_prod)) if g.b_prod[j] >= 0 or g.b_fin[j]]
+        self.b_prod = np.asarray([g.b_prod[j] for j in counted], dtype=np.int64)
+        self.b_size_in = np.asarray([g.b_alloc[j] if g.b_prod[j] >= 0 else g.b_free[j] for j in counted],
+                                    dtype=np.int64)
+        freed = [j for j in counted if not g.b_out[j]]
+        self.f_size = np.asarray([g.b_free[j] for j in freed], dtype=np.int64)
+        self.f_prod = np.asarray([g.b_prod[j] for j in freed], dtype=np.int64)
+        cons = [g.b_cons[j] for j in freed]
+        self.f_has_cons = np.asarray([bool(c) for c in cons], dtype=bool)
+        flat = [c for cs in cons for c in cs]
+        self.f_cons = np.asarray(flat, dtype=np.int64)
+        starts = np.cumsum([0] + [len(c) for c in cons])[:-1]
+        self.f_cons_start = np.asarray(starts, dtype=np.int64)[self.f_has_cons]
+
+
+def arrays(g: Graph) -> _Arrays:
+    a = g._cache.get("sim_arrays")
+    if a is None:
+        a = g._cache["sim_arrays"] = _Arrays(g)
+    return a
+
+
+def _walk(graph: Graph, ids: np.ndarray, full: bool):
+    """MODEL.md's time walk, vectorised: the compute clock is a prefix sum of kernel durations plus the
+    stalls so far, so only collectives and waits are visited one by one (a few % of a real graph)."""
+    a = arrays(graph)
+    n = len(ids)
+    clock = np.empty(n + 1)
+    clock[0] = 0.0
+    np.cumsum(a.comp_dur[ids], out=clock[1:])  # the clock before each step, without stalls
+    ev = np.flatnonzero(a.event[ids])
+    ev_nodes = ids[ev]
+    is_coll = (a.kind[ev_nodes] == COLLECTIVE).tolist()
+    ref = a.group_or_coll[ev_nodes].tolist()  # collective: its group; wait: its collective
+    durs = a.dur[ev_nodes].tolist()
+    clocks = clock[ev].tolist()
+    nodes = ev_nodes.tolist()
+    free = [0.0] * len(graph.groups)
+    ends = [-1.0] * len(graph.nodes)  # -1: not issued yet
+    starts: list[tuple[int, float]] = []
+    stalls: list[tuple[int, float]] = []
+    delay = 0.0  # stalls so far
+    for k in range(len(nodes)):
+        t = clocks[k] + delay
+        if is_coll[k]:
+            g = ref[k]
+            f = free[g]
+            st = t if t > f else f
+            e = st + durs[k]
+            free[g] = e
+            ends[nodes[k]] = e
+            if full:
+                starts.append((nodes[k], st))
+        else:
+            ce = ends[ref[k]]
+            if ce < 0:
+                i, c = nodes[k], ref[k]
+                raise GraphError(f"wait {graph.names[i]!r} comes before its collective {graph.names[c]!r} in the order")
+            if ce > t:
+                delay += ce - t
+                if full:
+                    stalls.append((int(ev[k]), ce - t))
+    t_end = float(clock[n]) + delay
+    makespan = max([t_end, *free]) if free else t_end
+    return makespan, clock, starts, ends, stalls
 
 
 def simulate(graph: Graph, order: Sequence[str | int] | None = None) -> SimResult:
     """Walk `order` (default: the input order) as MODEL.md's Time and Memory say."""
-    ids = order_ids(graph, order)
-    kind, dur, gid, coll_of = graph.kind, graph.dur, graph.group_id, graph.coll_of
-    start = [0.0] * len(graph.nodes)
-    end = [0.0] * len(graph.nodes)
-    stall = [0.0] * len(graph.nodes)
-    issued = [False] * len(graph.nodes)
-    issue = [0.0] * len(graph.nodes)
-    free = [0.0] * len(graph.groups)
-    t = 0.0
-    for i in ids:
-        issue[i] = t
-        k = kind[i]
-        if k == COMPUTE:
-            start[i] = t
-            t += dur[i]
-            end[i] = t
-        elif k == COLLECTIVE:
-            g = gid[i]
-            s = t if t > free[g] else free[g]
-            start[i] = s
-            e = s + dur[i]
-            end[i] = e
-            free[g] = e
-        else:
-            c = coll_of[i]
-            if not issued[c]:
-                raise GraphError(f"wait {graph.names[i]!r} comes before its collective {graph.names[c]!r} in the order")
-            ce = end[c]
-            start[i] = t
-            if ce > t:
-                stall[i] = ce - t
-                t = ce
-            end[i] = t
-        issued[i] = True
-    makespan = max([t, *free]) if free else t
-    post_alloc, post_free = memory_curve(graph, ids)
-    peak = max(0, max(post_alloc)) if post_alloc else 0
+    ids = order_array(graph, order)
+    n = len(graph.nodes)
+    makespan, clock, starts, ends, stall_at = _walk(graph, ids, full=True)
+    steps = len(ids)
+    inc = np.zeros(steps + 1)
+    stall_step = np.zeros(steps)
+    for s, d in stall_at:
+        inc[s + 1] += d
+        stall_step[s] = d
+    issue_step = clock[:steps] + np.cumsum(inc)[:steps]  # the compute clock when each step is issued
+    a = arrays(graph)
+    issue = np.zeros(n)
+    issue[ids] = issue_step
+    stall = np.zeros(n)
+    stall[ids] = stall_step
+    start = issue.copy()
+    end = issue + np.where(a.kind == COMPUTE, a.dur, 0.0) + stall
+    if starts:
+        cs = np.asarray([c for c, _ in starts], dtype=np.int64)
+        start[cs] = [st for _, st in starts]
+        end[cs] = np.asarray(ends)[cs]
+    post_alloc, post_free = _memory(graph, ids)
+    peak = max(0, int(post_alloc.max())) if steps else 0
     exposed = makespan - graph.compute_total
     if exposed < 0:  # float rounding of two equal sums; mathematically makespan >= compute
         exposed = 0.0
-    return SimResult(graph, ids, start, end, stall, makespan, exposed, peak, post_alloc, post_free,
-                     issue)
+    return SimResult(graph, ids.tolist(), start, end, stall, makespan, exposed, peak,
+                     post_alloc.tolist(), post_free.tolist(), issue)
 
 
 def makespan_of(graph: Graph, ids: Sequence[int]) -> float:
     """MODEL.md's makespan of a known permutation (ids), without memory or checks: the search's fast path."""
-    kind, dur, gid, coll_of = graph.kind, graph.dur, graph.group_id, graph.coll_of
-    end = [0.0] * len(graph.nodes)
-    free = [0.0] * len(graph.groups)
-    t = 0.0
-    for i in ids:
-        k = kind[i]
-        if k == COMPUTE:
-            t += dur[i]
-        elif k == COLLECTIVE:
-            g = gid[i]
-            e = (t if t > free[g] else free[g]) + dur[i]
-            end[i] = free[g] = e
-        else:
-            ce = end[coll_of[i]]
-            if ce > t:
-                t = ce
-    return max([t, *free]) if free else t
+    return _walk(graph, np.asarray(ids, dtype=np.int64), full=False)[0]
+
+
+def _memory(graph: Graph, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Post-alloc and post-free live bytes per step (Inductor's allocfree), vectorised."""
+    a = arrays(graph)
+    n = len(ids)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    pos = np.empty(len(graph.nodes), dtype=np.int64)
+    pos[ids] = np.arange(n)
+    alloc = np.zeros(n, dtype=np.int64)
+    np.add.at(alloc, np.where(a.b_prod >= 0, pos[np.maximum(a.b_prod, 0)], 0), a.b_size_in)
+    # released after the last consumer; unread: at the producer's own step (inputs: step 0)
+    last = np.where(a.f_prod >= 0, pos[np.maximum(a.f_prod, 0)], 0)
+    if len(a.f_cons):
+        last[a.f_has_cons] = np.maximum.reduceat(pos[a.f_cons], a.f_cons_start)
+    freed = np.zeros(n, dtype=np.int64)
+    np.add.at(freed, last, a.f_size)
+    post_free = np.cumsum(alloc - freed)
+    post_alloc = post_free + freed
+    return post_alloc, post_free
+
+
+def memory_curve_array(graph: Graph, ids: np.ndarray) -> np.ndarray:
+    """Post-alloc live bytes per step, as an array (the validator's memory check)."""
+    return _memory(graph, ids)[0]
 
 
 def memory_curve(graph: Graph, ids: Sequence[int]) -> tuple[list[int], list[int]]:
     """Post-alloc and post-free live bytes per step (Inductor's allocfree)."""
-    n = len(ids)
-    pos = [0] * len(graph.nodes)
-    for step, i in enumerate(ids):
-        pos[i] = step
-    alloc = [0] * n
-    freed = [0] * n
-    b_prod, b_cons, b_alloc, b_free, b_out, b_fin = (
-        graph.b_prod, graph.b_cons, graph.b_alloc, graph.b_free, graph.b_out, graph.b_fin)
-    for j in range(len(b_prod)):
-        p = b_prod[j]
-        if p >= 0:
-            alloc[pos[p]] += b_alloc[j]
-        elif b_fin[j]:
-            if n:
-                alloc[0] += b_free[j]
-        else:
-            continue  # parameters: a constant, left out of the peak
-        if b_out[j]:
-            continue
-        cons = b_cons[j]
-        if cons:
-            last = max(pos[c] for c in cons)
-        else:
-            last = pos[p] if p >= 0 else 0
-        freed[last] += b_free[j]
-    post_alloc = [0] * n
-    post_free = [0] * n
-    cur = 0
-    for s in range(n):
-        cur += alloc[s]
-        post_alloc[s] = cur
-        cur -= freed[s]
-        post_free[s] = cur
-    return post_alloc, post_free
+    post_alloc, post_free = _memory(graph, np.asarray(ids, dtype=np.int64))
+    return post_alloc.tolist(), post_free.tolist()
+
+
+def peak_of(graph: Graph, ids: Sequence[int]) -> int:
+    """Peak memory of a known permutation (ids), without checks."""
+    post_alloc, _ = _memory(graph, np.asarray(ids, dtype=np.int64))
+    return max(0, int(post_alloc.max())) if len(post_alloc) else 0
 
 
 def peak_memory(graph: Graph, order: Sequence[str | int] | None = None) -> int:
-    ids = order_ids(graph, order)
-    post_alloc, _ = memory_curve(graph, ids)
-    return max(0, max(post_alloc)) if post_alloc else 0
+    post_alloc, _ = _memory(graph, order_array(graph, order))
+    return max(0, int(post_alloc.max())) if len(post_alloc) else 0
 
 
-__all__ = ["SimResult", "simulate", "makespan_of", "memory_curve", "peak_memory", "check_permutation"]
+__all__ = ["SimResult", "simulate", "makespan_of", "memory_curve", "peak_memory", "check_permutation", "peak_of"]

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COLLECTIVE_ORDERS, Graph
-from overlapsat.simulate import check_permutation, memory_curve
+from overlapsat.simulate import check_permutation, memory_curve_array, permutation_array
 
 CollectiveOrder = Literal["chain", "global", "group", "free"]
 
@@ -35,14 +37,13 @@ def validate(
     """Every violation of `order` (up to `limit` per kind); [] means valid."""
     if collective_order not in COLLECTIVE_ORDERS:
         raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
-    perm = check_permutation(graph, order)
-    if perm:
-        return [Violation("permutation", p) for p in perm]
-    ids = graph.order_indices(order)
+    ids = permutation_array(graph, order)
+    if ids is None:
+        return [Violation("permutation", p) for p in check_permutation(graph, order)]
     names = graph.names
-    pos = [0] * len(ids)
-    for s, i in enumerate(ids):
-        pos[i] = s
+    pos_a = np.empty(len(ids), dtype=np.int64)
+    pos_a[ids] = np.arange(len(ids))
+    pos = pos_a.tolist()
     out: list[Violation] = []
 
     def add(kind: str, msg: str, *nodes: str) -> bool:
@@ -51,27 +52,31 @@ def validate(
         out.append(Violation(kind, msg, nodes))
         return True
 
-    for v, ps in enumerate(graph.preds):
-        pv = pos[v]
-        for u in ps:
-            if pos[u] > pv:
-                add("dependency", f"{names[v]!r} (step {pv}) runs before its dependency {names[u]!r} (step {pos[u]})",
-                    names[u], names[v])
+    # each family is checked vectorised; only the pairs found out of order are described one by one
+    src, dst = _edges(graph)
+    for k in np.flatnonzero(pos_a[src] > pos_a[dst]).tolist():
+        u, v = int(src[k]), int(dst[k])
+        if not add("dependency", f"{names[v]!r} (step {pos[v]}) runs before its dependency {names[u]!r} "
+                   f"(step {pos[u]})", names[u], names[v]):
+            break
 
     # written out from the policy's definition (docs/solver.md), not from Graph.order_pairs
     if collective_order != "free":
-        seqs = graph.group_colls if collective_order == "group" else [graph.coll_seq]
-        for seq in seqs:
-            for a, b in zip(seq, seq[1:]):
-                if pos[a] > pos[b]:
-                    where = f"in group {graph.groups[graph.group_id[a]]!r}" if collective_order == "group" else "globally"
-                    add("collective_order", f"collective {names[b]!r} is issued before {names[a]!r}, "
-                        f"reversing their input order {where}", names[a], names[b])
-                w = graph.wait_of[a]
-                if collective_order == "chain" and w >= 0 and pos[w] > pos[b]:
-                    add("collective_order", f"collective {names[b]!r} is issued before the wait {names[w]!r} of the "
-                        f"previous collective {names[a]!r} (collective_order='chain': one collective in flight)",
-                        names[w], names[b])
+        a_, b_, w_ = _coll_pairs(graph, collective_order)
+        for k in np.flatnonzero(pos_a[a_] > pos_a[b_]).tolist():
+            a, b = int(a_[k]), int(b_[k])
+            where = f"in group {graph.groups[graph.group_id[a]]!r}" if collective_order == "group" else "globally"
+            if not add("collective_order", f"collective {names[b]!r} is issued before {names[a]!r}, "
+                       f"reversing their input order {where}", names[a], names[b]):
+                break
+        if collective_order == "chain":
+            has = w_ >= 0
+            for k in np.flatnonzero(has & (pos_a[np.maximum(w_, 0)] > pos_a[b_])).tolist():
+                a, b, w = int(a_[k]), int(b_[k]), int(w_[k])
+                if not add("collective_order", f"collective {names[b]!r} is issued before the wait {names[w]!r} of the "
+                           f"previous collective {names[a]!r} (collective_order='chain': one collective in flight)",
+                           names[w], names[b]):
+                    break
 
     for k, grp in enumerate(graph.atomic):
         if not grp:
@@ -82,14 +87,37 @@ def validate(
                 *(names[x] for x in grp))
 
     budget = resolve_budget(graph, memory_budget)
-    if budget is not None:
-        post_alloc, _ = memory_curve(graph, ids)
-        over = [s for s, m in enumerate(post_alloc) if m > budget]
+    if budget is not None and len(ids):
+        post_alloc = memory_curve_array(graph, ids)
+        over = int(np.count_nonzero(post_alloc > budget))
         if over:
-            peak_step = max(over, key=lambda s: post_alloc[s])
-            add("memory", f"peak memory {post_alloc[peak_step]} B at step {peak_step} ({names[ids[peak_step]]!r}) "
-                f"exceeds the budget of {budget} B ({len(over)} step(s) over)", names[ids[peak_step]])
+            peak_step = int(np.argmax(post_alloc))
+            add("memory", f"peak memory {int(post_alloc[peak_step])} B at step {peak_step} ({names[ids[peak_step]]!r}) "
+                f"exceeds the budget of {budget} B ({over} step(s) over)", names[ids[peak_step]])
     return out
+
+
+def _edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordering constraint u -> v as two arrays, built once per graph."""
+    key = "validate:edges"
+    if key not in graph._cache:
+        src = [u for v, ps in enumerate(graph.preds) for u in ps]
+        dst = [v for v, ps in enumerate(graph.preds) for _ in ps]
+        graph._cache[key] = (np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+    return graph._cache[key]
+
+
+def _coll_pairs(graph: Graph, collective_order: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Consecutive collectives (a, b) the policy keeps in input order, and a's wait (-1: none)."""
+    key = "validate:pairs:" + collective_order
+    if key not in graph._cache:
+        seqs = graph.group_colls if collective_order == "group" else [graph.coll_seq]
+        pairs = [(a, b) for seq in seqs for a, b in zip(seq, seq[1:])]
+        a = np.asarray([p[0] for p in pairs], dtype=np.int64)
+        b = np.asarray([p[1] for p in pairs], dtype=np.int64)
+        w = np.asarray([graph.wait_of[p[0]] for p in pairs], dtype=np.int64)
+        graph._cache[key] = (a, b, w)
+    return graph._cache[key]
 
 
 def is_valid(graph: Graph, order: Sequence[str | int], memory_budget: BudgetLike = None, *,

@@ -136,3 +136,20 @@ def test_failed_save_keeps_old_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["g.json"]
     with pytest.raises(GraphError, match="does not exist"):
         g.save(tmp_path / "nodir" / "g.json")
+
+
+def test_gzip_graphs_and_corpus_files_load(tmp_path):
+    """A .gz path is written compressed and read back; a corpus file (graph plus torch's orders) loads as its graph."""
+    import glob
+    import gzip
+
+    from overlapsat import load_graph
+    from overlapsat.examples import bundled
+
+    g = load_graph(bundled("tp_small"))
+    p = tmp_path / "g.json.gz"
+    g.save(str(p))
+    assert gzip.open(p).read(1) == b"{"
+    assert load_graph(str(p)).fingerprint() == g.fingerprint()
+    corpus = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "corpus", "*.json.gz")))
+    assert corpus and all(len(load_graph(c)) > 20 for c in corpus)

@@ -158,3 +158,26 @@ def test_makespan_fast_path_matches_the_simulator():
         g = random_graph(seed, 14, leave_unwaited=seed % 2 == 0)
         order = random_valid_order(g, random.Random(seed))
         assert makespan_of(g, order) == simulate(g, order).makespan
+
+
+def test_vectorised_walk_matches_an_independent_step_by_step_walk():
+    """The numpy simulator against tests/brute.py's own walk, written from MODEL.md, on random graphs and orders."""
+    import random
+
+    from overlapsat.simulate import makespan_of, peak_of
+    from tests.brute import random_graph, sim
+    from tests.helpers import random_valid_order
+
+    checked = 0
+    for seed in range(400):
+        g, _ = random_graph(seed, max_nodes=14)
+        rng = random.Random(seed)
+        for _ in range(3):
+            order = random_valid_order(g, rng, collective_order="free")
+            ms, pk = sim(g, order)
+            r = simulate(g, order)
+            assert abs(r.makespan - ms) <= 1e-9 * max(1.0, ms) and r.peak_memory == pk
+            assert makespan_of(g, order) == r.makespan and peak_of(g, order) == pk
+            assert max(r.end, default=0.0) <= r.makespan + 1e-9
+            checked += 1
+    assert checked == 1200

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+import numpy as np
+
 from overlapsat.graph import Graph
 from overlapsat.simulate import order_ids
 
@@ -57,6 +59,29 @@ def start_order(g: Graph, order: Sequence[str | int] | None) -> list[int]:
 F = TypeVar("F", bound=Callable[..., PassResult])
 
 
+def _data_edges(g: Graph) -> tuple[np.ndarray, np.ndarray]:
+    key = "heuristics:data_edges"
+    if key not in g._cache:
+        g._cache[key] = (np.asarray([u for ps in g.data_preds for u in ps], dtype=np.int64),
+                         np.asarray([v for v, ps in enumerate(g.data_preds) for _ in ps], dtype=np.int64))
+    return g._cache[key]
+
+
+def memoised(fn: F) -> F:
+    """A pass that is a function of (graph, start order) only computes once per graph and start order:
+    the portfolio runs the memory sorts alone and again inside reorder_for_peak_memory."""
+
+    @functools.wraps(fn)
+    def wrapper(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
+        memo = g._cache.setdefault("heuristics:memo", {})
+        key = (fn.__name__, None if order is None else tuple(start_order(g, order)))
+        if key not in memo:
+            memo[key] = fn(g, order)
+        return memo[key]
+
+    return wrapper  # type: ignore[return-value]
+
+
 def validated(fn: F) -> F:
     """Every order a pass returns is checked to be a permutation that keeps every data dependency.
 
@@ -69,17 +94,18 @@ def validated(fn: F) -> F:
     def wrapper(g: Graph, *args: Any, **kw: Any) -> PassResult:
         r = fn(g, *args, **kw)
         r.graph = g
-        order = r.order
-        if len(order) != len(g.nodes) or sorted(order) != list(range(len(g.nodes))):
+        order = np.asarray(r.order, dtype=np.int64)
+        n = len(g.nodes)
+        if len(order) != n or (n and np.any(np.bincount(order, minlength=n) != 1)):
             raise AssertionError(f"{r.name} returned an order that is not a permutation of the graph's nodes")
-        pos = [0] * len(order)
-        for k, v in enumerate(order):
-            pos[v] = k
-        for w, ps in enumerate(g.data_preds):
-            for u in ps:
-                if pos[u] > pos[w]:
-                    raise AssertionError(f"{r.name} produced an order that breaks a data dependency: "
-                                         f"{g.names[w]!r} before {g.names[u]!r}")
+        src, dst = _data_edges(g)
+        pos = np.empty(n, dtype=np.int64)
+        pos[order] = np.arange(n)
+        bad = np.flatnonzero(pos[src] > pos[dst])
+        if len(bad):
+            u, w = int(src[bad[0]]), int(dst[bad[0]])
+            raise AssertionError(f"{r.name} produced an order that breaks a data dependency: "
+                                 f"{g.names[w]!r} before {g.names[u]!r}")
         return r
 
     return wrapper  # type: ignore[return-value]

@@ -72,12 +72,18 @@ class _State:
     cand_bufs: list[list[int]]  # node -> tracked buffers it reads
     peak: int
     dsets: list[frozenset[int]] = field(default_factory=list)
+    steps: int = 0  # deterministic work: list positions visited
+    work_limit: int | None = None
+
+    def over(self) -> bool:
+        return self.work_limit is not None and self.steps > self.work_limit
 
     def segment(self, a: int, b: int) -> list[int]:
         out = [a]
         while a != b:
             a = self.next[a]
             out.append(a)
+        self.steps += len(out)
         return out
 
     def swap(self, lh: int, lt: int, rh: int, rt: int) -> None:
@@ -107,6 +113,7 @@ class _State:
         comp = 0.0
         s = self.next[c]
         while s != -1:
+            self.steps += 1
             if c in dsets[s]:
                 break
             if kind[s] != COLLECTIVE:
@@ -121,6 +128,7 @@ class _State:
         waits: list[int] = []
         s = self.prev[w]
         while s != -1:
+            self.steps += 1
             if kind[s] == WAIT:
                 waits.append(s)
             if kind[s] == COLLECTIVE:
@@ -136,7 +144,7 @@ class _State:
         return comm, comp
 
 
-def _init(g: Graph, ids: list[int], cfg: IterativeConfig) -> _State:
+def _init(g: Graph, ids: list[int], cfg: IterativeConfig, work_limit: int | None) -> _State:
     n = len(g.nodes)
     prev = [-1] * n
     nxt = [-1] * n
@@ -174,7 +182,13 @@ def _init(g: Graph, ids: list[int], cfg: IterativeConfig) -> _State:
     peak = max(0, max(post_alloc)) if post_alloc else 0
     st = _State(g, prev, nxt, ids[0] if ids else -1, rt, cur, af, last_use, cand_bufs, peak)
     st.dsets = [frozenset(p) for p in g.data_preds]
+    st.work_limit = work_limit
     return st
+
+
+def _run_stats(st: _State) -> dict[str, object]:
+    """What every iterative pass reports about its work, and whether the work limit cut it short."""
+    return {"work_steps": st.steps, "interrupted": st.over()}
 
 
 def _flush(cur: list[list[int]], members: list[int], off: int) -> int:
@@ -193,20 +207,25 @@ def _gemm_like(g: Graph, v: int) -> bool:
 
 @validated
 def reorder_communication_preserving_peak_memory(
-    g: Graph, order: Sequence[str | int] | None = None, config: IterativeConfig | None = None
+    g: Graph, order: Sequence[str | int] | None = None, config: IterativeConfig | None = None,
+    work_limit: int | None = None,
 ) -> PassResult:
-    """Move each collective earlier, swap by swap, while the peak stays within budget."""
+    """Move each collective earlier, swap by swap, while the peak stays within budget.
+
+    The pass is quadratic in the worst case; `work_limit` (list positions
+    visited) stops it between two moves, where the order is still valid.
+    """
     cfg = config or IterativeConfig()
     ids = start_order(g, order)
     kind = g.kind
     if not any(kind[v] == COLLECTIVE for v in ids):
         return PassResult("reorder_communication_preserving_peak_memory", ids, {"per_collective": {}})
-    st = _init(g, ids, cfg)
+    st = _init(g, ids, cfg, work_limit)
     prev, nxt, cur, af, rt = st.prev, st.next, st.cur, st.af, st.rt
     stats: dict[int, MoveInfo] = {}
     limit_ratio = cfg.extra_comm_comp_overlap
     curr = st.head
-    while curr != -1 and nxt[curr] != -1:
+    while curr != -1 and nxt[curr] != -1 and not st.over():
         next_curr = nxt[curr]
         if kind[curr] != COLLECTIVE:
             curr = next_curr
@@ -224,6 +243,10 @@ def reorder_communication_preserving_peak_memory(
         gset = {curr}
         off = 0  # pending shift of the group's memory levels (applied lazily, see _flush)
         while cand != -1:
+            st.steps += 1
+            if st.over():
+                info.limiting_factor = "work limit"
+                break
             if cfg.use_runtime_estimations and info.final_exposed < -limit_ratio * info.comm_time:
                 info.limiting_factor = "unexposed by runtime estimations"
                 break
@@ -282,6 +305,7 @@ def reorder_communication_preserving_peak_memory(
                 potential = max(group_peak - c_delta, tail_free - c_delta + c_alloc)
             else:
                 off = _flush(cur, members, off)
+                st.steps += len(members)
                 potential = 0
                 d = -c_delta
                 for gn in reversed(members):
@@ -324,24 +348,24 @@ def reorder_communication_preserving_peak_memory(
         curr = next_curr
     per = {g.names[c]: asdict(i) | {"improvement": i.improvement} for c, i in stats.items()}
     return PassResult("reorder_communication_preserving_peak_memory", st.order(),
-                      {"per_collective": per, "peak_memory_before": st.peak, "config": asdict(cfg)})
+                      {"per_collective": per, "peak_memory_before": st.peak, "config": asdict(cfg), **_run_stats(st)})
 
 
 @validated
 def sink_waits_iterative(g: Graph, order: Sequence[str | int] | None = None,
-                         config: IterativeConfig | None = None) -> PassResult:
-    """Move each wait later, swap by swap, while the peak stays within budget."""
+                         config: IterativeConfig | None = None, work_limit: int | None = None) -> PassResult:
+    """Move each wait later, swap by swap, while the peak stays within budget (`work_limit`: as the reorder pass)."""
     cfg = config or IterativeConfig()
     ids = start_order(g, order)
     if not ids:
         return PassResult("sink_waits_iterative", ids, {"per_wait": {}})
     kind = g.kind
-    st = _init(g, ids, cfg)
+    st = _init(g, ids, cfg, work_limit)
     prev, nxt, cur, af, rt = st.prev, st.next, st.cur, st.af, st.rt
     stats: dict[int, MoveInfo] = {}
     processed: set[int] = set()
     curr = ids[-1]
-    while curr != -1 and prev[curr] != -1:
+    while curr != -1 and prev[curr] != -1 and not st.over():
         prev_curr = prev[curr]
         if not (kind[curr] == WAIT and curr not in processed):
             curr = prev_curr
@@ -357,6 +381,10 @@ def sink_waits_iterative(g: Graph, order: Sequence[str | int] | None = None,
         group = {curr}
         group_has_coll = kind[curr] == COLLECTIVE
         while cand != -1:
+            st.steps += 1
+            if st.over():
+                info.limiting_factor = "work limit"
+                break
             if cfg.use_runtime_estimations and info.final_exposed < -cfg.extra_comm_comp_overlap * info.comm_time:
                 info.limiting_factor = "unexposed by runtime estimations"
                 break
@@ -443,4 +471,4 @@ def sink_waits_iterative(g: Graph, order: Sequence[str | int] | None = None,
         curr = prev_curr
     per = {g.names[w]: asdict(i) | {"improvement": i.improvement} for w, i in stats.items()}
     return PassResult("sink_waits_iterative", st.order(),
-                      {"per_wait": per, "peak_memory_before": st.peak, "config": asdict(cfg)})
+                      {"per_wait": per, "peak_memory_before": st.peak, "config": asdict(cfg), **_run_stats(st)})

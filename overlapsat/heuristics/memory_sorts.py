@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Sequence
 
 from overlapsat.graph import Graph
-from overlapsat.heuristics.base import PassResult, start_order, validated
+from overlapsat.heuristics.base import PassResult, memoised, start_order, validated
 from overlapsat.simulate import peak_memory
 
 
@@ -32,6 +32,7 @@ def _size(g: Graph) -> list[int]:
     return [sum(g.b_alloc[j] for j in g.produces[v]) for v in range(len(g.nodes))]
 
 
+@memoised
 @validated
 def topological_sort_lpmf(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Least Peak Memory First: below the running max, prefer the node leaving the least live."""
@@ -79,6 +80,7 @@ def topological_sort_lpmf(g: Graph, order: Sequence[str | int] | None = None) ->
     return PassResult("topological_sort_lpmf", out)
 
 
+@memoised
 @validated
 def topological_sort_bfs(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """FIFO: prefer the node whose predecessors ran earliest."""
@@ -108,6 +110,7 @@ def topological_sort_bfs(g: Graph, order: Sequence[str | int] | None = None) -> 
     return PassResult("topological_sort_bfs", out)
 
 
+@memoised
 @validated
 def topological_sort_dfs(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Post-order DFS visiting the smallest (outputs + inputs) nodes first."""

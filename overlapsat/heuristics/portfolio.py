@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
@@ -28,69 +29,105 @@ from overlapsat.validate import CollectiveOrder
 
 log = logging.getLogger(__name__)
 
-Pass = Callable[[Graph, Sequence[int]], PassResult]
-
+Pass = Callable[[Graph, Sequence[int], "int | None"], PassResult]  # (graph, order, work limit)
 
 HeuristicResult = Evaluated  # the portfolio's rows are evaluated orders
 
+# Inductor's iterative passes visit about 0.4 M list positions per second on this project's 2-core
+# reference machine (docs/heuristics.md); `optimize` turns its portfolio share of the time into steps.
+ITERATIVE_STEPS_PER_SECOND = 400_000
+# ... and never fewer than this (about 0.6 s): enough for every pass to finish on graphs of a few thousand
+# nodes, so a short time limit never makes the result worse than a complete Inductor pass there
+ITERATIVE_STEPS_MIN = 250_000
+
+
+def _cheap(fn: Callable[[Graph, Sequence[int]], PassResult]) -> Pass:
+    return lambda g, o, work: fn(g, o)
+
 
 def _iter(cfg: IterativeConfig) -> tuple[Pass, Pass]:
-    return (lambda g, o: reorder_communication_preserving_peak_memory(g, o, cfg),
-            lambda g, o: sink_waits_iterative(g, o, cfg))
+    return (lambda g, o, work: reorder_communication_preserving_peak_memory(g, o, cfg, work),
+            lambda g, o, work: sink_waits_iterative(g, o, cfg, work))
 
 
 def pipelines(memory_budget_ratio: float = 0.2) -> dict[str, list[Pass]]:
-    """The passes and pipelines the portfolio runs, by name."""
+    """The passes and pipelines the portfolio runs, by name: linear ones first, the iterative ones last."""
     cfg = IterativeConfig(peak_memory_budget=memory_budget_ratio)
     safe = IterativeConfig(peak_memory_budget=memory_budget_ratio, unsafe_collectives_reorder=False)
     reorder, sink = _iter(cfg)
     reorder_safe, sink_safe = _iter(safe)
+    sw, rc, rco = _cheap(sink_waits), _cheap(raise_comms), _cheap(reorder_compute_for_overlap)
     return {
-        "sink_waits": [sink_waits],
-        "raise_comms": [raise_comms],
-        "reorder_compute_for_overlap": [reorder_compute_for_overlap],
-        "sink_waits+raise_comms+reorder_compute_for_overlap": [sink_waits, raise_comms, reorder_compute_for_overlap],
-        "reorder_communication_preserving_peak_memory": [reorder],
+        "sink_waits": [sw],
+        "raise_comms": [rc],
+        "reorder_compute_for_overlap": [rco],
+        "sink_waits+raise_comms+reorder_compute_for_overlap": [sw, rc, rco],
+        "reorder_for_peak_memory": [_cheap(reorder_for_peak_memory)],
+        "topological_sort_lpmf": [_cheap(topological_sort_lpmf)],
+        "topological_sort_bfs": [_cheap(topological_sort_bfs)],
+        "topological_sort_dfs": [_cheap(topological_sort_dfs)],
         "sink_waits_iterative": [sink],
+        "reorder_communication_preserving_peak_memory": [reorder],
         "reorder_iterative+sink_waits_iterative": [reorder, sink],
         "reorder_iterative+sink_waits_iterative+reorder_iterative": [reorder, sink, reorder],
         "reorder_iterative+sink_waits_iterative (safe collectives)": [reorder_safe, sink_safe],
-        "reorder_for_peak_memory": [reorder_for_peak_memory],
-        "topological_sort_lpmf": [topological_sort_lpmf],
-        "topological_sort_bfs": [topological_sort_bfs],
-        "topological_sort_dfs": [topological_sort_dfs],
     }
 
 
+ITERATIVE = frozenset(name for name in pipelines() if "iterative" in name or name.startswith("reorder_communication"))
+
+
 def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: CollectiveOrder = "group",
-            deadline: float | None = None, include: Sequence[str] | None = None) -> list[HeuristicResult]:
+            deadline: float | None = None, include: Sequence[str] | None = None,
+            work_limit: int | None = None) -> list[HeuristicResult]:
     """Every pipeline on `g` (input order first), ranked: valid before invalid, then by makespan.
 
     Passes run on the graph with Inductor's collective chain added (as Inductor
     does before them); results are validated against the original constraints,
     so a pass that breaks one (e.g. unsafe collective reordering) is reported
     invalid, never ranked above a valid one.
+
+    Linear passes run first. `work_limit` caps the steps of the iterative
+    passes together (deterministic, unlike `deadline`): a pass that reaches it
+    stops between two moves, with a valid order, and says so in its stats.
+    Pipelines that share a first stage compute it once.
     """
     budget = resolve_budget(g, memory_budget)
     # Inductor chains collectives before its passes; under "free" they run with the group chain, as in torch
     with_chain, to_g = chained(g, "group" if collective_order == "free" else collective_order)
     results = [_evaluate(g, "input_order", list(range(len(g.nodes))), 0.0, {}, budget, collective_order)]
     ratio = 0.2 if budget is None else max(0.0, budget / max(1, results[0].peak_memory) - 1.0)
+    steps_left = work_limit
+    stages: dict[tuple[int, ...], tuple[list[int], str, dict[str, Any], float]] = {}  # by the prefix's pass ids
     for name, passes in pipelines(ratio).items():
         if include is not None and name not in include:
             continue
         if deadline is not None and time.monotonic() > deadline:
             log.info("heuristics: deadline reached before %s", name)
             break
-        t = time.perf_counter()
+        if steps_left is not None and steps_left <= 0 and name in ITERATIVE:
+            log.info("heuristics: work limit reached before %s", name)
+            continue
         order: list[int] = list(range(len(g.nodes)))
         stats: dict[str, Any] = {}
+        runtime = 0.0
+        key: tuple[int, ...] = ()
         for p in passes:
-            r = p(with_chain, order)
-            order = r.order
-            stats[r.name] = r.stats
+            key += (id(p),)
+            if key in stages:
+                order, pname, st, rt = stages[key]
+            else:
+                t = time.perf_counter()
+                r = p(with_chain, order, steps_left)
+                rt = time.perf_counter() - t
+                order, pname, st = r.order, r.name, r.stats
+                if steps_left is not None:
+                    steps_left -= int(st.get("work_steps", 0))
+                stages[key] = (order, pname, st, rt)
+            stats[pname if pname not in stats else f"{pname} (again)"] = st
+            runtime += rt
         order = [to_g[v] for v in order]
-        results.append(_evaluate(g, name, order, time.perf_counter() - t, stats, budget, collective_order))
+        results.append(_evaluate(g, name, order, runtime, stats, budget, collective_order))
     results.sort(key=rank_key)
     return results
 
@@ -98,6 +135,8 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
 def _evaluate(g: Graph, name: str, order: list[int], runtime: float, stats: dict[str, Any], budget: int | None,
               collective_order: CollectiveOrder) -> Evaluated:
     e = evaluate(g, name, order, budget=budget, collective_order=collective_order, runtime_s=runtime, stats=stats)
+    if any(isinstance(st, dict) and st.get("interrupted") for st in stats.values()):
+        e = replace(e, note="cut short by the work limit")
     log.debug("heuristic %s: makespan %.1f valid %s", name, e.makespan, e.valid)
     return e
 

@@ -52,6 +52,47 @@ def widen_to_atomic(g: Graph, order: list[int], i: int, j: int) -> tuple[int, in
     return i, j
 
 
+def windows(g: Graph, order: list[int], window: int) -> list[tuple[int, int]]:
+    """The windows of one sweep, most promising first (a function of the order only, so deterministic).
+
+    First, for every wait that stalls (largest stall first), a window over its
+    collective's overlap region: from the collective's issue to the wait when
+    that fits, else the `window` positions before the wait; whatever the
+    groups of the nodes inside. Then windows sliding by half their size,
+    ranked by the stall they contain.
+    """
+    n = len(order)
+    sim = simulate(g, order)
+    stall = sim.stall
+    pos = [0] * n
+    for k, v in enumerate(order):
+        pos[v] = k
+    out: list[tuple[int, int]] = []
+    seen: set[tuple[int, int]] = set()
+
+    def add(i: int, j: int) -> None:
+        i, j = max(0, i), min(n, j)
+        if j - i >= 2 and (i, j) not in seen:
+            seen.add((i, j))
+            out.append((i, j))
+
+    stalled = sorted((w for w in range(n) if stall[w] > 0), key=lambda w: (-stall[w], pos[w]))
+    for w in stalled:
+        pw, pc = pos[w], pos[g.coll_of[w]]
+        margin = max(1, window // 4)
+        if pw - pc + 2 * margin <= window:
+            add(pc - margin, pc - margin + window)
+        else:
+            add(pw + margin - window, pw + margin)
+    step = max(1, window // 2)
+    prefix = [0.0]
+    for v in order:
+        prefix.append(prefix[-1] + stall[v])
+    for i in sorted(range(0, max(1, n - step), step), key=lambda i: (-(prefix[min(n, i + window)] - prefix[i]), i)):
+        add(i, i + window)
+    return out
+
+
 def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, budget: int | None,
                  collective_order: str, work: float, deterministic: bool, workers: int,
                  max_time: float, walk: UnitWalk | None = None) -> tuple[list[int] | None, float, bool]:
@@ -92,16 +133,12 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
     walk = unit_walk(g, best, ts)  # recomputed only when an order is accepted
     while window <= params.lns_max_window:
         start_ms = best_ms
-        sim = simulate(g, best)
-        step = max(1, window // 2)
-        starts = sorted(range(0, max(1, n - step), step),
-                        key=lambda i: (-sum(sim.stall[v] for v in best[i:i + window]), i))
-        for i0 in starts:
+        for i0, j0 in windows(g, best, window):
             if target is not None and best_ms <= target + 1e-9 * max(1.0, target):
                 return best, stats
             if tb.exhausted(params.deterministic):
                 return best, stats
-            i, j = widen_to_atomic(g, best, i0, min(n, i0 + window))
+            i, j = widen_to_atomic(g, best, i0, j0)
             cand, work, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
                                       work=min(params.lns_window_work, tb.work_left()),
                                       deterministic=params.deterministic, workers=params.n_workers,

@@ -57,9 +57,7 @@ class Model:
         self.whole = scope.is_whole(g)
         self.nodes = self.ref[scope.start:scope.stop]
         self.in_scope = set(self.nodes)
-        self.pos = [0] * len(g.nodes)
-        for k, v in enumerate(self.ref):
-            self.pos[v] = k
+        self.pos = self.walk.pos  # the walk is of `ref`
         self._check_atomic()
         w = self.walk
         self.t0 = 0 if self.whole else w.clock_before[scope.start]
@@ -188,7 +186,12 @@ class Model:
         const = 0
         ivs: list[cp_model.IntervalVar] = []
         dem: list[int] = []
-        for b in range(len(g.buffers)):
+        if self.whole:
+            touched: list[int] = list(range(len(g.buffers)))
+        else:  # a window: buffers no node inside touches are one constant, read off the reference order
+            touched = self._touched_buffers()
+            const = self._live_at_entry() - sum(self._before_entry(b) for b in touched)
+        for b in touched:
             A, F = g.b_alloc[b], g.b_free[b]
             if g.b_prod[b] < 0:
                 if not g.b_fin[b]:
@@ -214,6 +217,47 @@ class Model:
             return
         if ivs:
             self.m.add_cumulative(ivs, dem, cap)
+
+    def _touched_buffers(self) -> list[int]:
+        """Buffers a node of the window produces or reads (and, from step 0, unread freeable inputs)."""
+        g = self.g
+        seen: set[int] = set()
+        for v in self.nodes:
+            seen.update(g.produces[v])
+            seen.update(g.consumes[v])
+        if self.scope.start == 0:
+            seen.update(b for b in range(len(g.buffers)) if g.b_prod[b] < 0 and g.b_fin[b] and not g.b_cons[b])
+        return sorted(seen)
+
+    def _before_entry(self, b: int) -> int:
+        """Buffer b's bytes at the window's entry: A [alloc before] - F [free before] (parameters: 0)."""
+        g, start = self.g, self.scope.start
+        p = g.b_prod[b]
+        if p < 0 and not g.b_fin[b]:
+            return 0
+        A = g.b_alloc[b] if p >= 0 else g.b_free[b]
+        alloc_before = p < 0 or self.pos[p] < start
+        if not alloc_before:
+            return 0
+        if g.b_out[b]:
+            return A
+        cons = g.b_cons[b]
+        last = max(self.pos[c] for c in cons) if cons else (self.pos[p] if p >= 0 else 0)  # unread input: step 0
+        return A - (g.b_free[b] if last < start else 0)
+
+    def _live_at_entry(self) -> int:
+        """Live bytes before the window's first step in the reference order (post-free of the step before)."""
+        from overlapsat.simulate import memory_curve  # the arbiter's own bookkeeping, once per reference order
+
+        key = ("live_before", tuple(self.ref))
+        cache = self.g._cache.setdefault("model:live_before", {})
+        if key not in cache:
+            cache.clear()  # one reference order at a time: the LNS's current best
+            _, post_free = memory_curve(self.g, self.ref)
+            fin = sum(self.g.b_free[b] for b in range(len(self.g.buffers))
+                      if self.g.b_prod[b] < 0 and self.g.b_fin[b])
+            cache[key] = [fin] + post_free[:-1]
+        return cache[key][self.scope.start]
 
     def add_exit_state(self) -> None:
         """Window only: no worse than today at the exit, so the suffix can only finish earlier.

@@ -184,16 +184,21 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     for k, v in enumerate(to_orig):
         to_canon[v] = k
     from_input = heuristic_results if heuristic_results is not None else run_all(
-        graph, memory_budget=budget, collective_order=co)
+        graph, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps)
     # the iterative passes are quadratic in their moves: on large graphs only the cheap ones run here
     include = None if n <= params.lns_min_nodes else CHEAP_PASSES
-    canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include)
+    canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include,
+                                work_limit=params.portfolio_steps)
              if h.name != "input_order"]
     canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
     canon.sort(key=rank_key)
     base = next(h for h in from_input if h.name == "input_order")
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     stats: dict[str, Any] = {"heuristics_s": tb.elapsed()}
+    cut = sorted({h.name for h in from_input + canon if h.note})
+    if cut:  # the result is never worse than these cut orders, but may be worse than the complete passes
+        stats["portfolio_cut_by_work_limit"] = cut
+        log.info("heuristics cut short by the work limit (raise time_limit to run them in full): %s", ", ".join(cut))
     lb = lower_bound(cg, co).makespan
     valid = [h for h in canon if h.valid]
     incumbent = valid[0] if valid else None
@@ -244,7 +249,12 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                 and not stats.get("stopped_by_rule") and not tb.exhausted(params.deterministic):
             from overlapsat.solver.lns import lns
 
+            best_ms = [best.makespan]  # over every start: a restart's own progress is reported once it leads
+
             def improved(o: list[int], ms: float) -> bool:
+                if ms >= best_ms[0] - 1e-9:
+                    return False
+                best_ms[0] = ms
                 p = Progress(tb.elapsed(), ms, bound)
                 if on_progress is not None:
                     on_progress(p)
@@ -252,12 +262,23 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                 stats["time_to_best_s"] = tb.elapsed()
                 return bool(stop_when is not None and stop_when(p))
 
-            order, lstats = lns(cg, ts, best.order, params, tb, budget=budget, target=bound, on_improve=improved)
-            stats["lns"] = lstats
-            cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
-            if cand.valid and cand.makespan < best.makespan - 1e-9:
-                best, method = cand, "cpsat-lns"
-            elif not method.startswith("cpsat"):
+            # restarts: when the search from the best order converges with work left, the next distinct
+            # heuristic orders get the rest (they may lie in another basin)
+            starts = [best.order] + [h.order for h in valid if h.order != best.order][:params.lns_restarts]
+            found_any = False
+            for k, start in enumerate(starts):
+                if k and (tb.exhausted(params.deterministic) or meets(best.makespan, bound)
+                          or stats.get("lns", {}).get("stopped_by_rule")):
+                    break
+                order, lstats = lns(cg, ts, start, params, tb, budget=budget, target=bound, on_improve=improved)
+                total = stats.setdefault("lns", {})
+                for key, val in lstats.items():
+                    total[key] = total.get(key, 0) + val
+                total["restarts"] = k
+                cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
+                if cand.valid and cand.makespan < best.makespan - 1e-9:
+                    best, method, found_any = cand, "cpsat-lns", True
+            if not found_any and not method.startswith("cpsat"):
                 message = message or "the search found no improvement on the best heuristic"
     if best is None:
         raise _budget_error(NoValidOrderError, budget, canon + from_input, proven=False)

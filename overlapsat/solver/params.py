@@ -47,6 +47,12 @@ class SolveParams:
         LNS follows it.
     lns_window / lns_max_window: first and largest window (positions).
     lns_window_work: deterministic work per window.
+    lns_restarts: further starts of the window search from the next best
+        distinct heuristic orders, when a search converges with work left.
+    portfolio_share: the share of the time limit Inductor's iterative passes
+        get, counted in their own deterministic steps (`portfolio_steps`, at
+        least enough to finish them on graphs of a few thousand nodes); a pass
+        that reaches it stops between two moves with a valid order.
     log_search: keep CP-SAT's log in `Result.stats["log"]`.
     """
 
@@ -62,6 +68,8 @@ class SolveParams:
     lns_window: int = 80
     lns_max_window: int = 640
     lns_window_work: float = 1.0
+    lns_restarts: int = 2
+    portfolio_share: float = 0.1
     log_search: bool = False
 
     def __post_init__(self) -> None:
@@ -73,11 +81,14 @@ class SolveParams:
             problems.append(f"work_limit must be a positive finite number or None, got {self.work_limit!r}")
         if self.workers is not None and not _positive_int(self.workers):
             problems.append(f"workers must be a positive integer or None, got {self.workers!r}")
-        if not (_positive_number(self.monolithic_share) and self.monolithic_share <= 1):
-            problems.append(f"monolithic_share must be in (0, 1], got {self.monolithic_share!r}")
+        for name in ("monolithic_share", "portfolio_share"):
+            if not (_positive_number(getattr(self, name)) and getattr(self, name) <= 1):
+                problems.append(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
         for name in ("lns_min_nodes", "lns_min_window_nodes", "lns_window", "lns_max_window"):
             if not _positive_int(getattr(self, name)):
                 problems.append(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if isinstance(self.lns_restarts, bool) or not isinstance(self.lns_restarts, int) or self.lns_restarts < 0:
+            problems.append(f"lns_restarts must be an integer >= 0, got {self.lns_restarts!r}")
         if _positive_int(self.lns_window) and _positive_int(self.lns_max_window) and self.lns_max_window < self.lns_window:
             problems.append(f"lns_max_window ({self.lns_max_window}) must be >= lns_window ({self.lns_window})")
         if self.collective_order not in get_args(CollectiveOrder):
@@ -93,6 +104,13 @@ class SolveParams:
     @property
     def n_workers(self) -> int:
         return self.workers or min(8, max(1, os.cpu_count() or 1))
+
+    @property
+    def portfolio_steps(self) -> int:
+        """Steps for the iterative passes of one portfolio run (deterministic, unlike a wall-clock cut)."""
+        from overlapsat.heuristics.portfolio import ITERATIVE_STEPS_MIN, ITERATIVE_STEPS_PER_SECOND
+
+        return max(ITERATIVE_STEPS_MIN, int(ITERATIVE_STEPS_PER_SECOND * self.portfolio_share * self.time_limit))
 
     @property
     def total_work(self) -> float:

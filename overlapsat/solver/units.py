@@ -140,6 +140,7 @@ class UnitWalk:
     clock_before: list[int]  # compute clock before each position of the order
     free_before: list[list[int]]  # each group's stream, before each position
     makespan: int
+    pos: list[int]  # position of each node in the order
 
 
 def unit_lengths(g: Graph, ts: TimeScale) -> tuple[list[int], list[int]]:
@@ -179,7 +180,10 @@ def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
         else:
             t += slot[v]
         slot_end[v] = t
-    return UnitWalk(issue, slot_end, cstart, cend, clock_before, free_before, max([t, *cend.values()]))
+    pos = [0] * n
+    for k, v in enumerate(order):
+        pos[v] = k
+    return UnitWalk(issue, slot_end, cstart, cend, clock_before, free_before, max([t, *cend.values()]), pos)
 
 
 def safe_horizon(g: Graph, ts: TimeScale) -> int:

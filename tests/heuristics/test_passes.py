@@ -191,3 +191,27 @@ def test_portfolio_runs_each_memory_sort_alone():
     for name, fn in (("topological_sort_lpmf", topological_sort_lpmf), ("topological_sort_bfs", topological_sort_bfs),
                      ("topological_sort_dfs", topological_sort_dfs)):
         assert rows[name].order == fn(g.with_collective_chain("group")).order
+
+
+def test_iterative_passes_stop_at_their_work_limit_with_a_valid_order():
+    """A pass cut by its work limit stops between two moves: a valid order, the same on every run."""
+    from overlapsat.examples import fsdp_transformer
+    from overlapsat.heuristics import run_all
+
+    g = fsdp_transformer(layers=4, seed=2).with_collective_chain("group")
+    full = reorder_communication_preserving_peak_memory(g)
+    assert not full.stats["interrupted"] and full.stats["work_steps"] > 200
+    cut = reorder_communication_preserving_peak_memory(g, None, None, 200)
+    assert cut.stats["interrupted"] and cut.stats["work_steps"] <= 201 + len(g)
+    assert cut.order != full.order and cut.order == reorder_communication_preserving_peak_memory(g, None, None, 200).order
+    pos = {v: k for k, v in enumerate(cut.order)}
+    assert all(pos[u] < pos[v] for v in range(len(g)) for u in g.data_preds[v])  # every data dependency kept
+    # the portfolio shares one step budget among its iterative pipelines, after the linear passes
+    rows = {r.name: r for r in run_all(g, work_limit=200)}
+    assert rows["sink_waits+raise_comms+reorder_compute_for_overlap"].note == ""
+    assert rows["topological_sort_bfs"].order == topological_sort_bfs(g).order
+    assert "work limit" in rows["reorder_communication_preserving_peak_memory"].note \
+        or "reorder_communication_preserving_peak_memory" not in rows
+    unlimited = {r.name: r for r in run_all(g)}
+    assert unlimited["reorder_communication_preserving_peak_memory"].order == full.order
+    assert all(r.note == "" for r in unlimited.values())
