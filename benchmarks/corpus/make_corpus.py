@@ -13,7 +13,9 @@ model (Inductor's own estimates are 0 on CPU):
   around attention and MLP, 8 layers;
 - moe8: expert-parallel MoE with all_to_all dispatch and combine, 8 layers;
 - ddp12: DDP-style data parallel, 12 linear layers, gradients all_reduced in
-  buckets of 3 layers in backward.
+  buckets of 3 layers in backward;
+- tpsp16, moe24, ddp48: the same models, larger (16 layers, 24 layers, 48
+  layers in buckets of 4).
 
 Each file holds the graph, torch's own pass orders on the same scheduler
 nodes (`overlapsat.torch.conformance.reference_orders`) and the torch version.
@@ -41,6 +43,10 @@ CASES = {
     "tpsp8": lambda: (tp_sp_transformer(8, 512, 2048), torch.randn(1, 128, 512, requires_grad=True)),
     "moe8": lambda: (moe_ep(8, 512, 1024, 2), torch.randn(1, 128, 512, requires_grad=True)),
     "ddp12": lambda: (ddp_bucketed(12, 1024, 3), torch.randn(64, 1024, requires_grad=True)),
+    # the larger captures the solver targets are measured on (300 to 1,000 nodes)
+    "tpsp16": lambda: (tp_sp_transformer(16, 512, 2048), torch.randn(1, 128, 512, requires_grad=True)),
+    "moe24": lambda: (moe_ep(24, 512, 1024, 2), torch.randn(1, 128, 512, requires_grad=True)),
+    "ddp48": lambda: (ddp_bucketed(48, 1024, 4), torch.randn(64, 1024, requires_grad=True)),
 }
 
 

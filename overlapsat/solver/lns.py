@@ -11,6 +11,7 @@ a function of the graph and the options.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 from ortools.sat.python import cp_model
@@ -117,9 +118,9 @@ def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, b
 
 
 def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: TimeBudget, *, budget: int | None,
-        target: float | None = None,
+        target: float | None = None, work_cap: float | None = None,
         on_improve: Callable[[list[int], float], bool | None] | None = None) -> tuple[list[int], dict[str, float]]:
-    """Improve `order` window by window until the work budget (or the deadline) is spent.
+    """Improve `order` window by window until `work_cap` (default: the budget's) or the deadline is spent.
 
     Sweeps visit windows around the largest stalls first; a sweep that does not
     lower the makespan doubles the window, up to `lns_max_window`. It stops
@@ -136,19 +137,20 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
         for i0, j0 in windows(g, best, window):
             if target is not None and best_ms <= target + 1e-9 * max(1.0, target):
                 return best, stats
-            if tb.exhausted(params.deterministic):
+            if tb.exhausted(params.deterministic) or (work_cap is not None and stats["work"] >= work_cap):
                 return best, stats
             i, j = widen_to_atomic(g, best, i0, j0)
-            cand, work, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
-                                      work=min(params.lns_window_work, tb.work_left()),
+            cand, spent, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
+                                       work=min(params.lns_window_work, tb.work_left(),
+                                                work_cap - stats["work"] if work_cap is not None else math.inf),
                                       deterministic=params.deterministic, workers=params.n_workers,
                                       max_time=tb.wall_left(), walk=walk)
-            work += WORK_PER_NODE * n  # this window's walk, build and checks are linear in the graph
-            tb.spend(work)
+            spent += WORK_PER_NODE * n  # this window's walk, build and checks are linear in the graph
+            tb.spend(spent)
             if cut and params.deterministic:
                 tb.cut_by_wall_clock = True
             stats["windows"] += 1
-            stats["work"] += work
+            stats["work"] += spent
             if cand is None:
                 continue
             ms = makespan_of(g, cand)

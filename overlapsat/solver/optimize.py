@@ -222,14 +222,39 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     if incumbent is not None and meets(incumbent.makespan, lb):
         message = "the best heuristic meets the analytical lower bound"
     elif n:
-        if n <= params.lns_min_nodes:  # the monolithic model: a proof for small graphs
-            share = params.monolithic_share if n >= params.lns_min_window_nodes else 1.0
-            out = _solve_whole(cg, ts, params, tb, budget, incumbent, on_progress, stop_when, stats,
-                               work=share * tb.work_left())
+        # Up to lns_min_nodes: window LNS first (it improves faster than the monolithic model at the same work,
+        # docs/solver.md), then the monolithic model, hinted with the result, for the proof; without a valid
+        # incumbent the monolithic model goes first (it finds an order or proves there is none).
+        # Larger graphs: window LNS only. Graphs under lns_min_window_nodes: the monolithic model only.
+        small = n <= params.lns_min_nodes
+        use_lns = n >= params.lns_min_window_nodes
+        best_ms = [best.makespan if best is not None else math.inf]
+
+        def improved(o: list[int], ms: float) -> bool:
+            if ms >= best_ms[0] - 1e-9:  # a restart's own progress is reported once it leads
+                return False
+            best_ms[0] = ms
+            p = Progress(tb.elapsed(), ms, bound)
+            if on_progress is not None:
+                on_progress(p)
+            stats.setdefault("time_to_first_s", tb.elapsed())
+            stats["time_to_best_s"] = tb.elapsed()
+            stop = bool(stop_when is not None and stop_when(p))
+            if stop:
+                stats["stopped_by_rule"] = True
+            return stop
+
+        def searching() -> bool:
+            return not (stats.get("stopped_by_rule") or stats.get("lns", {}).get("stopped_by_rule")
+                        or tb.exhausted(params.deterministic) or (best is not None and meets(best.makespan, bound)))
+
+        def run_whole(work: float) -> None:
+            nonlocal best, method, bound, solver_error, message
+            out = _solve_whole(cg, ts, params, tb, budget, best, on_progress, stop_when, stats, work=work)
             if out.error:
                 solver_error, message = True, out.error
             if out.infeasible:
-                if incumbent is not None:  # the model is exact: a valid order contradicts this
+                if best is not None:  # the model is exact: a valid order contradicts this
                     solver_error, message = True, "CP-SAT proved infeasible a model a valid heuristic order satisfies"
                     log.error(message)
                 else:
@@ -245,41 +270,42 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                     best, method = cand, "cpsat"
             elif not out.infeasible and not out.error:
                 message = "no solution within the time limit"
-        if best is not None and n >= params.lns_min_window_nodes and not meets(best.makespan, bound) \
-                and not stats.get("stopped_by_rule") and not tb.exhausted(params.deterministic):
+
+        def run_lns(work: float) -> None:
+            nonlocal best, method
             from overlapsat.solver.lns import lns
-
-            best_ms = [best.makespan]  # over every start: a restart's own progress is reported once it leads
-
-            def improved(o: list[int], ms: float) -> bool:
-                if ms >= best_ms[0] - 1e-9:
-                    return False
-                best_ms[0] = ms
-                p = Progress(tb.elapsed(), ms, bound)
-                if on_progress is not None:
-                    on_progress(p)
-                stats.setdefault("time_to_first_s", tb.elapsed())
-                stats["time_to_best_s"] = tb.elapsed()
-                return bool(stop_when is not None and stop_when(p))
 
             # restarts: when the search from the best order converges with work left, the next distinct
             # heuristic orders get the rest (they may lie in another basin)
+            assert best is not None
             starts = [best.order] + [h.order for h in valid if h.order != best.order][:params.lns_restarts]
-            found_any = False
+            spent0 = tb.work_used
             for k, start in enumerate(starts):
-                if k and (tb.exhausted(params.deterministic) or meets(best.makespan, bound)
-                          or stats.get("lns", {}).get("stopped_by_rule")):
+                left = work - (tb.work_used - spent0)
+                if k and (not searching() or left <= 0):
                     break
-                order, lstats = lns(cg, ts, start, params, tb, budget=budget, target=bound, on_improve=improved)
+                order, lstats = lns(cg, ts, start, params, tb, budget=budget, target=bound, on_improve=improved,
+                                    work_cap=left)
                 total = stats.setdefault("lns", {})
                 for key, val in lstats.items():
                     total[key] = total.get(key, 0) + val
                 total["restarts"] = k
                 cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
                 if cand.valid and cand.makespan < best.makespan - 1e-9:
-                    best, method, found_any = cand, "cpsat-lns", True
-            if not found_any and not method.startswith("cpsat"):
-                message = message or "the search found no improvement on the best heuristic"
+                    best, method = cand, "cpsat-lns"
+
+        if best is None:
+            if small:
+                run_whole((params.monolithic_share if use_lns else 1.0) * tb.work_left())
+            if best is not None and use_lns and searching():
+                run_lns(tb.work_left())
+        else:
+            if use_lns and searching():
+                run_lns((1.0 - params.monolithic_share) * tb.work_left() if small else tb.work_left())
+            if small and searching():
+                run_whole(tb.work_left())
+        if best is not None and not method.startswith("cpsat"):
+            message = message or "the search found no improvement on the best heuristic"
     if best is None:
         raise _budget_error(NoValidOrderError, budget, canon + from_input, proven=False)
 

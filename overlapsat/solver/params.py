@@ -42,9 +42,9 @@ class SolveParams:
     lns_min_nodes: graphs with more nodes skip the monolithic model and are
         improved window by window only.
     lns_min_window_nodes: graphs with at least this many nodes get window
-        LNS after the monolithic model when it has not proven its order.
+        LNS (before the monolithic model, which then tries to prove the order).
     monolithic_share: the share of the work the monolithic model gets when
-        LNS follows it.
+        LNS runs too.
     lns_window / lns_max_window: first and largest window (positions).
     lns_window_work: deterministic work per window.
     lns_restarts: further starts of the window search from the next best
@@ -64,10 +64,10 @@ class SolveParams:
     collective_order: CollectiveOrder = "group"
     lns_min_nodes: int = 1200
     lns_min_window_nodes: int = 100
-    monolithic_share: float = 0.5
-    lns_window: int = 80
+    monolithic_share: float = 0.3
+    lns_window: int = 40
     lns_max_window: int = 640
-    lns_window_work: float = 1.0
+    lns_window_work: float = 0.1
     lns_restarts: int = 2
     portfolio_share: float = 0.1
     log_search: bool = False

@@ -233,7 +233,7 @@ def test_solver_log_says_hint_complete_and_feasible():
     from overlapsat.examples import bundled
 
     g = load_graph(bundled("tp_small"))  # the best heuristic is not optimal here, so CP-SAT runs
-    r = optimize(g, time_limit=5, log_search=True)
+    r = optimize(g, time_limit=5, log_search=True, lns_min_window_nodes=10**6)  # the monolithic model alone
     text = "\n".join(r.stats["log"])
     assert "The solution hint is complete and is feasible" in text
 

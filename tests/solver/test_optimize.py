@@ -134,7 +134,7 @@ def test_stopping_rule_stops_early():
     assert validate(g, r.order) == []
     # GapBelow maps onto CP-SAT's own gap limit, so it also works in deterministic mode
     r2 = optimize(g, time_limit=10, stop_when=GapBelow(0.5))
-    assert validate(g, r2.order) == [] and r2.stats["solver_status"] in ("OPTIMAL", "FEASIBLE")
+    assert validate(g, r2.order) == [] and (r2.gap <= 0.5 or r2.stats.get("solver_status") == "FEASIBLE")
     assert GapBelow(0.5)(type(calls[0])(0.0, 100.0, 60.0)) and not GapBelow(0.1)(type(calls[0])(0.0, 100.0, 60.0))
     with pytest.raises(GraphError):
         GapBelow(1.5)
