@@ -123,8 +123,9 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
     """Improve `order` window by window until `work_cap` (default: the budget's) or the deadline is spent.
 
     Sweeps visit windows around the largest stalls first; a sweep that does not
-    lower the makespan doubles the window, up to `lns_max_window`. It stops
-    early once the makespan reaches `target` (a lower bound).
+    lower the makespan doubles the window, up to `lns_max_window`, and one that
+    does goes back to `lns_window`. It stops early once the makespan reaches
+    `target` (a lower bound).
     """
     best = list(order)
     best_ms = makespan_of(g, best)
@@ -165,6 +166,7 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
                         stats["stopped_by_rule"] = 1
                         return best, stats
         stats["sweeps"] += 1
-        if best_ms >= start_ms - 1e-9:
-            window *= 2
+        # variable neighbourhoods: a sweep that brings nothing doubles the window; one that improves the order
+        # goes back to the smallest, since the improvement changed what the small windows see
+        window = window * 2 if best_ms >= start_ms - 1e-9 else params.lns_window
     return best, stats

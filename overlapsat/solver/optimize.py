@@ -209,8 +209,10 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
             incumbent = evaluate(cg, h.name, [to_canon[v] for v in h.order], budget=budget, collective_order=co)
             stats["warm_start"] = h.name
             stats["depends_on_input_order"] = True
-    # memory proofs and LNS windows slow down with the horizon's size; without either, exact time is cheap
-    ts = choose_scale(cg, SEARCH_UNITS if budget is not None or n > params.lns_min_nodes else EXACT_UNITS)
+    # windows (and memory proofs) slow down with the horizon's size: LNS always runs at the search scale; the
+    # monolithic model without a budget gets exact time, so that its optimum converts into a proof
+    ts = choose_scale(cg, SEARCH_UNITS if budget is not None else EXACT_UNITS)
+    ts_lns = choose_scale(cg, SEARCH_UNITS)
     stats["resolution_us"] = ts.resolution_us
     stats["exact_durations"] = ts.exact
 
@@ -284,7 +286,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                 left = work - (tb.work_used - spent0)
                 if k and (not searching() or left <= 0):
                     break
-                order, lstats = lns(cg, ts, start, params, tb, budget=budget, target=bound, on_improve=improved,
+                order, lstats = lns(cg, ts_lns, start, params, tb, budget=budget, target=bound, on_improve=improved,
                                     work_cap=left)
                 total = stats.setdefault("lns", {})
                 for key, val in lstats.items():
