@@ -1,0 +1,63 @@
+"""The parts every search step uses, at production sizes: load + index, portfolio, simulator, validator.
+
+    python benchmarks/bench_scale.py [--sizes 16000 100000] [--kinds fsdp tp moe ddp] [--time-limit 10]
+
+Per graph: load + index of its JSON file, the whole heuristic portfolio with
+the step budget `optimize` gives it at --time-limit (and how many pipelines
+that budget cut short), and simulator and validator throughput on an order
+given as names and as ids (best of three).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from overlapsat import load_graph, simulate, validate
+from overlapsat.examples import generate
+from overlapsat.heuristics import run_all
+from overlapsat.solver import SolveParams
+
+
+def best_of(fn, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[16000, 100000])
+    ap.add_argument("--kinds", nargs="+", default=["fsdp", "tp", "moe", "ddp"])
+    ap.add_argument("--time-limit", type=float, default=10.0)
+    a = ap.parse_args()
+    steps = SolveParams(time_limit=a.time_limit).portfolio_steps
+    print(f"| graph | nodes | load + index s | portfolio s ({steps:,} steps) | cut | simulate M nodes/s (names / ids) "
+          "| validate M nodes/s (names / ids) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    with tempfile.TemporaryDirectory() as d:
+        for n in a.sizes:
+            for kind in a.kinds:
+                path = os.path.join(d, f"{kind}{n}.json")
+                generate(kind, nodes=n).save(path)
+                t = time.perf_counter()
+                g = load_graph(path)
+                load = time.perf_counter() - t
+                t = time.perf_counter()
+                rows = run_all(g, work_limit=steps)
+                port = time.perf_counter() - t
+                cut = sum(1 for r in rows if r.note)
+                names, ids = g.input_order, list(range(len(g)))
+                sim = [len(g) / best_of(lambda o=o, g=g: simulate(g, o)) / 1e6 for o in (names, ids)]
+                val = [len(g) / best_of(lambda o=o, g=g: validate(g, o, memory_budget=1.0)) / 1e6 for o in (names, ids)]
+                print(f"| {kind} | {len(g)} | {load:.2f} | {port:.2f} | {cut} | {sim[0]:.2f} / {sim[1]:.2f} | "
+                      f"{val[0]:.2f} / {val[1]:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
