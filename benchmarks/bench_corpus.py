@@ -27,11 +27,12 @@ def main() -> None:
     ap.add_argument("--limits", type=float, nargs="+", default=[10.0, 60.0])
     ap.add_argument("--budgets", nargs="+", default=["none", "1.0"])
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--level", default="group", help="collective_order (docs/solver.md): chain, global, group, free")
     a = ap.parse_args()
     logging.disable(logging.WARNING)
     cols = " | ".join(f"solver {lim:.0f} s | closed {lim:.0f} s" for lim in a.limits)
-    print(f"| graph | budget | nodes | best pass | pass exposed us | {cols} | bound exposed us | status |")
-    print("| --- | --- | ---: | --- | ---: | " + " | ".join("---: | ---:" for _ in a.limits) + " | ---: | --- |")
+    print(f"| graph | level | budget | nodes | best pass | pass exposed us | {cols} | bound exposed us | status |")
+    print("| --- | --- | --- | ---: | --- | ---: | " + " | ".join("---: | ---:" for _ in a.limits) + " | ---: | --- |")
     for path in sorted(glob.glob(os.path.join(HERE, "*.json.gz"))):
         name = os.path.basename(path)[:-8]
         if a.only and name not in a.only:
@@ -42,8 +43,8 @@ def main() -> None:
             budget = None if b == "none" else float(b)
             runs = []
             for lim in a.limits:
-                r = optimize(g, time_limit=lim, memory_budget=budget)
-                assert validate(g, r.order, budget) == []
+                r = optimize(g, time_limit=lim, memory_budget=budget, collective_order=a.level)
+                assert validate(g, r.order, budget, collective_order=a.level) == []
                 runs.append(r)
             bound = max(r.exposed_bound for r in runs)  # every run's bound is valid: take the best
             passes = [h for h in runs[0].heuristics if h["valid"] and h["name"] != "input_order"]
@@ -55,7 +56,7 @@ def main() -> None:
                 cells.append(f"{r.exposed:.1f} | {100 * closed:.0f}%")
             pname = best["name"] if best else "none valid"
             pexp = f"{best['exposed']:.1f}" if best else "-"
-            print(f"| {name} | {b} | {len(g)} | {pname} | {pexp} | {' | '.join(cells)} | {bound:.1f} | "
+            print(f"| {name} | {a.level} | {b} | {len(g)} | {pname} | {pexp} | {' | '.join(cells)} | {bound:.1f} | "
                   f"{runs[-1].status.value} |", flush=True)
 
 

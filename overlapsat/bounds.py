@@ -245,6 +245,7 @@ def lower_bound(graph: Graph, collective_order: str = "group") -> LowerBound:
     hold (chain's wait-to-collective pairs are added as edges first); under
     "free" the group's input order means nothing, and only order-free bounds are used.
     """
+    graph = graph.relaxed(collective_order)
     if collective_order == "free":
         return LowerBound(graph.compute_total, critical_path(graph, fifo=False), comm_load(graph), 0.0)
     g = chained(graph, "chain")[0] if collective_order == "chain" else graph

@@ -232,6 +232,39 @@ class Graph:
             self._cache[key] = pairs
         return self._cache[key]
 
+    def chain_edges(self) -> frozenset[tuple[str, str]]:
+        """Fake and implied edges that are Inductor's collective chain, not data.
+
+        `decide_global_ordering_of_comms` adds a fake dep from each collective
+        to the next, which after mutation renaming runs from the wait of
+        collective i to collective i+1; captured graphs carry them as fake
+        edges, and the collective-to-collective order as implied edges. They
+        are the "chain" level of the collective-order policy, so a looser
+        level drops them (`relaxed`); an explicit (data) edge is never dropped.
+        """
+        if "chain_edges" not in self._cache:
+            seq, names = self.coll_seq, self.names
+            pairs = {(names[a], names[b]) for a, b in zip(seq, seq[1:])}
+            pairs |= {(names[self.wait_of[a]], names[b]) for a, b in zip(seq, seq[1:]) if self.wait_of[a] >= 0}
+            data = set(self.edges)
+            self._cache["chain_edges"] = frozenset(e for e in self.fake_edges + self.implied_edges
+                                                   if e in pairs and e not in data)
+        return self._cache["chain_edges"]
+
+    def relaxed(self, collective_order: str) -> Graph:
+        """This graph under a collective-order level: without Inductor's chain edges unless the level is "chain"
+        (the level's own pairs then stand for them; docs/decisions.md 14)."""
+        if collective_order not in COLLECTIVE_ORDERS:
+            raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
+        drop = self.chain_edges()
+        if collective_order == "chain" or not drop:
+            return self
+        if "relaxed" not in self._cache:
+            self._cache["relaxed"] = replace(
+                self, fake_edges=tuple(e for e in self.fake_edges if e not in drop),
+                implied_edges=tuple(e for e in self.implied_edges if e not in drop), meta=dict(self.meta))
+        return self._cache["relaxed"]
+
     def with_collective_chain(self, mode: str = "group") -> Graph:
         """A copy with the pairs of a collective-order policy added as fake edges.
 

@@ -98,6 +98,10 @@ def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
     fake = []
     if collective_order in ("global", "chain") and rng.random() < 0.7:  # Inductor's global chain as fake edges
         fake = list(zip(colls, colls[1:]))
+    if rng.random() < 0.4:  # ... and as captured graphs carry it: the wait of each collective before the next
+        step = {nm: k for k, nm in enumerate(names)}
+        waits = {nd.collective: nd.name for nd in nodes if nd.kind is NodeKind.WAIT}
+        fake += [(waits[a], b) for a, b in zip(colls, colls[1:]) if a in waits and step[waits[a]] < step[b]]
     atomic = []
     if rng.random() < 0.25:
         pairs = [(a.name, b.name) for a, b in zip(nodes, nodes[1:])
@@ -156,6 +160,35 @@ def sim(g: Graph, order: list[int]) -> tuple[float, int]:
     return makespan, peak
 
 
+def _preds(g: Graph, collective_order: str) -> list[list[int]]:
+    """Dependencies from MODEL.md: data (producer before consumers; a collective's output read after its
+    wait), collective before its wait, explicit edges, and fake/implied edges, except those that are
+    Inductor's collective chain (collective i, or its wait, before collective i + 1) below the "chain" level."""
+    n = len(g.nodes)
+    idx = {nd.name: i for i, nd in enumerate(g.nodes)}
+    wait = {nd.collective: i for i, nd in enumerate(g.nodes) if nd.kind is NodeKind.WAIT}
+    pre: list[set[int]] = [set() for _ in range(n)]
+    for b in g.buffers:
+        if b.producer is None:
+            continue
+        p = idx[b.producer]
+        for c in b.consumers:
+            if idx[c] != p:
+                pre[idx[c]].add(p)
+                if g.nodes[p].kind is NodeKind.COLLECTIVE and b.producer in wait and idx[c] != wait[b.producer]:
+                    pre[idx[c]].add(wait[b.producer])
+    for c, w in wait.items():
+        pre[w].add(idx[c])
+    for u, v in g.edges:
+        pre[idx[v]].add(idx[u])
+    colls = [nd.name for nd in g.nodes if nd.kind is NodeKind.COLLECTIVE]
+    chain = set(zip(colls, colls[1:])) | {(g.nodes[wait[a]].name, b) for a, b in zip(colls, colls[1:]) if a in wait}
+    for u, v in g.fake_edges + g.implied_edges:
+        if collective_order == "chain" or (u, v) not in chain or (u, v) in set(g.edges):
+            pre[idx[v]].add(idx[u])
+    return [sorted(p) for p in pre]
+
+
 def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth | None:
     """Every valid order (dependencies, collective order, atomic groups); None if too many or none.
 
@@ -165,7 +198,7 @@ def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth 
     adds nothing.
     """
     n = len(g.nodes)
-    preds = [list(p) for p in g.preds]
+    preds = _preds(g, collective_order)
     colls = [v for v in range(n) if g.nodes[v].kind is NodeKind.COLLECTIVE]
     seqs: list[list[int]] = []
     if collective_order == "group":

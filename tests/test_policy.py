@@ -94,3 +94,41 @@ def test_chain_against_the_dependencies_is_a_clear_error():
     with pytest.raises(GraphError, match="chain"):
         optimize(g, time_limit=2, collective_order="chain")
     assert optimize(g, time_limit=2, collective_order="global").makespan > 0
+
+
+def test_inductor_chain_edges_belong_to_the_chain_level():
+    """A captured graph carries Inductor's chain as fake edges (wait of collective i before collective i+1):
+    they bind only at the "chain" level, while a data edge of the same shape binds at every level."""
+    from overlapsat import Graph
+
+    def graph(as_data):
+        b = GraphBuilder()
+        b.collective("c1", group="g", duration=4.0)
+        b.wait("w1", "c1")
+        b.collective("c2", group="g", duration=4.0)
+        b.wait("w2", "c2")
+        g = b.build()
+        e = (("w1", "c2"),)
+        return Graph(g.nodes, g.buffers, g.edges + (e if as_data else ()), name="chain",
+                     fake_edges=() if as_data else e)
+
+    two_in_flight = ["c1", "c2", "w1", "w2"]
+    fake, data = graph(False), graph(True)
+    assert fake.chain_edges() == {("w1", "c2")} and data.chain_edges() == frozenset()
+    for level in ("global", "group", "free"):
+        assert validate(fake, two_in_flight, collective_order=level) == []
+        assert [v.kind for v in validate(data, two_in_flight, collective_order=level)] == ["dependency"]
+        assert optimize(fake, time_limit=2, collective_order=level).makespan == 8.0  # both transfers back to back
+    assert validate(fake, two_in_flight, collective_order="chain")
+    assert optimize(fake, time_limit=2, collective_order="chain").makespan == 8.0
+
+
+def test_brute_force_builds_the_same_dependencies_as_the_library():
+    """tests/brute.py derives dependencies from MODEL.md on its own; at the chain level they are the graph's."""
+    from tests.brute import _preds, random_graph
+
+    for seed in range(300):
+        g, _ = random_graph(seed)
+        assert _preds(g, "chain") == [sorted(p) for p in g.preds]
+        relaxed = g.relaxed("free")
+        assert _preds(g, "free") == [sorted(p) for p in relaxed.preds]

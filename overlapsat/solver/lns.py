@@ -30,6 +30,10 @@ log = logging.getLogger(__name__)
 # where CP-SAT does about one unit of work per second; without it, large graphs ran out of wall time
 # long before their work budget and the LNS was no longer deterministic.
 WORK_PER_NODE = 1.5e-6
+# ... and for the model of the window itself (build, CP-SAT's presolve, reading the solution), which CP-SAT's
+# deterministic time leaves out: about 0.5 ms per window position, measured on the captured Llama graphs
+# (381 windows of 40 to 640 positions cost 33 s beyond their CP-SAT work); without it a 60 s limit ran 70 s
+WORK_PER_WINDOW_NODE = 5e-4
 
 
 def widen_to_atomic(g: Graph, order: list[int], i: int, j: int) -> tuple[int, int]:
@@ -142,11 +146,11 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
                 return best, stats
             i, j = widen_to_atomic(g, best, i0, j0)
             cand, spent, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
-                                       work=min(params.lns_window_work, tb.work_left(),
+                                       work=min(params.lns_window_work * window / params.lns_window, tb.work_left(),
                                                 work_cap - stats["work"] if work_cap is not None else math.inf),
                                       deterministic=params.deterministic, workers=params.n_workers,
                                       max_time=tb.wall_left(), walk=walk)
-            spent += WORK_PER_NODE * n  # this window's walk, build and checks are linear in the graph
+            spent += WORK_PER_NODE * n + WORK_PER_WINDOW_NODE * (j - i)  # the Python side, deterministically
             tb.spend(spent)
             if cut and params.deterministic:
                 tb.cut_by_wall_clock = True

@@ -350,6 +350,7 @@ class Model:
 def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
           collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None) -> Model:
     """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known)."""
+    g = g.relaxed(collective_order)  # same node ids; Inductor's chain edges bind at the "chain" level only
     md = Model(g, ts, ref, scope or Scope.whole(g), horizon, walk, collective_order)
     md.add_compute_stream()
     md.add_dependencies()

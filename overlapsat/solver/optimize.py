@@ -173,6 +173,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     tb = TimeBudget(params)
     budget = resolve_budget(graph, memory_budget)
     co = params.collective_order
+    given, graph = graph, graph.relaxed(co)  # Inductor's chain edges belong to the "chain" level only
     n = len(graph.nodes)
 
     # The search runs on the canonical form (canonical.py), so its answer does not depend on the
@@ -333,7 +334,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
         log.warning("deterministic search ended by the wall clock before its work limit (%.2f of %.2f): the order "
                     "may differ across machines; raise time_limit or lower work_limit", tb.work_used, tb.work_total)
     heur_orig = [h.as_dict() for h in from_input]
-    return Result(graph, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
+    return Result(given, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
                   baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final)
 
 

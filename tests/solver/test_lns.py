@@ -118,7 +118,7 @@ def test_lns_improves_a_captured_graph_the_monolithic_model_cannot_at_the_same_w
 
     g = load_graph(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "corpus", "llama8_fwd.json.gz"))
     assert len(g) < SolveParams().lns_min_nodes
-    common = dict(time_limit=300, work_limit=0.5, workers=2)
+    common = dict(time_limit=300, work_limit=0.5, workers=2, collective_order="chain")  # Inductor's own constraints
     mono = optimize(g, SolveParams(lns_min_window_nodes=10**9, monolithic_share=1.0, **common))
     win = optimize(g, SolveParams(lns_min_nodes=1, lns_min_window_nodes=1, **common))
     best_pass = min(h["makespan"] for h in mono.heuristics if h["valid"])
