@@ -53,8 +53,13 @@ def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, rai
     score = [(s0[v], s1[v], pos[v], v) for v in range(n)]
 
     unmet = [len(preds[v]) for v in range(n)]
-    ready: list[tuple[int, int, int, int]] = [score[v] for v in ids if unmet[v] == 0]
-    heapq.heapify(ready)
+    # torch keeps one ready list; two heaps (kernels, and collectives or waits) give the same minima
+    # without scanning it for the smallest ready kernel on every overlap step
+    is_kernel = [kind[v] != COLLECTIVE and kind[v] != WAIT for v in range(n)]
+    ready_k = [score[v] for v in ids if unmet[v] == 0 and is_kernel[v]]
+    ready_o = [score[v] for v in ids if unmet[v] == 0 and not is_kernel[v]]
+    heapq.heapify(ready_k)
+    heapq.heapify(ready_o)
     out: list[int] = []
     overlapped: dict[str, list[str]] = {}
 
@@ -63,24 +68,22 @@ def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, rai
         for w in succs[v]:
             unmet[w] -= 1
             if unmet[w] == 0:
-                heapq.heappush(ready, score[w])
+                heapq.heappush(ready_k if is_kernel[w] else ready_o, score[w])
 
-    while ready:
-        v = heapq.heappop(ready)[3]
+    while ready_k or ready_o:
+        if ready_k and (not ready_o or ready_k[0] < ready_o[0]):
+            v = heapq.heappop(ready_k)[3]
+        else:
+            v = heapq.heappop(ready_o)[3]
         if reorder_for_overlap and kind[v] == COLLECTIVE:
             schedule(v)
             budget = dur[v]
             hidden: list[str] = []
-            while budget > 0:
-                cands = [s for s in ready if kind[s[3]] != COLLECTIVE and kind[s[3]] != WAIT]
-                if not cands:
-                    break
-                best = min(cands)
-                ready.remove(best)
+            while budget > 0 and ready_k:
+                best = heapq.heappop(ready_k)  # the smallest ready kernel
                 schedule(best[3])
                 hidden.append(g.names[best[3]])
                 budget -= dur[best[3]]
-            heapq.heapify(ready)
             overlapped[g.names[v]] = hidden
         else:
             schedule(v)
