@@ -25,14 +25,14 @@ from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
 
-# Deterministic charge for the Python side of one window (whole-order walk, model build, simulation
-# and validation of an accepted order): measured 0.03-0.06 s per window at 16k nodes on this 2-core machine,
-# where CP-SAT does about one unit of work per second; without it, large graphs ran out of wall time
-# long before their work budget and the LNS was no longer deterministic.
-WORK_PER_NODE = 1.5e-6
-# ... and for the model of the window itself (build, CP-SAT's presolve, reading the solution), which CP-SAT's
-# deterministic time leaves out: about 0.5 ms per window position, measured on the captured Llama graphs
-# (381 windows of 40 to 640 positions cost 33 s beyond their CP-SAT work); without it a 60 s limit ran 70 s
+# Deterministic charges for the Python side of one window, which CP-SAT's deterministic time leaves out, so
+# that the work budget tracks the wall clock (CP-SAT does about one unit per second on this 2-core machine):
+# a part linear in the graph (positions, the reference's memory constant, checks of an accepted order) and a
+# part linear in the window (its model's build and presolve, reading the solution). Measured 2026-11-22:
+# about 12 ms per 40-position window at 16k nodes, 87 ms per window of 40 to 640 positions on a 295-node
+# graph; without the window part a 60 s limit ran 70 s there, with the old 1.5e-6 per node a 16k-node graph
+# spent its work three times faster than its time.
+WORK_PER_NODE = 3e-7
 WORK_PER_WINDOW_NODE = 5e-4
 
 
