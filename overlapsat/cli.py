@@ -117,8 +117,12 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    import importlib.util
+
     from overlapsat.compare import compare
 
+    if args.plot and importlib.util.find_spec("matplotlib") is None:  # say so before solving, not after
+        raise GraphError("--plot needs matplotlib, which is not installed: pip install 'overlapsat[plot]'")
     g = _load(args.graph)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,

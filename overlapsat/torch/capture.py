@@ -18,6 +18,7 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
 from overlapsat.torch.importer import DurationFn, import_snodes
+from overlapsat.torch.need import torch_module
 
 SnodeHook = Callable[[list[Any], Graph], None]
 
@@ -31,6 +32,7 @@ class Captured:
 
 
 def ensure_fake_process_group(world_size: int = 2, rank: int = 0) -> None:
+    torch_module()
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -44,7 +46,7 @@ def ensure_fake_process_group(world_size: int = 2, rank: int = 0) -> None:
 
 @contextlib.contextmanager
 def _inductor_capture(hook: Callable[[list[Any]], list[Any]]) -> Iterator[None]:
-    import torch
+    torch = torch_module()
     import torch._inductor.config as icfg
 
     tmp = tempfile.mkdtemp(prefix="overlapsat-inductor-")
@@ -72,7 +74,7 @@ def capture(fn: Callable[..., Any], *args: Any, backward: bool = True, name: str
     `on_snodes(snodes, graph)` runs inside Inductor with the live scheduler
     nodes, e.g. to run torch's own passes for comparison.
     """
-    import torch
+    torch = torch_module()
 
     ensure_fake_process_group(world_size)
     out: list[Captured] = []

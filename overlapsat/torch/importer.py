@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
+from overlapsat.torch.need import torch_module
 
 _OPS = {
     "all_gather": "all_gather", "reduce_scatter": "reduce_scatter", "all_reduce": "all_reduce",
@@ -74,6 +75,7 @@ _DEFAULT_MODEL: Any = None
 
 def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | None = None) -> Graph:
     """The graph of `snodes`, in their order (the input order)."""
+    torch_module()
     from torch._inductor import comms
     from torch._inductor.dependencies import WeakDep
     from torch._inductor.memory import get_freeable_input_buf

@@ -1,0 +1,60 @@
+"""The core installs and runs with torch absent: torch is the optional extra `overlapsat[torch]`."""
+
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    sys.modules["torch"] = None  # any `import torch` now fails, as on a machine without it
+    import overlapsat as osat
+    from overlapsat.examples import bundled
+    g = osat.load_graph(bundled("tp_small"))
+    r = osat.optimize(g, time_limit=2)
+    assert osat.validate(g, r.order) == [] and r.makespan <= osat.simulate(g).makespan
+    from overlapsat.cli import main
+    assert main(["compare", "--time-limit", "1", "--json", "--no-progress"]) == 0
+    from overlapsat.torch import capture, import_snodes  # the bridge imports, and says what it needs when used
+    for call in (lambda: capture(None, None), lambda: import_snodes([])):
+        try:
+            call()
+        except osat.GraphError as e:
+            assert "overlapsat[torch]" in str(e), e
+        else:
+            raise AssertionError("the bridge ran without torch")
+    assert "torch" not in [m for m in sys.modules if sys.modules[m] is not None and m.split(".")[0] == "torch"]
+    print("ok")
+""")
+
+
+def test_core_imports_and_solves_without_torch():
+    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().endswith("ok")
+
+
+def test_package_metadata_does_not_require_torch():
+    import tomllib
+    from pathlib import Path
+
+    meta = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    assert not any(d.split("[")[0].split("=")[0].split(">")[0].strip() == "torch" for d in meta["dependencies"])
+    assert any(d.startswith("torch>=2.10") for d in meta["optional-dependencies"]["torch"])
+
+
+def test_compare_plot_without_matplotlib_fails_before_solving(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.modules["matplotlib"] = None
+        import importlib.util
+        real = importlib.util.find_spec
+        importlib.util.find_spec = lambda name, *a: None if name == "matplotlib" else real(name, *a)
+        from overlapsat.cli import main
+        t = time.monotonic()
+        rc = main(["compare", "--time-limit", "30", "--plot", {str(tmp_path / "t.png")!r}, "--no-progress"])
+        print(rc, round(time.monotonic() - t, 1))
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    rc, took = p.stdout.split()
+    assert rc != "0" and float(took) < 5 and "matplotlib" in p.stderr
+    assert not (tmp_path / "t.png").exists()
