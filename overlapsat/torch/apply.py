@@ -10,6 +10,7 @@ deterministic cost model, so every rank finds the same schedule.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -29,37 +30,86 @@ def _paths(store: str, fp: str) -> tuple[str, str]:
     return os.path.join(store, f"{fp}.graph.json"), os.path.join(store, f"{fp}.schedule.json")
 
 
-def schedule_pass(store: str, *, durations: DurationFn | None = None, record: bool = True,
-                  on_apply: Callable[[Graph, list[str]], None] | None = None) -> Callable[[list[Any]], list[Any]]:
-    """An Inductor reorder pass that applies stored schedules and records unsolved graphs."""
-    if not os.path.isdir(store):
-        raise GraphError(f"schedule store {store!r} is not a directory")
+PASS_VERSION = 2  # part of Inductor's cache key: bump when what the pass does changes
 
-    def reorder(snodes: list[Any]) -> list[Any]:
-        g = import_snodes(snodes, durations=durations)
+
+class SchedulePass:
+    """The Inductor reorder pass: applies stored schedules, records unsolved graphs, never breaks compilation.
+
+    Picklable on purpose: Inductor's FX graph cache pickles its config, this
+    pass included, into the cache key. The pickled state is the version, the
+    options and a digest of the store's schedules, so a schedule solved after
+    a compile changes the key (the next compile applies it) while an unchanged
+    store hits the cache. Callables (`durations`, `on_apply`) are process-local
+    and left out of the state.
+    """
+
+    def __init__(self, store: str, *, durations: DurationFn | None = None, record: bool = True,
+                 on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
+        if not os.path.isdir(store):
+            raise GraphError(f"schedule store {store!r} is not a directory")
+        self.store = os.path.abspath(store)
+        self.record = record
+        self.durations = durations
+        self.on_apply = on_apply
+
+    def __call__(self, snodes: list[Any]) -> list[Any]:
+        try:
+            return self._reorder(snodes)
+        except Exception as e:  # noqa: BLE001 - whatever fails, Inductor's order and the compile go on
+            log.warning("overlapsat: keeping Inductor's order for this graph: %s: %s", type(e).__name__, e)
+            return snodes
+
+    def _reorder(self, snodes: list[Any]) -> list[Any]:
+        g = import_snodes(snodes, durations=self.durations)
         fp = g.fingerprint()
-        gpath, spath = _paths(store, fp)
+        gpath, spath = _paths(self.store, fp)
         if os.path.exists(spath):
-            try:
-                sched = load_schedule(spath, g)
-            except GraphError as e:  # never let a stale file break compilation
-                log.warning("overlapsat: ignoring schedule %s: %s", spath, e)
-                return snodes
+            sched = load_schedule(spath, g)
             vs = validate(g, sched.order, collective_order="group")
             if vs:
-                log.warning("overlapsat: schedule %s is invalid for this graph (%s); keeping Inductor's order", spath, vs[0])
-                return snodes
+                raise GraphError(f"schedule {spath} is invalid for this graph ({vs[0]})")
             by_name = {s.get_name(): s for s in snodes}
             log.info("overlapsat: applying schedule %s (%d nodes)", os.path.basename(spath), len(snodes))
-            if on_apply is not None:
-                on_apply(g, sched.order)
+            if self.on_apply is not None:
+                self.on_apply(g, sched.order)
             return [by_name[n] for n in sched.order]
-        if record and not os.path.exists(gpath):
+        if self.record and not os.path.exists(gpath):
             g.save(gpath)
             log.info("overlapsat: recorded graph %s for offline solving", os.path.basename(gpath))
         return snodes
 
-    return reorder
+    def schedules_digest(self) -> str:
+        """What the store can apply: the schedule files' names and contents (missing store: empty)."""
+        h = hashlib.sha256()
+        try:
+            names = sorted(n for n in os.listdir(self.store) if n.endswith(".schedule.json"))
+            for n in names:
+                h.update(n.encode())
+                with open(os.path.join(self.store, n), "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+        except OSError:
+            pass
+        return h.hexdigest()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"version": PASS_VERSION, "store": self.store, "record": self.record,
+                "schedules": self.schedules_digest()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.store, self.record = state["store"], state["record"]
+        self.durations = self.on_apply = None
+
+    def uuid(self) -> str:
+        """The same key as the pickled state, for Inductor's custom-pass interface."""
+        st = self.__getstate__()
+        return f"overlapsat-{st['version']}-{st['record']}-{st['store']}-{st['schedules']}"
+
+
+def schedule_pass(store: str, *, durations: DurationFn | None = None, record: bool = True,
+                  on_apply: Callable[[Graph, list[str]], None] | None = None) -> SchedulePass:
+    """An Inductor reorder pass that applies stored schedules and records unsolved graphs (`SchedulePass`)."""
+    return SchedulePass(store, durations=durations, record=record, on_apply=on_apply)
 
 
 def solve_store(store: str, *, time_limit: float = 60.0, **optimize_kw: Any) -> dict[str, str]:

@@ -1,0 +1,106 @@
+"""The Inductor pass object: picklable into Inductor's cache key, and never the cause of a failed compile."""
+
+import logging
+import os
+import pickle
+
+import pytest
+
+from overlapsat import GraphError
+from overlapsat.torch import SchedulePass, schedule_pass
+
+
+def test_pass_pickles_with_its_version_options_and_schedules(tmp_path):
+    p = schedule_pass(str(tmp_path), on_apply=lambda g, o: None)  # a local callable: left out of the state
+    blob, key = pickle.dumps(p), p.uuid()
+    q = pickle.loads(blob)
+    assert isinstance(q, SchedulePass) and q.store == p.store and q.record and q.on_apply is None
+    assert pickle.dumps(q) == blob and q.uuid() == key  # same store, same key: the cache can hit
+    assert pickle.dumps(schedule_pass(str(tmp_path), record=False)) != blob  # options are part of the key
+    # a schedule solved after a compile changes the key, so the next compile applies it
+    (tmp_path / "abc.schedule.json").write_text("{}")
+    key2 = p.uuid()
+    assert pickle.dumps(p) != blob and key2 != key
+    (tmp_path / "abc.schedule.json").write_text("{ }")  # and so does a re-solved one
+    assert p.uuid() not in (key, key2)
+
+
+def test_missing_store_is_refused_when_installed(tmp_path):
+    with pytest.raises(GraphError, match="not a directory"):
+        schedule_pass(str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("fault", ["bad_nodes", "store_gone", "import_error", "unreadable_schedule"])
+def test_any_failure_keeps_inductors_order_with_one_warning(tmp_path, caplog, monkeypatch, fault):
+    import importlib
+
+    apply = importlib.import_module("overlapsat.torch.apply")
+    store = tmp_path / "store"
+    store.mkdir()
+    p = schedule_pass(str(store))
+    snodes = [object(), object()]
+    if fault == "store_gone":
+        os.rmdir(store)
+        monkeypatch.setattr(apply, "import_snodes", lambda s, durations=None: _tiny_graph())
+    elif fault == "import_error":
+        def boom(*a, **k):
+            raise ImportError("no module named torch._inductor.something")
+        monkeypatch.setattr(apply, "import_snodes", boom)
+    elif fault == "unreadable_schedule":
+        g = _tiny_graph()
+        monkeypatch.setattr(apply, "import_snodes", lambda s, durations=None: g)
+        (store / f"{g.fingerprint()}.schedule.json").write_text("{ not json")
+    with caplog.at_level(logging.WARNING, logger="overlapsat.torch.apply"):
+        out = p(snodes)
+    assert out is snodes
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    if fault == "store_gone":  # recording into a store that disappeared is a failure too
+        assert len(warnings) == 1
+    else:
+        assert len(warnings) == 1 and "keeping Inductor's order" in warnings[0].getMessage()
+
+
+def _tiny_graph():
+    from overlapsat import GraphBuilder
+
+    b = GraphBuilder()
+    b.compute("a", 1.0)
+    b.compute("b", 1.0)
+    return b.build()
+
+
+CACHE_SCRIPT = """
+import os, sys, tempfile
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+import torch
+import torch._inductor.config as icfg
+from torch._dynamo.utils import counters
+from overlapsat.torch import schedule_pass
+store = tempfile.mkdtemp()
+def f(x):
+    return torch.relu(x @ x.T).sum(dim=0) * 2
+x = torch.randn(16, 16)
+with icfg.patch(reorder_for_compute_comm_overlap=True, reorder_for_compute_comm_overlap_passes=[schedule_pass(store)]):
+    for k in range(3):
+        if k == 2:  # a schedule solved offline: the key changes, the next compile must not reuse the old code
+            open(os.path.join(store, "0" * 32 + ".schedule.json"), "w").write("{}")
+        torch._dynamo.reset()
+        before = dict(counters["inductor"])
+        torch.compile(f)(x)
+        print(k, counters["inductor"]["fxgraph_cache_hit"] - before.get("fxgraph_cache_hit", 0),
+              counters["inductor"]["fxgraph_cache_bypass"] - before.get("fxgraph_cache_bypass", 0))
+"""
+
+
+@pytest.mark.compile
+def test_second_compile_with_the_pass_hits_inductors_cache():
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", CACHE_SCRIPT], capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [line.split() for line in p.stdout.strip().splitlines()]
+    assert rows == [["0", "0", "0"], ["1", "1", "0"], ["2", "0", "0"]], (rows, p.stderr[-2000:])
