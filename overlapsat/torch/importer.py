@@ -41,6 +41,16 @@ def _tensor_bytes(x: Any) -> int:
         return 0
 
 
+def _group_size(name: str) -> int | None:
+    """Size of the process group registered under `name` (functional collectives name their group), if any."""
+    try:
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        return int(_resolve_process_group(name).size())
+    except Exception:  # noqa: BLE001 - unknown name, no process group, older torch: fall back to the arguments
+        return None
+
+
 def _collective_fields(snode: Any) -> dict[str, Any]:
     node = snode.node
     op = _op_name(node)
@@ -55,7 +65,10 @@ def _collective_fields(snode: Any) -> dict[str, Any]:
     args = list(getattr(node, "constant_args", ()) or ())
     ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
     strs = [a for a in args if isinstance(a, str) and a not in ("sum", "avg", "max", "min", "product")]
-    group_size = ints[-1] if ints else 1
+    # the group's size from its name: all_reduce carries no size argument (read as 1, priced 0 us before)
+    group_size = _group_size(strs[-1]) if strs else None
+    if group_size is None:
+        group_size = ints[-1] if ints else 1
     group = f"pg{strs[-1]}" if strs else "default"
     return {"op": op, "nbytes": max([out, *ins]), "group_size": max(1, group_size), "group": group}
 

@@ -88,3 +88,18 @@ def test_live_capture_matches_torch():
         mine = port_orders(cap.graph)
         assert {k: mine[k] for k in PASSES} == {k: ref[k] for k in PASSES}
         assert simulate(cap.graph).peak_memory == ref["peak_memory"]
+
+
+@pytest.mark.compile
+def test_all_reduce_gets_its_group_size_from_the_group_name():
+    """all_reduce has no size argument: the importer once read group size 1 and priced it at 0 us."""
+    torch = pytest.importorskip("torch")
+    from overlapsat.torch import capture, default_durations
+    from overlapsat.torch.models import ddp_bucketed
+
+    torch.manual_seed(0)
+    caps = capture(ddp_bucketed(2, 64, 1), torch.randn(8, 64, requires_grad=True), name="ar",
+                   durations=default_durations)
+    bwd = caps[-1].graph
+    reduces = [bwd.nodes[c] for c in bwd.coll_seq if bwd.nodes[c].op == "all_reduce"]
+    assert reduces and all(nd.group_size == 2 and nd.duration > 0 for nd in reduces)
