@@ -21,6 +21,7 @@ from overlapsat.graph import Graph
 from overlapsat.io import load_graph
 from overlapsat.schedules import load_schedule
 from overlapsat.torch.importer import DurationFn, import_snodes
+from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,10 @@ def _paths(store: str, fp: str) -> tuple[str, str]:
     return os.path.join(store, f"{fp}.graph.json"), os.path.join(store, f"{fp}.schedule.json")
 
 
-PASS_VERSION = 2  # part of Inductor's cache key: bump when what the pass does changes
+PASS_VERSION = 3  # part of Inductor's cache key: bump when what the pass does changes
+MODES = ("capture", "apply", "solve")
+# levels a rank may fall back from alone: its Inductor order issues each group's collectives in the same order
+SAFE_LEVELS = ("chain", "global", "group")
 
 
 class SchedulePass:
@@ -44,14 +48,24 @@ class SchedulePass:
     and left out of the state.
     """
 
-    def __init__(self, store: str, *, durations: DurationFn | None = None, record: bool = True,
-                 on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
+    def __init__(self, store: str, *, mode: str = "apply", durations: DurationFn | None = None, record: bool = True,
+                 on_apply: Callable[[Graph, list[str]], None] | None = None, time_limit: float = 10.0,
+                 collective_order: str = "group") -> None:
         if not os.path.isdir(store):
             raise GraphError(f"schedule store {store!r} is not a directory")
+        if mode not in MODES:
+            raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if collective_order not in SAFE_LEVELS:
+            raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile: a rank that "
+                             f"falls back to Inductor's order alone would issue collectives in another order; use one "
+                             f"of {', '.join(SAFE_LEVELS)}")
         self.store = os.path.abspath(store)
+        self.mode = mode
         self.record = record
         self.durations = durations
         self.on_apply = on_apply
+        self.time_limit = float(time_limit)
+        self.collective_order = collective_order
 
     def __call__(self, snodes: list[Any]) -> list[Any]:
         try:
@@ -64,20 +78,30 @@ class SchedulePass:
         g = import_snodes(snodes, durations=self.durations)
         fp = g.fingerprint()
         gpath, spath = _paths(self.store, fp)
-        if os.path.exists(spath):
-            sched = load_schedule(spath, g)
-            vs = validate(g, sched.order, collective_order="group")
-            if vs:
-                raise GraphError(f"schedule {spath} is invalid for this graph ({vs[0]})")
-            by_name = {s.get_name(): s for s in snodes}
-            log.info("overlapsat: applying schedule %s (%d nodes)", os.path.basename(spath), len(snodes))
-            if self.on_apply is not None:
-                self.on_apply(g, sched.order)
-            return [by_name[n] for n in sched.order]
+        if self.mode != "capture" and os.path.exists(spath):
+            return self._apply(g, snodes, load_schedule(spath, g).order, os.path.basename(spath))
+        if self.mode == "solve":
+            from overlapsat.solver import optimize
+
+            r = optimize(g, time_limit=self.time_limit, collective_order=self.collective_order)
+            if r.cut_by_wall_clock:  # another rank may have finished its work: keep the order every rank can agree on
+                raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
+            r.save(spath)
+            return self._apply(g, snodes, r.names, os.path.basename(spath))
         if self.record and not os.path.exists(gpath):
             g.save(gpath)
             log.info("overlapsat: recorded graph %s for offline solving", os.path.basename(gpath))
         return snodes
+
+    def _apply(self, g: Graph, snodes: list[Any], order: list[str], what: str) -> list[Any]:
+        vs = validate(g, order, collective_order=self.collective_order)
+        if vs:
+            raise GraphError(f"schedule {what} is invalid for this graph ({vs[0]})")
+        by_name = {s.get_name(): s for s in snodes}
+        log.info("overlapsat: applying schedule %s (%d nodes)", what, len(snodes))
+        if self.on_apply is not None:
+            self.on_apply(g, order)
+        return [by_name[n] for n in order]
 
     def schedules_digest(self) -> str:
         """What the store can apply: the schedule files' names and contents (missing store: empty)."""
@@ -93,23 +117,50 @@ class SchedulePass:
         return h.hexdigest()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"version": PASS_VERSION, "store": self.store, "record": self.record,
+        return {"version": PASS_VERSION, "store": self.store, "mode": self.mode, "record": self.record,
+                "time_limit": self.time_limit, "collective_order": self.collective_order,
                 "schedules": self.schedules_digest()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.store, self.record = state["store"], state["record"]
+        self.store, self.mode, self.record = state["store"], state["mode"], state["record"]
+        self.time_limit, self.collective_order = state["time_limit"], state["collective_order"]
         self.durations = self.on_apply = None
 
     def uuid(self) -> str:
         """The same key as the pickled state, for Inductor's custom-pass interface."""
         st = self.__getstate__()
-        return f"overlapsat-{st['version']}-{st['record']}-{st['store']}-{st['schedules']}"
+        return "overlapsat-" + "-".join(str(st[k]) for k in sorted(st))
 
 
 def schedule_pass(store: str, *, durations: DurationFn | None = None, record: bool = True,
                   on_apply: Callable[[Graph, list[str]], None] | None = None) -> SchedulePass:
     """An Inductor reorder pass that applies stored schedules and records unsolved graphs (`SchedulePass`)."""
     return SchedulePass(store, durations=durations, record=record, on_apply=on_apply)
+
+
+def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
+            collective_order: str = "group", durations: DurationFn | None = None) -> SchedulePass:
+    """Switch Inductor's comm/compute reordering to overlapsat, on every rank.
+
+    capture: record each graph in `store`, keep Inductor's order;
+    apply:   use the stored schedule when its fingerprint matches and it
+             validates, otherwise keep Inductor's order and record the graph;
+    solve:   like apply, but a graph without a schedule is solved inline
+             (deterministic, `time_limit`) and its schedule stored.
+    Creates `store`. Only levels a rank may safely fall back from alone are
+    accepted (`free` is not). Returns the installed pass.
+    """
+    torch_module()
+    import torch._inductor.config as icfg
+
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as e:
+        raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
+    p = SchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, durations=durations)
+    icfg.reorder_for_compute_comm_overlap = True
+    icfg.reorder_for_compute_comm_overlap_passes = [p]
+    return p
 
 
 def solve_store(store: str, *, time_limit: float = 60.0, **optimize_kw: Any) -> dict[str, str]:

@@ -104,3 +104,62 @@ def test_second_compile_with_the_pass_hits_inductors_cache():
     assert p.returncode == 0, p.stderr[-3000:]
     rows = [line.split() for line in p.stdout.strip().splitlines()]
     assert rows == [["0", "0", "0"], ["1", "1", "0"], ["2", "0", "0"]], (rows, p.stderr[-2000:])
+
+
+class _Node:
+    def __init__(self, name):
+        self.name = name
+
+    def get_name(self):
+        return self.name
+
+
+def _overlap_graph():
+    """k runs before c in Inductor's order; issuing c first hides its transfer (a schedule worth applying)."""
+    from overlapsat import GraphBuilder
+
+    b = GraphBuilder()
+    b.compute("k", 5.0)
+    b.collective("c", group="g", duration=5.0)
+    b.wait("w", "c")
+    return b.build()
+
+
+def _pass_on(monkeypatch, tmp_path, **kw):
+    import importlib
+
+    apply = importlib.import_module("overlapsat.torch.apply")
+    g = _overlap_graph()
+    monkeypatch.setattr(apply, "import_snodes", lambda s, durations=None: g)
+    return SchedulePass(str(tmp_path), **kw), g, [_Node(n) for n in g.input_order]
+
+
+def test_modes(monkeypatch, tmp_path):
+    from overlapsat import load_graph
+
+    solve, g, snodes = _pass_on(monkeypatch, tmp_path, mode="solve", time_limit=5)
+    out = solve(snodes)
+    assert [s.get_name() for s in out] == ["c", "k", "w"]  # solved inline: the transfer hides behind k
+    assert os.path.exists(tmp_path / f"{g.fingerprint()}.schedule.json")
+    capture, _, _ = _pass_on(monkeypatch, tmp_path, mode="capture")
+    assert capture(snodes) is snodes  # capture never applies, even with a schedule in the store
+    assert load_graph(str(tmp_path / f"{g.fingerprint()}.graph.json")).fingerprint() == g.fingerprint()
+    apply_, _, _ = _pass_on(monkeypatch, tmp_path, mode="apply")
+    assert [s.get_name() for s in apply_(snodes)] == ["c", "k", "w"]  # the stored schedule
+    with pytest.raises(GraphError, match="mode"):
+        SchedulePass(str(tmp_path), mode="train")
+    with pytest.raises(GraphError, match="not safe"):
+        SchedulePass(str(tmp_path), collective_order="free")
+
+
+def test_install_sets_inductors_config_and_creates_the_store(tmp_path):
+    pytest.importorskip("torch")
+    import torch._inductor.config as icfg
+
+    from overlapsat.torch import install
+
+    store = tmp_path / "new" / "store"
+    with icfg.patch(reorder_for_compute_comm_overlap=False, reorder_for_compute_comm_overlap_passes=[]):
+        p = install("capture", str(store))
+        assert store.is_dir() and p.mode == "capture"
+        assert icfg.reorder_for_compute_comm_overlap and icfg.reorder_for_compute_comm_overlap_passes == [p]
