@@ -1,11 +1,13 @@
 """Apply solved schedules inside torch.compile, on every rank.
 
-Put `schedule_pass(store)` in `torch._inductor.config.reorder_for_compute_comm_overlap_passes`.
-Each compiled graph is imported and fingerprinted; if `store` holds a schedule
-for that fingerprint, the scheduler nodes are reordered to it (after the
-validator accepts it), otherwise the graph is saved to the store for offline
-solving (`solve_store`). The fingerprint is structural and durations come from a
-deterministic cost model, so every rank finds the same schedule.
+`install(mode, store)` puts a `SchedulePass` in Inductor's
+`reorder_for_compute_comm_overlap_passes` (or put `schedule_pass(store)` there
+yourself). Each compiled graph is imported and fingerprinted; if `store` holds a
+schedule for that fingerprint, the scheduler nodes are reordered to it (after
+the validator accepts it), otherwise the graph is saved to the store for
+offline solving (`solve_store`) or, in "solve" mode, solved inline. The
+fingerprint is structural and durations come from a deterministic cost model,
+so every rank finds the same schedule; any failure keeps Inductor's order.
 """
 
 from __future__ import annotations
