@@ -13,7 +13,7 @@ from ortools.sat.python import cp_model
 from overlapsat.bounds import _grow
 from overlapsat.examples import generate
 from overlapsat.heuristics import best
-from overlapsat.solver import Model, Scope, TimeScale, build, choose_scale, model_units
+from overlapsat.solver import Model, build, choose_scale, model_units
 
 
 class PairwiseModel(Model):
@@ -31,18 +31,6 @@ class PairwiseModel(Model):
                     self.m.add(self.issue[u] >= self.slot_end[v]).only_enforce_if(~before)
 
 
-def build_pairwise(g, ts: TimeScale, ref: list[int], horizon: int) -> Model:
-    md = PairwiseModel(g, ts, ref, Scope.whole(g), horizon)
-    md.add_compute_stream()
-    md.add_dependencies()
-    md.add_collective_streams()
-    md.add_collective_order()
-    md.add_waits()
-    md.add_atomic_groups()
-    md.set_objective()
-    return md
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time-limit", type=float, default=20.0)
@@ -56,7 +44,8 @@ def main() -> None:
             t = time.perf_counter()
             ts = choose_scale(g)
             horizon = model_units(g, h.order, ts)
-            md = build(g, ts, h.order, horizon=horizon) if form == "interval" else build_pairwise(g, ts, h.order, horizon)
+            variant = {} if form == "interval" else {"model_cls": PairwiseModel}
+            md = build(g, ts, h.order, horizon=horizon, **variant)
             tb = time.perf_counter() - t
             s = cp_model.CpSolver()
             s.parameters.num_workers = 2

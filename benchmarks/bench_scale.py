@@ -15,19 +15,12 @@ import os
 import tempfile
 import time
 
+from bench_core import best_of  # run as a script: benchmarks/ is on the path
+
 from overlapsat import load_graph, simulate, validate
 from overlapsat.examples import generate
 from overlapsat.heuristics import run_all
 from overlapsat.solver import SolveParams
-
-
-def best_of(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:
@@ -53,8 +46,8 @@ def main() -> None:
                 port = time.perf_counter() - t
                 cut = sum(1 for r in rows if r.note)
                 names, ids = g.input_order, list(range(len(g)))
-                sim = [len(g) / best_of(lambda o=o, g=g: simulate(g, o)) / 1e6 for o in (names, ids)]
-                val = [len(g) / best_of(lambda o=o, g=g: validate(g, o, memory_budget=1.0)) / 1e6 for o in (names, ids)]
+                sim = [len(g) / best_of(lambda o=o, g=g: simulate(g, o), 3) / 1e6 for o in (names, ids)]
+                val = [len(g) / best_of(lambda o=o, g=g: validate(g, o, memory_budget=1.0), 3) / 1e6 for o in (names, ids)]
                 print(f"| {kind} | {len(g)} | {load:.2f} | {port:.2f} | {cut} | {sim[0]:.2f} / {sim[1]:.2f} | "
                       f"{val[0]:.2f} / {val[1]:.2f} |", flush=True)
 

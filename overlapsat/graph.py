@@ -243,9 +243,7 @@ class Graph:
         level drops them (`relaxed`); an explicit (data) edge is never dropped.
         """
         if "chain_edges" not in self._cache:
-            seq, names = self.coll_seq, self.names
-            pairs = {(names[a], names[b]) for a, b in zip(seq, seq[1:])}
-            pairs |= {(names[self.wait_of[a]], names[b]) for a, b in zip(seq, seq[1:]) if self.wait_of[a] >= 0}
+            pairs = {(self.names[a], self.names[b]) for a, b in self.order_pairs("chain")}
             data = set(self.edges)
             self._cache["chain_edges"] = frozenset(e for e in self.fake_edges + self.implied_edges
                                                    if e in pairs and e not in data)

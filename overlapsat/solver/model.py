@@ -249,15 +249,13 @@ class Model:
         """Live bytes before the window's first step in the reference order (post-free of the step before)."""
         from overlapsat.simulate import memory_curve  # the arbiter's own bookkeeping, once per reference order
 
-        key = ("live_before", tuple(self.ref))
-        cache = self.g._cache.setdefault("model:live_before", {})
-        if key not in cache:
-            cache.clear()  # one reference order at a time: the LNS's current best
+        w = self.walk  # the walk is of `ref`, shared by every window until an order is accepted
+        if w.live_before is None:
             _, post_free = memory_curve(self.g, self.ref)
             fin = sum(self.g.b_free[b] for b in range(len(self.g.buffers))
                       if self.g.b_prod[b] < 0 and self.g.b_fin[b])
-            cache[key] = [fin] + post_free[:-1]
-        return cache[key][self.scope.start]
+            w.live_before = [fin] + post_free[:-1]
+        return w.live_before[self.scope.start]
 
     def add_exit_state(self) -> None:
         """Window only: no worse than today at the exit, so the suffix can only finish earlier.
@@ -348,10 +346,14 @@ class Model:
 
 
 def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
-          collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None) -> Model:
-    """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known)."""
+          collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None,
+          model_cls: type[Model] = Model) -> Model:
+    """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known).
+
+    `model_cls` swaps in a variant with other constraint families (benchmarks/bench_formulation.py).
+    """
     g = g.relaxed(collective_order)  # same node ids; Inductor's chain edges bind at the "chain" level only
-    md = Model(g, ts, ref, scope or Scope.whole(g), horizon, walk, collective_order)
+    md = model_cls(g, ts, ref, scope or Scope.whole(g), horizon, walk, collective_order)
     md.add_compute_stream()
     md.add_dependencies()
     md.add_collective_streams()

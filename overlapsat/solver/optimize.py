@@ -248,7 +248,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
             return stop
 
         def searching() -> bool:
-            return not (stats.get("stopped_by_rule") or stats.get("lns", {}).get("stopped_by_rule")
+            return not (stats.get("stopped_by_rule")  # set by improved(), whichever search asked
                         or tb.exhausted(params.deterministic) or (best is not None and meets(best.makespan, bound)))
 
         def run_whole(work: float) -> None:

@@ -141,6 +141,7 @@ class UnitWalk:
     free_before: list[list[int]]  # each group's stream, before each position
     makespan: int
     pos: list[int]  # position of each node in the order
+    live_before: list[int] | None = None  # live bytes before each position; filled by the memory family on first use
 
 
 def unit_lengths(g: Graph, ts: TimeScale) -> tuple[list[int], list[int]]:

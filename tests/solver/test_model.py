@@ -46,6 +46,16 @@ def ids(g, *names):
     return [g.index[n] for n in names]
 
 
+def two_in_one_group(duration):
+    """Two collectives of one group, issued c1, c2, then their waits."""
+    b = GraphBuilder()
+    b.collective("c1", group="g", duration=duration)
+    b.collective("c2", group="g", duration=duration)
+    b.wait("w1", "c1")
+    b.wait("w2", "c2")
+    return b.build()
+
+
 def two_compute_one_comm():
     b = GraphBuilder()
     b.compute("a", 1.0, writes={"A": 10})
@@ -99,24 +109,14 @@ def test_collective_order_chain_keeps_one_collective_in_flight():
 
 
 def test_collective_order_free_lets_a_group_reorder():
-    b = GraphBuilder()
-    b.collective("c1", group="g", duration=1.0)
-    b.collective("c2", group="g", duration=1.0)
-    b.wait("w1", "c1")
-    b.wait("w2", "c2")
-    g = b.build()
+    g = two_in_one_group(1.0)
     assert not solve_fixed(g, ids(g, "c2", "c1", "w1", "w2"), collective_order="group")
     assert solve_fixed(g, ids(g, "c2", "c1", "w1", "w2"), collective_order="free")
 
 
 def test_free_order_stream_is_fifo_by_issue():
     """Under "free" the stream still runs transfers in the order they were issued (MODEL.md, Time)."""
-    b = GraphBuilder()
-    b.collective("c1", group="g", duration=5.0)
-    b.collective("c2", group="g", duration=5.0)
-    b.wait("w1", "c1")
-    b.wait("w2", "c2")
-    g = b.build()
+    g = two_in_one_group(5.0)
     c1, c2 = g.index["c1"], g.index["c2"]
     ts = choose_scale(g)
     order = ids(g, "c2", "c1", "w1", "w2")
@@ -135,12 +135,7 @@ def test_waits_last_until_the_transfer_ends():
 
 
 def test_group_stream_is_fifo():
-    b = GraphBuilder()
-    b.collective("c1", group="g", duration=5.0)
-    b.collective("c2", group="g", duration=5.0)
-    b.wait("w1", "c1")
-    b.wait("w2", "c2")
-    g = b.build()
+    g = two_in_one_group(5.0)
     c1, c2 = g.index["c1"], g.index["c2"]
     ts = choose_scale(g)
     assert solve_fixed(g, extra=lambda md: md.m.add(md.comm_start[c2] == md.comm_start[c1] + ts.transfer(g, c1)))
