@@ -37,7 +37,11 @@ class MemoryBudget:
 
     @classmethod
     def parse(cls, text: str) -> MemoryBudget:
-        """'1.2x' is a ratio; '40GiB', '5e9' or '123' are bytes."""
+        """'1.2x' is a ratio; '40GiB', '5e9B' or '123B' are sizes; a bare number is refused as ambiguous.
+
+        The same text means the same on the command line and in Python; in
+        Python an int is bytes and a float a ratio (`resolve_budget`).
+        """
         t = text.strip().lower().replace(" ", "")
         m = re.fullmatch(r"([0-9.eE+-]+)x", t)
         if m:
@@ -46,6 +50,9 @@ class MemoryBudget:
             except ValueError:
                 pass
         m = re.fullmatch(r"([0-9.eE+-]+)([a-z]*)", t)
+        if m and m.group(2) == "":  # '1.2' read as 1 byte surprised users who meant a ratio, as in Python
+            raise GraphError(f"memory budget {text!r} is ambiguous: write '{text.strip()}x' for a ratio of the input "
+                             f"order's peak, or give a unit for a size ('{text.strip()}B', '40GiB')")
         if m and m.group(2) in _UNITS:
             try:
                 val = float(m.group(1)) * _UNITS[m.group(2)]

@@ -10,17 +10,44 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from overlapsat.errors import GraphError
-from overlapsat.fmt import fmt_bytes, fmt_us
+from overlapsat.fmt import bound_line, fmt_bytes, fmt_us
 from overlapsat.graph import COLLECTIVE_ORDERS
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_NO_ORDER = 0, 2, 3, 4, 5
+# documented in docs/reading.md and in `overlapsat --help`
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_NO_ORDER, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    success
+  {EXIT_BAD_INPUT}    bad input: a file, an option or a path to write (the message names it); an invalid schedule
+  {EXIT_INFEASIBLE}    the memory budget is proven unreachable
+  {EXIT_INTERNAL}    internal error (a bug: rerun with --debug and report it)
+  {EXIT_NO_ORDER}    no order within the memory budget was found in time (not a proof that none exists)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); solve still writes the best order found so far to --out"""
 
 
 def _load(path: str | None) -> Any:
-    from overlapsat.examples import bundled
+    """A graph file, or a bundled example by name (`overlapsat inspect tp_small`)."""
+    import os
+
+    from overlapsat.examples import BUNDLED_DIR, bundled
     from overlapsat.io import load_graph
 
+    if path and not os.path.exists(path) and os.sep not in path and "/" not in path:
+        names = sorted(f[:-5] for f in os.listdir(BUNDLED_DIR) if f.endswith(".json"))
+        if path.removesuffix(".json") in names:
+            return load_graph(bundled(path))
+        raise GraphError(f"graph file {path!r} does not exist, and no bundled example has that name "
+                         f"(bundled: {', '.join(names)})")
     return load_graph(path or bundled())
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every path the command will write, checked before any work (a bad one costs no solve)."""
+    from overlapsat.io import check_writable
+
+    for opt in ("out", "plot", "trace", "csv"):
+        path = getattr(args, opt, None)
+        if path:
+            check_writable(path)
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
@@ -36,7 +63,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     g = _load(args.graph)
     r = simulate(g)
-    lb = lower_bound(g)
+    lb = lower_bound(g, args.collective_order)
     per_group = {grp: len(cs) for grp, cs in zip(g.groups, g.group_colls)}
     payload = {"graph": g.name, "fingerprint": g.fingerprint(), "counts": g.counts(), "collectives_per_group": per_group,
                "compute_us": g.compute_total, "comm_us": g.comm_total,
@@ -51,7 +78,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         f"  compute {fmt_us(g.compute_total)}, communication {fmt_us(g.comm_total)}",
         f"  input order: makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)} "
         f"({100 * r.exposed_fraction:.1f}%), peak memory {fmt_bytes(r.peak_memory)}",
-        f"  lower bound: makespan {fmt_us(lb.makespan)}, exposed {fmt_us(lb.exposed)}",
+        "  " + bound_line(lb.makespan, lb.exposed, f"analytical, collective order {args.collective_order!r}"),
     ]
     _emit(args, payload, lines)
     return EXIT_OK
@@ -123,11 +150,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.plot and importlib.util.find_spec("matplotlib") is None:  # say so before solving, not after
         raise GraphError("--plot needs matplotlib, which is not installed: pip install 'overlapsat[plot]'")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
     g = _load(args.graph)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
                 workers=args.workers, on_progress=tick)
     tick.done()
+    interrupted = bool(c.result.stats.get("interrupted"))
     if args.plot:
         from overlapsat.plot import plot_timeline
 
@@ -147,7 +177,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.trace:
         lines.append(f"trace: {args.trace}")
     _emit(args, payload, lines)
-    return EXIT_OK
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -176,7 +206,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     ]
     r.save(args.out)  # last: everything above is computed, so a failure leaves no file behind
     _emit(args, payload, lines)
-    return EXIT_OK
+    return EXIT_INTERRUPTED if r.stats.get("interrupted") else EXIT_OK
 
 
 def _corpus(paths: list[str]) -> list[str]:
@@ -283,20 +313,37 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from overlapsat import __version__
+
     p = argparse.ArgumentParser(prog="overlapsat", description=(
         "Find the issue order of kernels, collectives and waits that hides the most communication. "
-        "GRAPH defaults to the bundled example."))
+        "GRAPH is a graph file or a bundled example's name (default: tp_small)."),
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"overlapsat {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks and debug logging")
-    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+    # --debug is also accepted after the command; SUPPRESS keeps the subparser from resetting the top-level value
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks and debug logging")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND", parser_class=argparse.ArgumentParser)
+    _sub_add = sub.add_parser
+
+    def sub_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return _sub_add(name, parents=[common], epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                        **kw)
+
+    sub.add_parser = sub_parser  # type: ignore[method-assign]
 
     def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, description=help)
-        sp.add_argument("graph", nargs="?", metavar="GRAPH", help="graph JSON (default: bundled example)")
+        sp.add_argument("graph", nargs="?", metavar="GRAPH",
+                        help="graph file, or a bundled example's name (default: tp_small)")
         sp.add_argument("--json", action="store_true", help="machine-readable output")
         sp.set_defaults(fn=fn)
         return sp
 
-    add("inspect", cmd_inspect, "size, kinds, collectives per group, time, memory and lower bound of a graph")
+    sp = add("inspect", cmd_inspect, "size, kinds, collectives per group, time, memory and lower bound of a graph")
+    sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
+                    help="the collective-order policy the lower bound assumes (default group)")
     sp = add("simulate", cmd_simulate, "figures and per-collective exposure of one order")
     sp.add_argument("--schedule", help="schedule JSON (default: the graph's input order)")
     sp.add_argument("--memory-budget", help="bytes ('40GiB') or ratio of the input order's peak ('1.2x')")
@@ -345,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"overlapsat: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
     try:
+        _check_outputs(args)
         return int(args.fn(args))
     except GraphError as e:
         if args.debug:
@@ -357,7 +405,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_NO_ORDER if isinstance(e, NoValidOrderError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("overlapsat: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except OSError as e:  # reading or writing a user's file: the path is theirs, the fix is theirs
+        if args.debug:
+            raise
+        where = f" {e.filename!r}" if e.filename else ""
+        print(f"overlapsat: error: cannot access{where}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except Exception as e:  # a bug in overlapsat: one line unless --debug
         if args.debug:
             raise

@@ -26,6 +26,12 @@ class Comparison:
     bound: float  # lower bound on the makespan
     memory_budget: int | None
     result: Result
+    analytical_bound: float = 0.0  # the part of `bound` that needs no search (bounds.lower_bound)
+    collective_order: str = "group"
+
+    def __repr__(self) -> str:
+        return (f"Comparison(graph={self.graph.name!r}, rows={len(self.rows)}, exact={self.result.status.value!r}, "
+                f"bound_us={self.bound:.3f})")
 
     @property
     def exposed_bound(self) -> float:
@@ -64,7 +70,7 @@ class Comparison:
         return out
 
     def to_markdown(self) -> str:
-        from overlapsat.fmt import fmt_bytes, fmt_us
+        from overlapsat.fmt import bound_line, clip, fmt_bytes, fmt_us
 
         head = "| method | makespan | exposed | exposed % | peak memory | gap to bound | runtime | valid |"
         lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -76,9 +82,10 @@ class Comparison:
             if r.method == "exact" and self.result.proven:
                 gap = "optimal"
             lines.append(f"| {r.method} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | {r.exposed_pct:.1f}% | {mem} | "
-                         f"{gap} | {r.runtime_s:.2f} s | {'yes' if r.valid else 'NO: ' + r.violations[0][:60]} |")
-        lines.append(f"\nlower bound: makespan {fmt_us(self.bound)}, exposed {fmt_us(self.exposed_bound)}; "
-                     f"exact: {self.result.status.value}")
+                         f"{gap} | {r.runtime_s:.2f} s | {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
+        src = "analytical and CP-SAT" if self.bound > self.analytical_bound + 1e-9 else "analytical"
+        lines.append("\n" + bound_line(self.bound, self.exposed_bound, f"{src}, collective order {self.collective_order!r}")
+                     + f"; exact: {self.result.status.value}")
         return "\n".join(lines)
 
     def to_dataframe(self) -> Any:
@@ -105,4 +112,7 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     assert res.evaluated is not None
     rows.append(replace(res.evaluated, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
-    return Comparison(graph, rows, res.bound, budget, res)
+    from overlapsat.bounds import lower_bound
+
+    analytical = lower_bound(graph.relaxed(collective_order), collective_order).makespan  # type: ignore[arg-type]
+    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order)

@@ -27,9 +27,16 @@ class Evaluated:
     stats: dict[str, Any] = field(default_factory=dict)
     note: str = ""
 
+    def __repr__(self) -> str:
+        return (f"Evaluated({self.name!r}, makespan_us={self.makespan:.3f}, exposed_us={self.exposed:.3f}, "
+                f"peak_memory_bytes={self.peak_memory}, valid={self.valid})")
+
     @property
     def makespan(self) -> float:
         return self.sim.makespan
+
+    makespan_us = makespan
+
 
     @property
     def exposed(self) -> float:
@@ -37,6 +44,14 @@ class Evaluated:
 
     @property
     def peak_memory(self) -> int:
+        return self.sim.peak_memory
+
+    @property
+    def exposed_us(self) -> float:
+        return self.sim.exposed
+
+    @property
+    def peak_memory_bytes(self) -> int:
         return self.sim.peak_memory
 
     @property

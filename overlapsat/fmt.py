@@ -13,3 +13,17 @@ def fmt_bytes(n: float) -> str:
 
 def fmt_us(t: float) -> str:
     return f"{t / 1000:.3f} ms" if abs(t) >= 1000 else f"{t:.1f} us"
+
+
+def bound_line(makespan_us: float, exposed_us: float, source: str) -> str:
+    """The one way every command prints a lower bound, with where it comes from."""
+    return f"lower bound: makespan {fmt_us(makespan_us)}, exposed {fmt_us(exposed_us)} ({source})"
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, with an ellipsis when cut."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip(" ,;:") + "…"

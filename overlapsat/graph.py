@@ -90,6 +90,11 @@ class Graph:
     fake_edges: tuple[tuple[str, str], ...] = ()
     implied_edges: tuple[tuple[str, str], ...] = ()
 
+    def __repr__(self) -> str:  # the fields run to megabytes on large graphs
+        c = self.counts()
+        return (f"Graph({self.name!r}, nodes={c['nodes']} ({c['compute']} compute, {c['collective']} collective, "
+                f"{c['wait']} wait), buffers={c['buffers']}, edges={c['edges']})")
+
     # -- the index, built once on construction (ids are positions in the input order) --
     names: list[str] = field(init=False, repr=False, compare=False)
     index: dict[str, int] = field(init=False, repr=False, compare=False)

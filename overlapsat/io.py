@@ -49,9 +49,11 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):  # the user's path, not our temporary file
+            raise GraphError(f"cannot write {path!r}: {e.strerror or e}") from None
         raise
 
 

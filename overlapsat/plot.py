@@ -99,7 +99,13 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
     fig.tight_layout()
     path = os.fspath(path)
     tmp = path + ".tmp" + os.path.splitext(path)[1]
-    fig.savefig(tmp, dpi=dpi)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        os.replace(tmp, path)
+    except OSError as e:  # the user's path, not our temporary file
+        raise GraphError(f"cannot write {path!r}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return path

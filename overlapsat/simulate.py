@@ -32,6 +32,17 @@ class SimResult:
     mem_post_free: list[int]
     issue: np.ndarray  # compute clock when each node is issued
 
+    def __repr__(self) -> str:
+        return (f"SimResult(graph={self.graph.name!r}, makespan_us={self.makespan:.3f}, exposed_us={self.exposed:.3f}, "
+                f"peak_memory_bytes={self.peak_memory})")
+
+    @property
+    def makespan_us(self) -> float:
+        return self.makespan
+
+    @property
+    def exposed_us(self) -> float:
+        return self.exposed
 
     @property
     def names(self) -> list[str]:

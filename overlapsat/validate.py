@@ -57,8 +57,9 @@ def validate(
     src, dst = _edges(graph)
     for k in np.flatnonzero(pos_a[src] > pos_a[dst]).tolist():
         u, v = int(src[k]), int(dst[k])
-        if not add("dependency", f"{names[v]!r} (step {pos[v]}) runs before its dependency {names[u]!r} "
-                   f"(step {pos[u]})", names[u], names[v]):
+        what = _edge_kind(graph, names[u], names[v])
+        if not add("dependency", f"{names[v]!r} (step {pos[v]}) runs before {names[u]!r} (step {pos[u]}), which it "
+                   f"must follow ({what})", names[u], names[v]):
             break
 
     # written out from the policy's definition (docs/solver.md), not from Graph.order_pairs
@@ -96,6 +97,20 @@ def validate(
             add("memory", f"peak memory {int(post_alloc[peak_step])} B at step {peak_step} ({names[ids[peak_step]]!r}) "
                 f"exceeds the budget of {budget} B ({over} step(s) over)", names[ids[peak_step]])
     return out
+
+
+def _edge_kind(graph: Graph, u: str, v: str) -> str:
+    """What kind of edge u -> v is, for the message: data, or ordering only (no data flows)."""
+    e = (u, v)
+    if graph.coll_of[graph.index[v]] == graph.index[u]:
+        return "a wait follows its collective"
+    if e in graph.edges or any(u == b.producer and v in b.consumers for b in graph.buffers):
+        return "data dependency"
+    if e in graph.fake_edges:
+        return "ordering-only (fake) edge, no data flows"
+    if e in graph.implied_edges:
+        return "ordering-only edge implied by a mutation, no data flows"
+    return "dependency"
 
 
 def _edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from typing import Any
 
 from ortools.sat.python import cp_model
 
@@ -109,6 +110,7 @@ def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, b
     s = cp_model.CpSolver()
     p = s.parameters
     p.max_time_in_seconds = max(0.01, max_time)
+    p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     p.max_deterministic_time = work
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
     st = s.solve(md.m)
@@ -133,10 +135,25 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
     """
     best = list(order)
     best_ms = makespan_of(g, best)
-    n = len(best)
-    stats: dict[str, float] = {"windows": 0, "accepted": 0, "improvements": 0, "work": 0.0, "sweeps": 0}
+    stats: dict[str, Any] = {"windows": 0, "accepted": 0, "improvements": 0, "work": 0.0, "sweeps": 0}
     window = params.lns_window
     walk = unit_walk(g, best, ts)  # recomputed only when an order is accepted
+    try:
+        best, stats = _sweep(g, ts, best, best_ms, walk, window, params, tb, budget, target, work_cap, on_improve, stats)
+    except KeyboardInterrupt:  # Ctrl-C: `stats["best"]` is always a validated order (or absent: the start)
+        tb.interrupted = True
+        stats["interrupted"] = 1
+        best = stats.get("best", best)
+    stats.pop("best", None)
+    return best, stats
+
+
+def _sweep(g: Graph, ts: TimeScale, best: list[int], best_ms: float, walk: Any, window: int, params: SolveParams,
+           tb: TimeBudget, budget: int | None, target: float | None, work_cap: float | None,
+           on_improve: Callable[[list[int], float], bool | None] | None,
+           stats: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """The sweeps of `lns`; each accepted order is also stored in `stats["best"]` for an interrupt."""
+    n = len(best)
     while window <= params.lns_max_window:
         start_ms = best_ms
         for i0, j0 in windows(g, best, window):
@@ -162,6 +179,7 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
             if ms <= best_ms + 1e-9 and not validate(g, cand, budget, collective_order=params.collective_order, limit=1):
                 stats["accepted"] += 1
                 improved = ms < best_ms - 1e-9
+                stats["best"] = cand  # one store: what an interrupt returns
                 best, best_ms = cand, ms
                 walk = unit_walk(g, best, ts)
                 if improved:

@@ -43,6 +43,7 @@ class Status(str, Enum):
     HEURISTIC_TIMEOUT = "heuristic_timeout"  # the solver found nothing better: a heuristic order, not proven
     HEURISTIC_OPTIMAL = "heuristic_optimal"  # a heuristic order meets a proven bound
     HEURISTIC_SOLVER_ERROR = "heuristic_solver_error"  # the solver failed; the best heuristic order
+    INTERRUPTED = "interrupted"  # Ctrl-C: the best valid order found so far, not proven
 
 
 def meets(makespan: float, bound: float) -> bool:
@@ -100,6 +101,32 @@ class Result:
     @property
     def names(self) -> list[str]:
         return [self.graph.names[i] for i in self.order]
+
+    def __repr__(self) -> str:  # the order and the heuristics' table run to megabytes on large graphs
+        return (f"Result(graph={self.graph.name!r}, status={self.status.value!r}, method={self.method!r}, "
+                f"makespan_us={self.makespan:.3f}, exposed_us={self.exposed:.3f}, bound_us={self.bound:.3f}, "
+                f"gap={self.gap:.4f}, peak_memory_bytes={self.peak_memory})")
+
+    # the same figures with their units in the name
+    @property
+    def makespan_us(self) -> float:
+        return self.makespan
+
+    @property
+    def exposed_us(self) -> float:
+        return self.exposed
+
+    @property
+    def bound_us(self) -> float:
+        return self.bound
+
+    @property
+    def exposed_bound_us(self) -> float:
+        return self.exposed_bound
+
+    @property
+    def peak_memory_bytes(self) -> int:
+        return self.peak_memory
 
     @property
     def exposed_bound(self) -> float:
@@ -184,13 +211,21 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     to_canon = [0] * n
     for k, v in enumerate(to_orig):
         to_canon[v] = k
-    from_input = heuristic_results if heuristic_results is not None else run_all(
-        graph, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps)
     # the iterative passes are quadratic in their moves: on large graphs only the cheap ones run here
     include = None if n <= params.lns_min_nodes else CHEAP_PASSES
-    canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include,
-                                work_limit=params.portfolio_steps)
-             if h.name != "input_order"]
+    from_input: list[Evaluated] = []
+    canon: list[Evaluated] = []
+    try:
+        from_input = heuristic_results if heuristic_results is not None else run_all(
+            graph, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps)
+        canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include,
+                                    work_limit=params.portfolio_steps)
+                 if h.name != "input_order"]
+    except KeyboardInterrupt:  # Ctrl-C during the portfolio: what has been evaluated, and the input order
+        tb.interrupted = True
+        log.warning("interrupted during the heuristics: returning the best order evaluated so far")
+    if not any(h.name == "input_order" for h in from_input):
+        from_input = [evaluate(graph, "input_order", list(range(n)), budget=budget, collective_order=co), *from_input]
     canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
     canon.sort(key=rank_key)
     base = next(h for h in from_input if h.name == "input_order")
@@ -248,7 +283,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
             return stop
 
         def searching() -> bool:
-            return not (stats.get("stopped_by_rule")  # set by improved(), whichever search asked
+            return not (stats.get("stopped_by_rule") or tb.interrupted  # set by improved(), whichever search asked
                         or tb.exhausted(params.deterministic) or (best is not None and meets(best.makespan, bound)))
 
         def run_whole(work: float) -> None:
@@ -297,16 +332,21 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                 if cand.valid and cand.makespan < best.makespan - 1e-9:
                     best, method = cand, "cpsat-lns"
 
-        if best is None:
-            if small:
-                run_whole((params.monolithic_share if use_lns else 1.0) * tb.work_left())
-            if best is not None and use_lns and searching():
-                run_lns(tb.work_left())
-        else:
-            if use_lns and searching():
-                run_lns((1.0 - params.monolithic_share) * tb.work_left() if small else tb.work_left())
-            if small and searching():
-                run_whole(tb.work_left())
+        try:
+            if tb.interrupted:
+                pass
+            elif best is None:
+                if small:
+                    run_whole((params.monolithic_share if use_lns else 1.0) * tb.work_left())
+                if best is not None and use_lns and searching():
+                    run_lns(tb.work_left())
+            else:
+                if use_lns and searching():
+                    run_lns((1.0 - params.monolithic_share) * tb.work_left() if small else tb.work_left())
+                if small and searching():
+                    run_whole(tb.work_left())
+        except KeyboardInterrupt:  # between two searches: `best` is always an evaluated, valid order
+            tb.interrupted = True
         if best is not None and not method.startswith("cpsat"):
             message = message or "the search found no improvement on the best heuristic"
     if best is None:
@@ -328,6 +368,11 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
         bound = graph.compute_total
         message = message or "internal error: inconsistent bound dropped"
     status = _status(final.makespan, bound, method, solver_error)
+    if tb.interrupted:
+        stats["interrupted"] = True
+        message = "interrupted: the best valid order found so far" + (f" ({message})" if message else "")
+        if status not in (Status.OPTIMAL, Status.HEURISTIC_OPTIMAL):  # a proof stands, interrupted or not
+            status = Status.INTERRUPTED
     stats["total_s"] = tb.elapsed()
     stats["work_used"] = tb.work_used
     if tb.cut_by_wall_clock:
@@ -345,6 +390,44 @@ def _status(makespan: float, bound: float, method: str, solver_error: bool) -> S
     if by_solver:
         return Status.IMPROVED
     return Status.HEURISTIC_SOLVER_ERROR if solver_error else Status.HEURISTIC_TIMEOUT
+
+
+def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any, *, stoppable: bool,
+                         tb: TimeBudget) -> Any:
+    """`solver.solve` on a helper thread, so that Ctrl-C reaches the main thread while CP-SAT runs.
+
+    On Ctrl-C the search is stopped when that is safe; OR-Tools 9.15 aborts the
+    process on stop_search() under interleave_search, so there the current call
+    runs to its work limit. Either way its solutions are kept.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["status"] = solver.solve(m, cb)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="overlapsat-cpsat", daemon=True)
+    t.start()
+    while t.is_alive():
+        try:
+            t.join(0.1)
+        except KeyboardInterrupt:
+            if not tb.interrupted:
+                tb.interrupted = True
+                if stoppable:
+                    solver.stop_search()
+                else:
+                    log.warning("interrupted: the running CP-SAT call ends at its work limit (stopping it under "
+                                "interleaved search would abort the process); press Ctrl-C again to quit at once")
+            else:
+                raise
+    if "error" in box:
+        raise box["error"]
+    return box["status"]
 
 
 @dataclass
@@ -370,6 +453,7 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, tb.wall_left())
+    p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     workers = params.n_workers
     if params.deterministic:
         p.max_deterministic_time = max(0.01, work)
@@ -399,13 +483,13 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
         rule = None
     cb = _Progress(ts.bound_us, lambda u: u / (ts.k * ts.steps_per_us), tb, on_progress, rule)
     try:
-        st = solver.solve(md.m, cb)
+        st = _interruptible_solve(solver, md.m, cb, stoppable=not p.interleave_search, tb=tb)
     except Exception as e:  # noqa: BLE001 - the solver's failure must not become the caller's
         log.exception("CP-SAT failed")
         return _Outcome(error=f"{type(e).__name__}: {e}")
     tb.spend(solver.deterministic_time)
     if params.deterministic and st not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and not cb.stopped \
-            and solver.deterministic_time < 0.99 * work:
+            and solver.deterministic_time < 0.99 * work and not tb.interrupted:
         tb.cut_by_wall_clock = True
     stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
                  solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped,

@@ -134,6 +134,7 @@ class TimeBudget:
         self.deadline = self.t0 + params.time_limit
         self.work_total = params.total_work
         self.work_used = 0.0
+        self.interrupted = False  # Ctrl-C: stop searching, return the best order so far
         self.cut_by_wall_clock = False  # set when the clock, not the work budget, ended a search
 
     def elapsed(self) -> float:
@@ -149,8 +150,8 @@ class TimeBudget:
         self.work_used += work
 
     def exhausted(self, deterministic: bool) -> bool:
-        """Out of work; or out of wall time (flagged when it cuts a deterministic search)."""
-        if self.work_left() <= 0:
+        """Out of work; or out of wall time (flagged when it cuts a deterministic search); or interrupted."""
+        if self.interrupted or self.work_left() <= 0:
             return True
         if self.wall_left() <= 0:
             if deterministic:

@@ -175,7 +175,7 @@ def test_never_worse_than_the_best_heuristic(limit):
 def test_cli_solve_without_a_valid_heuristic(tmp_path):
     out = tmp_path / "s.json"
     p = subprocess.run([sys.executable, "-m", "overlapsat.cli", "solve", os.path.join(DATA, "cli_solve_no_valid_heuristic.json"),
-                        "--memory-budget", "47", "--time-limit", "2", "--out", str(out), "--no-progress"],
+                        "--memory-budget", "47B", "--time-limit", "2", "--out", str(out), "--no-progress"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "none within the budget" in p.stdout

@@ -1,0 +1,136 @@
+"""The command line as a user meets it (#11): entry points, names, paths, budgets, output that reads well."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from overlapsat import __version__
+from overlapsat.examples import bundled
+from overlapsat.graph import Buffer, Graph, Node, NodeKind
+from overlapsat.io import load_graph
+
+ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(*args, module="overlapsat"):
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=ENV, timeout=300)
+
+
+def test_version_and_python_dash_m():
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"overlapsat {__version__}"
+    assert "exit codes:" in run("--help").stdout
+
+
+def test_debug_is_accepted_before_and_after_the_command():
+    for args in (["--debug", "inspect", "tp_small"], ["inspect", "tp_small", "--debug"]):
+        r = run(*args)
+        assert r.returncode == 0, (args, r.stderr)
+    # --debug after the command really turns on tracebacks
+    r = run("inspect", "no/such/file.json", "--debug")
+    assert "Traceback" in r.stderr
+    assert "Traceback" not in run("inspect", "no/such/file.json").stderr
+
+
+def test_bundled_examples_by_name():
+    r = run("inspect", "fsdp_small", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["graph"] == load_graph(bundled("fsdp_small")).name
+    r = run("inspect", "nosuch")
+    assert r.returncode == 2 and "nosuch" in r.stderr and "tp_small" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("opt", ["--plot", "--trace", "--out", "--csv"])
+def test_output_paths_are_checked_before_any_solving(tmp_path, opt):
+    bad = str(tmp_path / "missing_dir" / ("x.png" if opt == "--plot" else "x.json"))
+    cmd = {"--out": ["solve", "tp_small"], "--csv": ["bench", bundled("tp_small")]}.get(opt, ["compare", "tp_small"])
+    t = time.monotonic()
+    r = run(*cmd, opt, bad, "--time-limit", "60")
+    assert r.returncode == 2 and bad in r.stderr and "Traceback" not in r.stderr
+    assert time.monotonic() - t < 20  # a 60 s solve would have run first
+
+
+def test_plot_name_is_checked_before_solving(tmp_path):
+    r = run("compare", "tp_small", "--plot", str(tmp_path / "t.bmpx"), "--time-limit", "60")
+    assert r.returncode == 2 and ".png" in r.stderr
+
+
+def test_a_write_error_names_the_users_path(tmp_path, monkeypatch):
+    from overlapsat import io
+    from overlapsat.errors import GraphError
+
+    def deny(src, dst):
+        raise PermissionError(13, "Permission denied", src)
+
+    monkeypatch.setattr(io.os, "replace", deny)
+    target = tmp_path / "sched.json"
+    with pytest.raises(GraphError) as e:
+        io.atomic_write_text(target, "{}")
+    assert str(target) in str(e.value) and ".tmp-" not in str(e.value)
+    assert not any(p.name.startswith(".tmp-") for p in tmp_path.iterdir())  # no half-written file left
+
+
+def test_the_cli_turns_an_os_error_into_a_user_error(tmp_path):
+    d = tmp_path / "dir.json"
+    d.mkdir()
+    r = run("solve", "tp_small", "--out", str(d))
+    assert r.returncode == 2 and str(d) in r.stderr and "internal error" not in r.stderr
+
+
+def test_a_bare_budget_number_is_refused_with_both_spellings():
+    from overlapsat.budget import MemoryBudget, resolve_budget
+    from overlapsat.errors import GraphError
+
+    r = run("compare", "tp_small", "--memory-budget", "1.2")
+    assert r.returncode == 2 and "'1.2x'" in r.stderr and "'1.2B'" in r.stderr
+    with pytest.raises(GraphError, match="ambiguous"):
+        MemoryBudget.parse("1.2")
+    g = load_graph(bundled("tp_small"))
+    # the same text means the same in Python and on the command line; Python's float is a ratio, int bytes
+    assert resolve_budget(g, "1.2x") == resolve_budget(g, 1.2)
+    assert resolve_budget(g, "123B") == resolve_budget(g, 123) == 123
+
+
+def test_repr_is_short_on_a_large_graph():
+    from overlapsat.simulate import simulate
+    from overlapsat.solver import optimize
+
+    g = load_graph(bundled("tp_large"))
+    assert len(repr(g)) < 200 and "1954" in repr(g)
+    r = optimize(g, time_limit=1, work_limit=0.2)
+    assert len(repr(r)) < 400 and "exposed_us=" in repr(r)
+    assert r.exposed_us == r.exposed and r.makespan_us == r.makespan and r.peak_memory_bytes == r.peak_memory
+    s = simulate(g)
+    assert len(repr(s)) < 200 and s.exposed_us == s.exposed
+
+
+def test_clip_cuts_at_a_word_boundary():
+    from overlapsat.fmt import clip
+
+    text = "collective 'all_gather_3' is issued before 'all_gather_2', reversing their input order in group 'tp'"
+    out = clip(text, 60)
+    assert len(out) <= 60 and out.endswith("…") and text.startswith(out[:-1]) and not text[len(out) - 1].isalnum()
+    assert clip("short", 60) == "short"
+
+
+def test_violations_name_ordering_only_edges():
+    from overlapsat.validate import validate
+
+    nodes = [Node("a", NodeKind.COMPUTE, 1.0), Node("b", NodeKind.COMPUTE, 1.0), Node("c", NodeKind.COMPUTE, 1.0)]
+    g = Graph(nodes, (Buffer("x", "a", ("b",), 4, 4),), fake_edges=(("b", "c"),))
+    msgs = [v.message for v in validate(g, ["c", "b", "a"])]
+    assert any("'c'" in m and "fake" in m for m in msgs), msgs
+    assert any("'b'" in m and "data dependency" in m for m in msgs), msgs
+
+
+def test_inspect_and_compare_print_the_bound_the_same_way():
+    a = run("inspect", "tp_small").stdout
+    b = run("compare", "tp_small", "--time-limit", "3").stdout
+    la = next(x for x in a.splitlines() if "lower bound:" in x).strip()
+    lb = next(x for x in b.splitlines() if "lower bound:" in x).strip()
+    assert la.startswith("lower bound: makespan ") and lb.startswith("lower bound: makespan ")
+    assert "collective order 'group'" in la and "collective order 'group'" in lb
