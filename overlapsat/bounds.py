@@ -45,7 +45,7 @@ def critical_path(graph: Graph, fifo: bool = True) -> float:
     the transfer's end; any other successor only follows its issue.
     """
     n = len(graph.nodes)
-    kind, dur, preds, wait_of = graph.kind, graph.dur, graph.preds, graph.wait_of
+    kind, dur, preds, coll_of = graph.kind, graph.dur, graph.preds, graph.coll_of
     prev_in_group = [-1] * n
     for cs in graph.group_colls if fifo else ():  # without a fixed group order, no stream edge is known
         for a, b in zip(cs, cs[1:]):
@@ -56,7 +56,7 @@ def critical_path(graph: Graph, fifo: bool = True) -> float:
     for v in range(n):
         t = 0.0
         for u in preds[v]:
-            if kind[u] == COMPUTE or (kind[u] == COLLECTIVE and wait_of[u] == v):
+            if kind[u] == COMPUTE or (kind[u] == COLLECTIVE and coll_of[v] == u):  # v is one of u's waits
                 a = end[u]
             else:
                 a = es[u]

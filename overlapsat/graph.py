@@ -100,7 +100,8 @@ class Graph:
     index: dict[str, int] = field(init=False, repr=False, compare=False)
     kind: list[int] = field(init=False, repr=False, compare=False)  # COMPUTE, COLLECTIVE or WAIT
     dur: list[float] = field(init=False, repr=False, compare=False)
-    wait_of: list[int] = field(init=False, repr=False, compare=False)  # collective -> its wait (-1: none)
+    wait_of: list[int] = field(init=False, repr=False, compare=False)  # collective -> its first wait (-1: none)
+    waits_of: list[list[int]] = field(init=False, repr=False, compare=False)  # collective -> all its waits
     coll_of: list[int] = field(init=False, repr=False, compare=False)  # wait -> its collective
     groups: list[str] = field(init=False, repr=False, compare=False)
     group_id: list[int] = field(init=False, repr=False, compare=False)  # collective -> group (-1 otherwise)
@@ -215,7 +216,7 @@ class Graph:
     def order_pairs(self, collective_order: str) -> list[tuple[int, int]]:
         """The pairs (a, b) a collective-order policy requires to be issued a before b (docs/solver.md).
 
-        chain:  the global input order, and the wait of each collective before
+        chain:  the global input order, and every wait of each collective before
                 the next one is issued (Inductor's fake deps after renaming);
         global: every collective in its input order;
         group:  each process group's collectives in their input order;
@@ -233,7 +234,7 @@ class Graph:
                 seq = self.coll_seq
                 pairs = list(zip(seq, seq[1:]))
                 if collective_order == "chain":
-                    pairs += [(self.wait_of[a], b) for a, b in zip(seq, seq[1:]) if self.wait_of[a] >= 0]
+                    pairs += [(w, b) for a, b in zip(seq, seq[1:]) for w in self.waits_of[a]]
             self._cache[key] = pairs
         return self._cache[key]
 
@@ -386,11 +387,8 @@ def _check_input(g: Graph) -> None:
             elif g.nodes[c].kind is not NodeKind.COLLECTIVE:
                 problems.append(f"wait {nd.name!r} names {nd.collective!r}, which is a {g.nodes[c].kind.value}, "
                                 "not a collective")
-            elif nd.collective in waited:
-                problems.append(f"collective {nd.collective!r} has two waits: {waited[nd.collective]!r} "  # type: ignore[index]
-                                f"and {nd.name!r}")
-            else:
-                waited[nd.collective] = nd.name  # type: ignore[index]
+            else:  # several waits of one collective are allowed (coalesced collectives; docs/decisions.md 15)
+                waited.setdefault(nd.collective, nd.name)  # type: ignore[arg-type]
     bnames: set[str] = set()
     for j, b in enumerate(g.buffers):
         if not isinstance(b, Buffer):
@@ -433,6 +431,7 @@ def _build_index(g: Graph) -> None:
     index = {nm: i for i, nm in enumerate(names)}
     kind = [nd.kind.code for nd in nodes]
     wait_of = [-1] * n
+    waits_of: list[list[int]] = [[] for _ in range(n)]
     coll_of = [-1] * n
     groups: list[str] = []
     group_id_of: dict[str, int] = {}
@@ -450,7 +449,10 @@ def _build_index(g: Graph) -> None:
             coll_seq.append(i)
         elif kind[i] == WAIT:
             c = index[nd.collective]  # type: ignore[index]
-            wait_of[c], coll_of[i] = i, c
+            coll_of[i] = c
+            waits_of[c].append(i)
+            if wait_of[c] < 0:
+                wait_of[c] = i
     preds: list[set[int]] = [set() for _ in range(n)]
     nb = len(g.buffers)
     b_prod = [-1] * nb
@@ -467,17 +469,19 @@ def _build_index(g: Graph) -> None:
             consumes[c].append(j)
             if p >= 0 and c != p:
                 preds[c].add(p)
-    for c, w in enumerate(wait_of):
-        if w >= 0:
-            preds[w].add(c)
+    for i in range(n):
+        if kind[i] == WAIT:
+            preds[i].add(coll_of[i])
     # reading a collective's output means waiting for it (MODEL.md: "read by its wait and by the
-    # wait's users"), as Inductor's wait mutation edge does
+    # wait's users"), as Inductor's wait mutation edge does; with several waits, the waits that read
+    # the buffer (all of them when none does)
     for j in range(nb):
         p = b_prod[j]
-        if p >= 0 and kind[p] == COLLECTIVE and wait_of[p] >= 0:
+        if p >= 0 and kind[p] == COLLECTIVE and waits_of[p]:
+            sink = [w for w in waits_of[p] if w in b_cons[j]] or waits_of[p]
             for c in b_cons[j]:
-                if c != wait_of[p]:
-                    preds[c].add(wait_of[p])
+                if coll_of[c] != p:
+                    preds[c].update(sink)
     data_preds = [set(p) for p in preds]  # what carries data (Inductor's non-fake deps)
     for u, v in g.edges:
         preds[index[v]].add(index[u])
@@ -499,7 +503,7 @@ def _build_index(g: Graph) -> None:
             succ_l[u].append(v)
     dur = [float(nd.duration) for nd in nodes]
     values = dict(
-        names=names, index=index, kind=kind, dur=dur, wait_of=wait_of, coll_of=coll_of, groups=groups,
+        names=names, index=index, kind=kind, dur=dur, wait_of=wait_of, waits_of=waits_of, coll_of=coll_of, groups=groups,
         group_id=group_id, group_colls=group_colls, coll_seq=coll_seq, preds=pred_l,
         data_preds=[sorted(p) for p in data_preds], direct_preds=direct, succs=succ_l,
         buffer_index={b.name: j for j, b in enumerate(g.buffers)}, b_prod=b_prod, b_cons=b_cons,
@@ -619,8 +623,15 @@ class GraphBuilder:
 
     def wait(self, name: str, collective: str, *, reads: Iterable[str] = (),
              writes: dict[str, int | tuple[int, int]] | None = None, after: Iterable[str] = ()) -> str:
-        """A wait reads its collective's outputs, so they live until the wait."""
+        """A wait reads its collective's outputs, so they live until the wait.
+
+        When `reads` names some of them (one wait per tensor of a coalesced
+        collective), the wait reads only those.
+        """
         coll_outs = self._made_by.get(collective, [])
+        reads = list(reads)
+        if any(r in coll_outs for r in reads):
+            coll_outs = []
         return self._add(Node(name, NodeKind.WAIT, 0.0, collective=collective), [*coll_outs, *reads], writes, (), after)
 
     def mark_output(self, buffer: str) -> None:

@@ -65,7 +65,7 @@ class SimResult:
     def collective_exposure(self) -> dict[str, float]:
         """Stall charged at each collective's wait (0 if never waited)."""
         g = self.graph
-        return {g.names[c]: (float(self.stall[g.wait_of[c]]) if g.wait_of[c] >= 0 else 0.0) for c in g.coll_seq}
+        return {g.names[c]: float(sum(self.stall[w] for w in g.waits_of[c])) for c in g.coll_seq}
 
     def summary(self) -> dict[str, float | int]:
         return {

@@ -64,17 +64,16 @@ def validate(
 
     # written out from the policy's definition (docs/solver.md), not from Graph.order_pairs
     if collective_order != "free":
-        a_, b_, w_ = _coll_pairs(graph, collective_order)
+        a_, b_, (wa_, wb_, w_) = _coll_pairs(graph, collective_order)
         for k in np.flatnonzero(pos_a[a_] > pos_a[b_]).tolist():
             a, b = int(a_[k]), int(b_[k])
             where = f"in group {graph.groups[graph.group_id[a]]!r}" if collective_order == "group" else "globally"
             if not add("collective_order", f"collective {names[b]!r} is issued before {names[a]!r}, "
                        f"reversing their input order {where}", names[a], names[b]):
                 break
-        if collective_order == "chain":
-            has = w_ >= 0
-            for k in np.flatnonzero(has & (pos_a[np.maximum(w_, 0)] > pos_a[b_])).tolist():
-                a, b, w = int(a_[k]), int(b_[k]), int(w_[k])
+        if collective_order == "chain":  # every wait of a collective before the next one is issued
+            for k in np.flatnonzero(pos_a[w_] > pos_a[wb_]).tolist():
+                a, b, w = int(wa_[k]), int(wb_[k]), int(w_[k])
                 if not add("collective_order", f"collective {names[b]!r} is issued before the wait {names[w]!r} of the "
                            f"previous collective {names[a]!r} (collective_order='chain': one collective in flight)",
                            names[w], names[b]):
@@ -123,16 +122,17 @@ def _edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     return graph._cache[key]
 
 
-def _coll_pairs(graph: Graph, collective_order: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Consecutive collectives (a, b) the policy keeps in input order, and a's wait (-1: none)."""
+def _coll_pairs(graph: Graph, collective_order: str) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Consecutive collectives (a, b) the policy keeps in input order, and (a, b, w) for every wait w of a."""
     key = "validate:pairs:" + collective_order
     if key not in graph._cache:
         seqs = graph.group_colls if collective_order == "group" else [graph.coll_seq]
         pairs = [(a, b) for seq in seqs for a, b in zip(seq, seq[1:])]
         a = np.asarray([p[0] for p in pairs], dtype=np.int64)
         b = np.asarray([p[1] for p in pairs], dtype=np.int64)
-        w = np.asarray([graph.wait_of[p[0]] for p in pairs], dtype=np.int64)
-        graph._cache[key] = (a, b, w)
+        triples = [(p[0], p[1], w) for p in pairs for w in graph.waits_of[p[0]]]
+        wa, wb, w = (np.asarray([t[i] for t in triples], dtype=np.int64) for i in range(3))
+        graph._cache[key] = (a, b, (wa, wb, w))
     return graph._cache[key]
 
 

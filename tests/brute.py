@@ -42,12 +42,13 @@ def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
     while len(nodes) < target:
         room = target - len(nodes)
         if pending and (rng.random() < 0.4 or room <= len(pending)):
-            c = pending.pop(rng.randrange(len(pending)))
+            entry = pending.pop(rng.randrange(len(pending)))
             if rng.random() < 0.12:  # a collective never waited in this graph
                 continue
-            w = f"{c}_w"
+            c, _, part = entry.partition("#")  # "c3#1": the second wait of a coalesced collective
+            w = f"{c}_w{part}"
             nodes.append(Node(w, NodeKind.WAIT, 0.0, collective=c))
-            out = f"{c}_out"
+            out = f"{c}_out{part}"
             if out in bufs:
                 bufs[out]["cons"].append(w)
                 produced.append(out)
@@ -62,6 +63,10 @@ def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
                 size = rng.randint(0, 30)
                 bufs[f"{c}_out"] = dict(producer=c, cons=[], a=size, f=size, out=False, fin=False)
             pending.append(c)
+            if room >= 3 and rng.random() < 0.25:  # coalesced: one transfer, a wait (and an output) per tensor
+                size = rng.randint(0, 30)
+                bufs[f"{c}_out1"] = dict(producer=c, cons=[], a=size, f=size, out=False, fin=False)
+                pending.append(f"{c}#1")
             continue
         v = f"k{k}"
         k += 1
@@ -82,11 +87,12 @@ def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
             s = rng.randint(0, 30)
             bufs[f"{v}_b"] = dict(producer=v, cons=[], a=s, f=s, out=rng.random() < 0.15, fin=False)
             produced.append(f"{v}_b")
-    for c in pending:
+    for entry in pending:
         if rng.random() < 0.7:
-            nodes.append(Node(f"{c}_w", NodeKind.WAIT, 0.0, collective=c))
-            if f"{c}_out" in bufs:
-                bufs[f"{c}_out"]["cons"].append(f"{c}_w")
+            c, _, part = entry.partition("#")
+            nodes.append(Node(f"{c}_w{part}", NodeKind.WAIT, 0.0, collective=c))
+            if f"{c}_out{part}" in bufs:
+                bufs[f"{c}_out{part}"]["cons"].append(f"{c}_w{part}")
     buffers = [Buffer(nm, d["producer"], tuple(d["cons"]), d["a"], d["f"], d["out"], d["fin"]) for nm, d in bufs.items()]
     names = [nd.name for nd in nodes]
     edges = []
@@ -166,23 +172,28 @@ def _preds(g: Graph, collective_order: str) -> list[list[int]]:
     Inductor's collective chain (collective i, or its wait, before collective i + 1) below the "chain" level."""
     n = len(g.nodes)
     idx = {nd.name: i for i, nd in enumerate(g.nodes)}
-    wait = {nd.collective: i for i, nd in enumerate(g.nodes) if nd.kind is NodeKind.WAIT}
     pre: list[set[int]] = [set() for _ in range(n)]
+    waits: dict[str, list[int]] = {}  # a collective may have several waits (docs/decisions.md 15)
+    for i, nd in enumerate(g.nodes):
+        if nd.kind is NodeKind.WAIT:
+            waits.setdefault(nd.collective, []).append(i)
+            pre[i].add(idx[nd.collective])
     for b in g.buffers:
         if b.producer is None:
             continue
         p = idx[b.producer]
+        mine = waits.get(b.producer, [])
+        # a reader of a collective's output follows the waits that read it (all of them if none does)
+        sink = [w for w in mine if g.names[w] in b.consumers] or mine
         for c in b.consumers:
             if idx[c] != p:
                 pre[idx[c]].add(p)
-                if g.nodes[p].kind is NodeKind.COLLECTIVE and b.producer in wait and idx[c] != wait[b.producer]:
-                    pre[idx[c]].add(wait[b.producer])
-    for c, w in wait.items():
-        pre[w].add(idx[c])
+                if g.nodes[p].kind is NodeKind.COLLECTIVE and idx[c] not in mine:
+                    pre[idx[c]].update(sink)
     for u, v in g.edges:
         pre[idx[v]].add(idx[u])
     colls = [nd.name for nd in g.nodes if nd.kind is NodeKind.COLLECTIVE]
-    chain = set(zip(colls, colls[1:])) | {(g.nodes[wait[a]].name, b) for a, b in zip(colls, colls[1:]) if a in wait}
+    chain = set(zip(colls, colls[1:])) | {(g.names[w], b) for a, b in zip(colls, colls[1:]) for w in waits.get(a, [])}
     for u, v in g.fake_edges + g.implied_edges:
         if collective_order == "chain" or (u, v) not in chain or (u, v) in set(g.edges):
             pre[idx[v]].add(idx[u])

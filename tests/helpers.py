@@ -77,7 +77,7 @@ def _ready(g: Graph, placed: list[bool], v: int, collective_order: str) -> bool:
         k = seq.index(v)
         if k > 0 and not placed[seq[k - 1]]:
             return False
-        if k > 0 and collective_order == "chain" and g.wait_of[seq[k - 1]] >= 0 and not placed[g.wait_of[seq[k - 1]]]:
+        if k > 0 and collective_order == "chain" and not all(placed[w] for w in g.waits_of[seq[k - 1]]):
             return False
     return True
 

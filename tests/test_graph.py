@@ -46,8 +46,6 @@ def test_cycle_names_the_nodes():
         ([Node("w", W, collective="nope")], [], [], "wait 'w' names unknown collective 'nope'"),
         ([Node("a", C, 1), Node("w", W, collective="a")], [], [], "names 'a', which is a compute"),
         ([Node("w", W)], [], [], "wait 'w' names no collective"),
-        ([Node("c", K, 1, group="g"), Node("w1", W, collective="c"), Node("w2", W, collective="c")], [], [],
-         "collective 'c' has two waits: 'w1' and 'w2'"),
         ([Node("c", K, 1)], [], [], "collective 'c' has no process group"),
         ([Node("a", C, 1)], [Buffer("x", "ghost")], [], "buffer 'x': producer 'ghost' is not a node"),
         ([Node("a", C, 1)], [Buffer("x", "a", ("ghost",))], [], "buffer 'x': consumer 'ghost' is not a node"),

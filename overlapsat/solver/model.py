@@ -268,7 +268,7 @@ class Model:
         for v in self.nodes:
             m.add(self.slot_end[v] <= self.horizon)
         for c in self.comm_start:
-            if g.wait_of[c] < 0 or g.wait_of[c] not in self.in_scope:
+            if not g.waits_of[c] or any(w not in self.in_scope for w in g.waits_of[c]):
                 m.add(self.comm_start[c] + self.comm_len[c] <= w.comm_end[c])
         for cs in g.group_colls:  # the stream is free at the exit no later than today
             inside = [c for c in cs if c in self.in_scope]

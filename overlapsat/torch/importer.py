@@ -73,6 +73,11 @@ def _collective_fields(snode: Any) -> dict[str, Any]:
     return {"op": op, "nbytes": max([out, *ins]), "group_size": max(1, group_size), "group": group}
 
 
+def _is_multi_output(snode: Any) -> bool:
+    """An Inductor MultiOutput: a view into its parent's outputs; no kernel, no time."""
+    return type(getattr(snode, "node", None)).__name__ == "MultiOutput"
+
+
 def default_durations(node: Node) -> float:
     """Inductor's own estimates are 0 on CPU: price with the calibrated H200 model."""
     from overlapsat.cost import cost_model
@@ -127,6 +132,7 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
     edges: list[tuple[str, str]] = []
     fake: list[tuple[str, str]] = []
     coll_of_wait: dict[str, str] = {}
+    direct: dict[str, list[str]] = {}  # non-fake producers of each node
     for s in snodes:
         v = s.get_name()
         for dep in s.unmet_dependencies:
@@ -135,8 +141,27 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
                 continue
             is_fake = isinstance(dep, WeakDep) and dep.is_fake
             (fake if is_fake else edges).append((u, v))
-            if comms.contains_wait(s) and not is_fake and comms.contains_collective(by_name[u]):
-                coll_of_wait.setdefault(v, u)
+            if not is_fake:
+                direct.setdefault(v, []).append(u)
+
+    def collective_behind(u: str) -> str | None:
+        """u itself, or the collective whose output u unpacks (a coalesced all_gather's MultiOutput)."""
+        for _ in range(4):
+            if comms.contains_collective(by_name[u]):
+                return u
+            if not _is_multi_output(by_name[u]) or not direct.get(u):
+                return None
+            u = direct[u][0]
+        return None
+
+    for s in snodes:  # a coalesced collective has one wait per tensor (docs/decisions.md 15)
+        if comms.contains_wait(s):
+            v = s.get_name()
+            for u in direct.get(v, []):
+                c = collective_behind(u)
+                if c is not None:
+                    coll_of_wait.setdefault(v, c)
+                    break
     # ordering successors include those Inductor transfers from a mutated buffer to the real one
     implied: list[tuple[str, str]] = []
     for s in snodes:
@@ -146,13 +171,19 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
                 if v in in_graph and v != s.get_name() and succ not in b.mpi_buffer.succ_nodes:
                     implied.append((s.get_name(), v))
     nodes = [replace(nd, collective=coll_of_wait.get(nd.name)) if nd.kind is NodeKind.WAIT
-             else replace(nd, duration=price(nd)) for nd in nodes]
+             else nd if _is_multi_output(by_name[nd.name]) else replace(nd, duration=price(nd)) for nd in nodes]
 
     buffers: list[Buffer] = []
     for s in snodes:
         for b in s.get_outputs():
             mpi = b.mpi_buffer
             cons = tuple(x.get_name() for x in mpi.succ_nodes if x.get_name() in in_graph)
+            if comms.contains_collective(s) and int(mpi.size_free) == 0:
+                # a coalesced all_gather's MultiOutputs only view this parent (which frees nothing): an
+                # ordering edge, not a read that must follow the waits (MODEL.md's reader rule would loop)
+                views = tuple(c for c in cons if _is_multi_output(by_name[c]))
+                cons = tuple(c for c in cons if c not in views)
+                edges += [(s.get_name(), c) for c in views]
             buffers.append(Buffer(b.get_name(), s.get_name(), cons, int(mpi.size_alloc), int(mpi.size_free),
                                   output=b.get_name() in outputs))
     freeable = get_freeable_input_buf(list(snodes), OrderedSet(V.graph.graph_inputs.keys()))
@@ -160,7 +191,7 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
         cons = tuple(x.get_name() for x in fb.mpi_buffer.succ_nodes if x.get_name() in in_graph)
         buffers.append(Buffer(bname, None, cons, int(fb.mpi_buffer.size_free), int(fb.mpi_buffer.size_free),
                               output=bname in outputs, freeable_input=True))
-    data_edges = sorted(set(edges))
+    data_edges = sorted(set(edges))  # (includes the view edges added with the buffers)
     fake_edges = sorted(set(fake) - set(data_edges))
     implied_edges = sorted(set(implied) - set(data_edges) - set(fake_edges))
     return Graph(nodes, buffers, data_edges, (), name, {"source": "inductor"}, fake_edges=fake_edges,

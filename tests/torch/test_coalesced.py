@@ -1,7 +1,7 @@
 """shared/repro torch_coalesced_*: coalesced collectives (one kernel, several waits) once broke compilation.
 
-The graph model still has one wait per collective (#11 leaves several waits open), so the pass cannot
-schedule these graphs; it must log one warning, keep Inductor's order and let the compile match eager.
+A collective may now have several waits (docs/decisions.md 15): the pass imports these graphs, solves
+them, applies the order (no warning), and the compile matches eager.
 """
 
 import os
@@ -16,7 +16,7 @@ import torch, torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 tmp = tempfile.mkdtemp()
 dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "pg"), rank=0, world_size=1)
-from overlapsat.torch import schedule_pass
+from overlapsat.torch.apply import SchedulePass
 from overlapsat.torch.capture import _inductor_capture
 warnings = []
 class Catch(logging.Handler):
@@ -34,9 +34,12 @@ def f(a, b):
     return a2 @ b2.T + 1
 x, w = torch.randn(8, 8), torch.randn(8, 8)
 ref = f(x, w)
-with _inductor_capture(schedule_pass(store)):
+applied = []
+def on_apply(g, order):
+    applied.append(max(len(ws) for ws in g.waits_of))
+with _inductor_capture(SchedulePass(store, mode="solve", time_limit=2, on_apply=on_apply)):
     out = torch.compile(f)(x, w)
-print("allclose", bool(torch.allclose(out, ref)), "warnings", len(warnings))
+print("allclose", bool(torch.allclose(out, ref)), "warnings", len(warnings), "applied", applied)
 """
 
 
@@ -48,4 +51,4 @@ def test_coalesced_collectives_compile_and_match_eager(case):
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-c", SCRIPT, case], capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.strip().splitlines()[-1] == "allclose True warnings 1", (p.stdout, p.stderr[-2000:])
+    assert p.stdout.strip().splitlines()[-1] == "allclose True warnings 0 applied [2]", (p.stdout, p.stderr[-2000:])
