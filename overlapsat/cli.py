@@ -40,6 +40,24 @@ def _load(path: str | None) -> Any:
     return load_graph(path or bundled())
 
 
+def _priced(g: Any, args: argparse.Namespace) -> Any:
+    """The graph re-priced for --profile / --calibration, when given (docs/cost_model.md)."""
+    profile, cal = getattr(args, "profile", None), getattr(args, "calibration", None)
+    if not (profile or cal):
+        return g
+    from overlapsat.cost import cost_model, load_calibration
+
+    table = load_calibration(cal) if cal else None
+    return g.reprice(cost_model(profile or (table.profile if table else "h200"), calibration=table))
+
+
+def _pricing_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--profile", metavar="GPU", help="price the graph for this hardware profile (a built-in name such as "
+                                                    "h100_sxm, or a profile file) instead of its own durations")
+    sp.add_argument("--calibration", metavar="JSON", help="correct the profile's model with the tables of "
+                                                          "`overlapsat calibrate` (their profile is used if none given)")
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every path the command will write, checked before any work (a bad one costs no solve)."""
     from overlapsat.io import check_writable
@@ -152,7 +170,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise GraphError("--plot needs matplotlib, which is not installed: pip install 'overlapsat[plot]'")
     if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
         raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
-    g = _load(args.graph)
+    g = _priced(_load(args.graph), args)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
                 workers=args.workers, on_progress=tick)
@@ -184,7 +202,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from overlapsat.io import check_writable
     from overlapsat.solver import optimize
 
-    g = _load(args.graph)
+    g = _priced(_load(args.graph), args)
     check_writable(args.out)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
@@ -210,13 +228,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def _corpus(paths: list[str]) -> list[str]:
+    """Graph files: a schedule store's recorded graphs (`*.graph.json`), or every `.json`/`.json.gz` of a directory."""
     import glob
     import os
 
     files: list[str] = []
     for p in paths:
         if os.path.isdir(p):
-            files += sorted(glob.glob(os.path.join(p, "*.json")))
+            recorded = sorted(glob.glob(os.path.join(p, "*.graph.json")))
+            files += recorded or sorted(glob.glob(os.path.join(p, "*.json")) + glob.glob(os.path.join(p, "*.json.gz")))
         elif os.path.exists(p):
             files.append(p)
         else:
@@ -234,30 +254,41 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from overlapsat.io import atomic_write_text, load_graph
 
     files = _corpus(args.paths)
-    recs = []
+    recs: list[dict[str, Any]] = []
+    bad: list[dict[str, str]] = []
     show = not args.json and sys.stderr.isatty()
+    names: dict[str, int] = {}
     for k, f in enumerate(files):
         if show:
             sys.stderr.write(f"\r[{k + 1}/{len(files)}] {f} ...")
             sys.stderr.flush()
-        g = load_graph(f)
+        try:  # one bad file is reported and skipped; the rest are benchmarked
+            g = _priced(load_graph(f), args)
+        except GraphError as e:
+            bad.append({"file": f, "error": str(e)})
+            continue
+        names[g.name] = names.get(g.name, 0) + 1
+        label = g.name if names[g.name] == 1 else f"{g.name} ({g.fingerprint()[:8]})"
         c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
                     collective_order=args.collective_order, workers=args.workers)
         ex, bh, inp = c.exact, c.best_heuristic, c.input_row
-        recs.append({"graph": f, "nodes": len(g), "input_exposed_us": inp.exposed, "best_heuristic": bh.method,
-                     "heuristic_exposed_us": bh.exposed, "exact_exposed_us": ex.exposed,
+        recs.append({"graph": label, "file": f, "nodes": len(g), "input_exposed_us": inp.exposed,
+                     "best_heuristic": bh.method, "heuristic_exposed_us": bh.exposed, "exact_exposed_us": ex.exposed,
                      "exposed_bound_us": c.exposed_bound, "status": c.result.status.value, "gap": c.gap(ex),
                      "reduction_vs_heuristic": 1 - ex.exposed / bh.exposed if bh.exposed > 0 else 0.0,
                      "reduction_vs_input": 1 - ex.exposed / inp.exposed if inp.exposed > 0 else 0.0})
     if show:
         sys.stderr.write("\r" + " " * 100 + "\r")
+    if not recs:
+        raise GraphError("bench: no readable graph among " + ", ".join(b["file"] + " (" + b["error"] + ")" for b in bad))
 
     def gmean_ratio(key: str) -> float:
         # geometric mean of exact/other exposed ratios (graphs with nothing exposed count as 1)
         vals = [max(r["exact_exposed_us"], 1e-9) / max(r[key], 1e-9) if r[key] > 1e-9 else 1.0 for r in recs]
         return 1 - math.exp(sum(math.log(v) for v in vals) / len(vals))
 
-    summary = {"graphs": len(recs), "geomean_reduction_vs_best_heuristic": gmean_ratio("heuristic_exposed_us"),
+    summary = {"graphs": len(recs), "skipped": len(bad),
+               "geomean_reduction_vs_best_heuristic": gmean_ratio("heuristic_exposed_us"),
                "geomean_reduction_vs_input_order": gmean_ratio("input_exposed_us"),
                "solved_to_optimality": sum(r["status"] in ("optimal", "heuristic_optimal") for r in recs),
                "mean_gap": sum(r["gap"] for r in recs) / len(recs)}
@@ -280,7 +311,54 @@ def cmd_bench(args: argparse.Namespace) -> int:
               f"lower than the best heuristic and {100 * summary['geomean_reduction_vs_input_order']:.1f}% lower than the "
               f"input order (geometric mean); {summary['solved_to_optimality']} solved to optimality; "
               f"mean gap {100 * summary['mean_gap']:.1f}%"]
-    _emit(args, {"graphs": recs, "summary": summary}, lines)
+    lines += [f"skipped {b['file']}: {b['error']}" for b in bad]
+    _emit(args, {"graphs": recs, "skipped": bad, "summary": summary}, lines)
+    return EXIT_OK if not bad else EXIT_BAD_INPUT
+
+
+def cmd_solve_cache(args: argparse.Namespace) -> int:
+    from overlapsat.store import solve_store
+
+    opts: dict[str, Any] = {"collective_order": args.collective_order}
+    if args.memory_budget is not None:
+        opts["memory_budget"] = args.memory_budget
+    if args.workers:
+        opts["workers"] = args.workers
+    show = not args.json and sys.stderr.isatty()
+    count = [0]
+
+    def done(o: Any) -> None:
+        count[0] += 1
+        if show:
+            sys.stderr.write(f"\r{count[0]} graph(s) done, last {o.fingerprint[:12]}: {o.outcome}   ")
+            sys.stderr.flush()
+
+    outs = solve_store(args.store, time_limit=args.time_limit, jobs=args.jobs, executor=args.executor, on_done=done,
+                       **opts)
+    if show:
+        sys.stderr.write("\r" + " " * 100 + "\r")
+    lines = ["| graph | fingerprint | outcome | status | input exposed | exposed | seconds |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: |"]
+    for o in outs:
+        ex = fmt_us(o.exposed_us) if o.exposed_us is not None else "-"
+        inp = fmt_us(o.input_exposed_us) if o.input_exposed_us is not None else "-"
+        lines.append(f"| {o.graph or '-'} | {o.fingerprint[:12]} | {o.outcome} | {o.status or '-'} | {inp} | {ex} | "
+                     f"{o.seconds:.1f} |")
+    errors = [o for o in outs if o.outcome == "error"]
+    lines += [f"error {o.fingerprint[:12]}: {o.message}" for o in errors]
+    tally = {k: sum(o.outcome == k for o in outs) for k in ("solved", "replaced_corrupt", "has_schedule", "locked", "error")}
+    lines.append(", ".join(f"{v} {k}" for k, v in tally.items() if v) or "no recorded graphs")
+    _emit(args, {"store": args.store, "graphs": [o.as_dict() for o in outs], "summary": tally}, lines)
+    return EXIT_BAD_INPUT if errors else EXIT_OK
+
+
+def cmd_reprice(args: argparse.Namespace) -> int:
+    g = _priced(_load(args.graph), args)
+    g.save(args.out)
+    _emit(args, {"graph": g.name, "out": args.out, "fingerprint": g.fingerprint(), "compute_us": g.compute_total,
+                 "comm_us": g.comm_total},
+          [f"graph {g.name} priced for {args.profile or 'the calibration profile'} -> {args.out}: "
+           f"compute {fmt_us(g.compute_total)}, communication {fmt_us(g.comm_total)}"])
     return EXIT_OK
 
 
@@ -352,10 +430,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the collective-order policy the order is validated against (default group)")
     sp = add("compare", cmd_compare, "input order, every heuristic and the exact solver side by side")
     _solver_args(sp)
+    _pricing_args(sp)
     sp.add_argument("--plot", metavar="OUT", help="timeline picture (.png or .svg) of input, best heuristic and exact")
     sp.add_argument("--trace", metavar="OUT", help="Chrome/Perfetto trace JSON of the exact schedule")
     sp = add("solve", cmd_solve, "solve and write the schedule file")
     _solver_args(sp)
+    _pricing_args(sp)
     sp.add_argument("--out", required=True, metavar="SCHEDULE", help="schedule JSON to write")
     sp = sub.add_parser("bench", help="compare over a corpus of graphs, one row per graph plus a summary",
                         description="compare over a corpus of graphs, one row per graph plus a summary")
@@ -363,7 +443,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.add_argument("--csv", metavar="OUT", help="also write one CSV row per graph")
     _solver_args(sp)
+    _pricing_args(sp)
     sp.set_defaults(fn=cmd_bench)
+    sp = add("reprice", cmd_reprice, "write the graph priced for another GPU (--profile) or measured tables "
+                                     "(--calibration, from `overlapsat calibrate`)")
+    _pricing_args(sp)
+    sp.add_argument("--out", required=True, metavar="GRAPH", help="graph JSON to write")
+    sp = sub.add_parser("solve-cache", help="solve every graph recorded in a schedule store that has no usable schedule",
+                        description="solve every graph the torch bridge recorded in STORE that has no usable schedule "
+                                    "(missing, corrupt or invalid), in parallel; safe to interrupt, rerun, or run twice "
+                                    "at once (docs/torch.md)")
+    sp.add_argument("store", metavar="STORE")
+    sp.add_argument("--jobs", type=int, default=1, metavar="N", help="graphs solved at once (default 1)")
+    sp.add_argument("--executor", choices=["local", "ray"], default="local",
+                    help="local processes (default) or a Ray cluster (RAY_ADDRESS, else a local instance; "
+                         "pip install 'overlapsat[ray]')")
+    sp.add_argument("--json", action="store_true", help="machine-readable output")
+    _solver_args(sp)
+    sp.set_defaults(fn=cmd_solve_cache)
     sp = sub.add_parser("calibrate", help="build cost-model tables from measurement files",
                         description="build cost-model calibration tables from the JSON files that "
                                     "benchmarks/calibrate_collectives.py and calibrate_compute.py write")

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from overlapsat.cost import nccl
-from overlapsat.cost.calibration import Calibration, builtin_calibration
+from overlapsat.cost.calibration import Calibration, builtin_calibration, load_calibration
 from overlapsat.cost.hardware import HardwareProfile, load_profile
+from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node, NodeKind
 
 
@@ -73,10 +74,20 @@ class CalibratedCostModel:
         return self.compute_us(node.flops, node.bytes_accessed, node.gemm_like)
 
 
-def cost_model(profile: str | HardwareProfile = "h200", *, dtype: str = "bf16", calibrated: bool = True) -> CostModel:
-    """The best model for a profile: calibrated where tables ship with overlapsat."""
+def cost_model(profile: str | HardwareProfile = "h200", *, dtype: str = "bf16", calibrated: bool = True,
+               calibration: str | Calibration | None = None) -> CostModel:
+    """The best model for a profile: calibrated by `calibration` (a file from `overlapsat calibrate`, or a
+    `Calibration`) when given, else by the tables that ship with overlapsat for that profile, if any."""
     hw = profile if isinstance(profile, HardwareProfile) else load_profile(profile)
     base = AnalyticalCostModel(hw, dtype)
+    if calibration is not None:
+        cal = load_calibration(calibration) if isinstance(calibration, str) else calibration
+        if not isinstance(cal, Calibration):
+            raise GraphError(f"calibration must be a file path or a Calibration, got {type(calibration).__name__}")
+        if cal.profile != hw.name:
+            raise GraphError(f"calibration {calibration if isinstance(calibration, str) else ''!s} was measured for "
+                             f"profile {cal.profile!r}, not {hw.name!r}; pass the profile it belongs to")
+        return CalibratedCostModel(base, cal)
     cal = builtin_calibration(hw.name) if calibrated else None
     return CalibratedCostModel(base, cal) if cal is not None else base
 

@@ -3,40 +3,59 @@
 `install(mode, store)` puts a `SchedulePass` in Inductor's
 `reorder_for_compute_comm_overlap_passes` (or put `schedule_pass(store)` there
 yourself). Each compiled graph is imported and fingerprinted; if `store` holds a
-schedule for that fingerprint, the scheduler nodes are reordered to it (after
-the validator accepts it), otherwise the graph is saved to the store for
-offline solving (`solve_store`) or, in "solve" mode, solved inline. The
-fingerprint is structural and durations come from a deterministic cost model,
-so every rank finds the same schedule; any failure keeps Inductor's order.
+usable schedule for that fingerprint, the scheduler nodes are reordered to it
+(after the validator accepts it); otherwise the graph is recorded for offline
+solving (`overlapsat solve-cache`) and the miss is written down, and the pass
+keeps Inductor's order or applies the best heuristic (`fallback`); in "solve"
+mode the graph is solved inline. The fingerprint is structural and durations
+come from a deterministic cost model, so every rank finds the same schedule;
+any failure logs one warning and keeps Inductor's order.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from typing import Any
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Graph
-from overlapsat.io import load_graph
-from overlapsat.schedules import load_schedule
+from overlapsat.graph import Graph, Node
+from overlapsat.io import atomic_write_text
+from overlapsat.store import graph_path, miss_path, schedule_path, usable_schedule
 from overlapsat.torch.importer import DurationFn, import_snodes
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
 
-
-def _paths(store: str, fp: str) -> tuple[str, str]:
-    return os.path.join(store, f"{fp}.graph.json"), os.path.join(store, f"{fp}.schedule.json")
-
-
-PASS_VERSION = 3  # part of Inductor's cache key: bump when what the pass does changes
+PASS_VERSION = 4  # part of Inductor's cache key: bump when what the pass does changes
 MODES = ("capture", "apply", "solve")
+FALLBACKS = ("inductor", "heuristic")
 # levels a rank may fall back from alone: its Inductor order issues each group's collectives in the same order
 SAFE_LEVELS = ("chain", "global", "group")
+
+
+def _file_digest(path: str | None) -> str:
+    if not path or not os.path.exists(path):
+        return ""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _graph_name() -> str:
+    """'compile 0/1 bwd': Dynamo's compile id and the direction, for reading a store's rows."""
+    try:
+        from torch._guards import CompileContext
+        from torch._inductor.virtualized import V
+
+        cid = CompileContext.current_compile_id()
+        return f"compile {cid} {'bwd' if getattr(V.graph, 'is_backward', False) else 'fwd'}"
+    except Exception:  # noqa: BLE001 - a name is a convenience
+        return "inductor"
 
 
 class SchedulePass:
@@ -44,30 +63,56 @@ class SchedulePass:
 
     Picklable on purpose: Inductor's FX graph cache pickles its config, this
     pass included, into the cache key. The pickled state is the version, the
-    options and a digest of the store's schedules, so a schedule solved after
-    a compile changes the key (the next compile applies it) while an unchanged
-    store hits the cache. Callables (`durations`, `on_apply`) are process-local
-    and left out of the state.
+    options, the pricing and a digest of the store's schedules, so a schedule
+    solved after a compile changes the key (the next compile applies it)
+    while an unchanged store hits the cache. Callables (`durations`,
+    `on_apply`) are process-local and left out of the state.
     """
 
     def __init__(self, store: str, *, mode: str = "apply", durations: DurationFn | None = None, record: bool = True,
                  on_apply: Callable[[Graph, list[str]], None] | None = None, time_limit: float = 10.0,
-                 collective_order: str = "group") -> None:
+                 collective_order: str = "group", fallback: str = "inductor", profile: str | None = None,
+                 calibration: str | None = None) -> None:
         if not os.path.isdir(store):
             raise GraphError(f"schedule store {store!r} is not a directory")
         if mode not in MODES:
             raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if fallback not in FALLBACKS:
+            raise GraphError(f"fallback must be one of {', '.join(FALLBACKS)}; got {fallback!r}")
         if collective_order not in SAFE_LEVELS:
             raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile: a rank that "
                              f"falls back to Inductor's order alone would issue collectives in another order; use one "
                              f"of {', '.join(SAFE_LEVELS)}")
+        if durations is not None and (profile or calibration):
+            raise GraphError("give either durations or profile/calibration, not both")
         self.store = os.path.abspath(store)
-        self.mode = mode
-        self.record = record
-        self.durations = durations
+        self.mode, self.record, self.fallback = mode, record, fallback
         self.on_apply = on_apply
         self.time_limit = float(time_limit)
         self.collective_order = collective_order
+        self.profile, self.calibration = profile, os.path.abspath(calibration) if calibration else None
+        self.durations = durations
+        self._priced: DurationFn | None = None
+        if profile or calibration:
+            self._pricing()  # a bad profile or calibration file fails here, before any compile
+
+    def _pricing(self) -> DurationFn | None:
+        """The durations: the user's callable, their profile/calibration, or the importer's default (H200)."""
+        if self.durations is not None:
+            return self.durations
+        if not (self.profile or self.calibration):
+            return None
+        if self._priced is None:
+            from overlapsat.cost import cost_model, load_calibration
+
+            cal = load_calibration(self.calibration) if self.calibration else None
+            model = cost_model(self.profile or (cal.profile if cal else "h200"), calibration=cal)
+
+            def priced(node: Node) -> float:
+                return round(model.duration(node), 3)
+
+            self._priced = priced
+        return self._priced
 
     def __call__(self, snodes: list[Any]) -> list[Any]:
         try:
@@ -77,30 +122,60 @@ class SchedulePass:
             return snodes
 
     def _reorder(self, snodes: list[Any]) -> list[Any]:
-        g = import_snodes(snodes, durations=self.durations)
+        g = import_snodes(snodes, name=_graph_name(), durations=self._pricing())
         fp = g.fingerprint()
-        gpath, spath = _paths(self.store, fp)
-        if self.mode != "capture" and os.path.exists(spath):
-            return self._apply(g, snodes, load_schedule(spath, g).order, os.path.basename(spath))
+        if self.mode == "capture":
+            self._record(g, fp)
+            return snodes
+        order, why = usable_schedule(self.store, fp, g, self.collective_order)
+        if order is not None:
+            return self._apply(g, snodes, order, os.path.basename(schedule_path(self.store, fp)))
         if self.mode == "solve":
             from overlapsat.solver import optimize
 
             r = optimize(g, time_limit=self.time_limit, collective_order=self.collective_order)
             if r.cut_by_wall_clock:  # another rank may have finished its work: keep the order every rank can agree on
                 raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
-            r.save(spath)
-            return self._apply(g, snodes, r.names, os.path.basename(spath))
-        if self.record and not os.path.exists(gpath):
-            g.save(gpath)
-            log.info("overlapsat: recorded graph %s for offline solving", os.path.basename(gpath))
+            r.save(schedule_path(self.store, fp))
+            return self._apply(g, snodes, r.names, os.path.basename(schedule_path(self.store, fp)))
+        self._record(g, fp)
+        self._note_miss(g, fp, why)
+        if self.fallback == "heuristic":
+            return self._apply(g, snodes, self._best_heuristic(g), "best heuristic")
         return snodes
+
+    def _record(self, g: Graph, fp: str) -> None:
+        path = graph_path(self.store, fp)
+        if self.record and not os.path.exists(path):
+            g.save(path)
+            log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
+
+    def _note_miss(self, g: Graph, fp: str, why: str) -> None:
+        """Why this graph ran without a solved schedule: `overlapsat bench STORE` and the user read it."""
+        note = {"graph": g.name, "fingerprint": fp, "reason": why, "fallback": self.fallback,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        atomic_write_text(miss_path(self.store, fp), json.dumps(note, indent=1))
+        log.info("overlapsat: no usable schedule for %s (%s): %s", g.name, fp[:12], why)
+
+    def _best_heuristic(self, g: Graph) -> list[str]:
+        """The best valid order of the portfolio: deterministic (work-limited), so every rank picks the same."""
+        from overlapsat.evaluate import rank_key
+        from overlapsat.heuristics.portfolio import run_all
+        from overlapsat.solver import SolveParams
+
+        steps = SolveParams(time_limit=self.time_limit).portfolio_steps
+        rows = sorted((h for h in run_all(g, collective_order=self.collective_order, work_limit=steps) if h.valid),
+                      key=rank_key)
+        if not rows:
+            raise GraphError("no heuristic order is valid for this graph")
+        return [g.names[i] for i in rows[0].order]
 
     def _apply(self, g: Graph, snodes: list[Any], order: list[str], what: str) -> list[Any]:
         vs = validate(g, order, collective_order=self.collective_order)
         if vs:
             raise GraphError(f"schedule {what} is invalid for this graph ({vs[0]})")
         by_name = {s.get_name(): s for s in snodes}
-        log.info("overlapsat: applying schedule %s (%d nodes)", what, len(snodes))
+        log.info("overlapsat: applying %s to %s (%d nodes)", what, g.name, len(snodes))
         if self.on_apply is not None:
             self.on_apply(g, order)
         return [by_name[n] for n in order]
@@ -120,13 +195,15 @@ class SchedulePass:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"version": PASS_VERSION, "store": self.store, "mode": self.mode, "record": self.record,
-                "time_limit": self.time_limit, "collective_order": self.collective_order,
-                "schedules": self.schedules_digest()}
+                "time_limit": self.time_limit, "collective_order": self.collective_order, "fallback": self.fallback,
+                "profile": self.profile, "calibration": self.calibration,
+                "calibration_digest": _file_digest(self.calibration), "schedules": self.schedules_digest()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.record = state["store"], state["mode"], state["record"]
         self.time_limit, self.collective_order = state["time_limit"], state["collective_order"]
-        self.durations = self.on_apply = None
+        self.fallback, self.profile, self.calibration = state["fallback"], state["profile"], state["calibration"]
+        self.durations = self.on_apply = self._priced = None
 
     def uuid(self) -> str:
         """The same key as the pickled state, for Inductor's custom-pass interface."""
@@ -141,16 +218,22 @@ def schedule_pass(store: str, *, durations: DurationFn | None = None, record: bo
 
 
 def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
-            collective_order: str = "group", durations: DurationFn | None = None) -> SchedulePass:
+            collective_order: str = "group", fallback: str = "inductor", profile: str | None = None,
+            calibration: str | None = None, durations: DurationFn | None = None) -> SchedulePass:
     """Switch Inductor's comm/compute reordering to overlapsat, on every rank.
 
     capture: record each graph in `store`, keep Inductor's order;
     apply:   use the stored schedule when its fingerprint matches and it
-             validates, otherwise keep Inductor's order and record the graph;
+             validates; otherwise record the graph and the miss, and keep
+             Inductor's order (fallback="inductor") or apply the best
+             heuristic order (fallback="heuristic");
     solve:   like apply, but a graph without a schedule is solved inline
              (deterministic, `time_limit`) and its schedule stored.
-    Creates `store`. Only levels a rank may safely fall back from alone are
-    accepted (`free` is not). Returns the installed pass.
+    Graphs are priced for `profile` (a built-in name such as "h100_sxm", or a
+    profile file), corrected by `calibration` (a file from `overlapsat
+    calibrate`); the default is the calibrated H200 model. Creates `store`.
+    Only levels a rank may safely fall back from alone are accepted (`free` is
+    not). Returns the installed pass.
     """
     torch_module()
     import torch._inductor.config as icfg
@@ -159,28 +242,19 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
         os.makedirs(store, exist_ok=True)
     except OSError as e:
         raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
-    p = SchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, durations=durations)
+    p = SchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, durations=durations,
+                     fallback=fallback, profile=profile, calibration=calibration)
     icfg.reorder_for_compute_comm_overlap = True
     icfg.reorder_for_compute_comm_overlap_passes = [p]
     return p
 
 
-def solve_store(store: str, *, time_limit: float = 60.0, **optimize_kw: Any) -> dict[str, str]:
-    """Solve every recorded graph in `store` that has no schedule yet; returns fingerprint -> status."""
-    from overlapsat.solver import optimize
+def solve_store(store: str, *, time_limit: float = 60.0, **options: Any) -> dict[str, str]:
+    """Solve every recorded graph in `store` without a usable schedule; fingerprint -> status or outcome.
 
-    out: dict[str, str] = {}
-    for name in sorted(os.listdir(store)):
-        if not name.endswith(".graph.json"):
-            continue
-        fp = name[: -len(".graph.json")]
-        gpath, spath = _paths(store, fp)
-        if os.path.exists(spath):
-            continue
-        g = load_graph(gpath)
-        if g.fingerprint() != fp:
-            raise GraphError(f"{gpath}: file name says fingerprint {fp} but the graph has {g.fingerprint()}")
-        r = optimize(g, time_limit=time_limit, **optimize_kw)
-        r.save(spath)
-        out[fp] = r.status.value
-    return out
+    (The store's own `overlapsat.store.solve_store` has jobs, Ray and per-graph outcomes.)
+    """
+    from overlapsat.store import solve_store as solve_all
+
+    return {o.fingerprint: o.status or o.outcome for o in solve_all(store, time_limit=time_limit, **options)
+            if o.outcome != "has_schedule"}

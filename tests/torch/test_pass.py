@@ -48,7 +48,7 @@ def test_any_failure_keeps_inductors_order_with_one_warning(tmp_path, caplog, mo
         monkeypatch.setattr(apply, "import_snodes", boom)
     elif fault == "unreadable_schedule":
         g = _tiny_graph()
-        monkeypatch.setattr(apply, "import_snodes", lambda s, durations=None: g)
+        monkeypatch.setattr(apply, "import_snodes", lambda s, **kw: g)
         (store / f"{g.fingerprint()}.schedule.json").write_text("{ not json")
     with caplog.at_level(logging.WARNING, logger="overlapsat.torch.apply"):
         out = p(snodes)
@@ -130,7 +130,7 @@ def _pass_on(monkeypatch, tmp_path, **kw):
 
     apply = importlib.import_module("overlapsat.torch.apply")
     g = _overlap_graph()
-    monkeypatch.setattr(apply, "import_snodes", lambda s, durations=None: g)
+    monkeypatch.setattr(apply, "import_snodes", lambda s, **kw: g)
     return SchedulePass(str(tmp_path), **kw), g, [_Node(n) for n in g.input_order]
 
 
@@ -150,6 +150,51 @@ def test_modes(monkeypatch, tmp_path):
         SchedulePass(str(tmp_path), mode="train")
     with pytest.raises(GraphError, match="not safe"):
         SchedulePass(str(tmp_path), collective_order="free")
+
+
+def test_apply_miss_records_the_graph_and_the_reason_then_falls_back(monkeypatch, tmp_path):
+    import json
+
+    keep, g, snodes = _pass_on(monkeypatch, tmp_path, mode="apply")
+    assert keep(snodes) is snodes  # no schedule: Inductor's order
+    fp = g.fingerprint()
+    miss = json.loads((tmp_path / f"{fp}.miss.json").read_text())
+    assert miss["reason"] == "no schedule" and miss["fallback"] == "inductor"
+    assert (tmp_path / f"{fp}.graph.json").exists()
+    best, _, _ = _pass_on(monkeypatch, tmp_path, mode="apply", fallback="heuristic")
+    # the best heuristic order of this graph issues the collective first (a brute-force check: 3 orders)
+    assert [s.get_name() for s in best(snodes)] == ["c", "k", "w"]
+    # a corrupt schedule is a miss with its reason, never applied
+    (tmp_path / f"{fp}.schedule.json").write_text("{ not json")
+    assert keep(snodes) is snodes
+    assert json.loads((tmp_path / f"{fp}.miss.json").read_text())["reason"].startswith("corrupt schedule")
+    with pytest.raises(GraphError, match="fallback"):
+        SchedulePass(str(tmp_path), fallback="random")
+
+
+def test_profile_and_calibration_price_the_graph_and_key_the_cache(tmp_path):
+    import pickle
+
+    from overlapsat.cost import builtin_calibration, cost_model
+    from overlapsat.graph import Node, NodeKind
+
+    node = Node("add", NodeKind.COMPUTE, 0.0, bytes_accessed=2e9)  # memory-bound: HBM 3.35 TB/s against 4.8
+    h100 = SchedulePass(str(tmp_path), profile="h100_sxm")
+    assert h100._pricing()(node) == round(cost_model("h100_sxm").duration(node), 3)
+    assert h100._pricing()(node) != round(cost_model("h200").duration(node), 3)
+    cal = tmp_path / "cal.json"
+    builtin_calibration("h200").save(str(cal))
+    mine = SchedulePass(str(tmp_path), calibration=str(cal))
+    assert mine._pricing()(node) == round(cost_model("h200").duration(node), 3)  # the same tables as built in
+    key = pickle.dumps(mine)
+    edited = builtin_calibration("h200")
+    edited.meta["note"] = "re-measured"
+    edited.save(str(cal))  # an edited calibration is another key
+    assert pickle.dumps(SchedulePass(str(tmp_path), calibration=str(cal))) != key
+    with pytest.raises(GraphError, match="profile"):
+        SchedulePass(str(tmp_path), profile="h100_sxm", calibration=str(cal))  # tables of another GPU
+    with pytest.raises(GraphError):
+        SchedulePass(str(tmp_path), profile="no_such_gpu")
 
 
 def test_install_sets_inductors_config_and_creates_the_store(tmp_path):

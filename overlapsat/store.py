@@ -1,0 +1,233 @@
+"""A schedule store: the directory where the torch bridge records graphs and finds their schedules.
+
+Layout, one pair per graph, keyed by its structural fingerprint (so every rank
+finds the same file): `<fp>.graph.json` (recorded by capture), `<fp>.schedule.json`
+(written by `solve_store` or the inline solve), `<fp>.lock` (held while a graph
+is being solved) and `<fp>.miss.json` (why the last apply fell back).
+
+`solve_store` solves every graph without a usable schedule, one graph per task,
+in local processes or on Ray. Why it is safe to kill, rerun or run twice:
+
+- a schedule is written atomically (temporary file, then rename), so a file
+  is either complete or absent;
+- each graph is solved under an exclusive `flock` on its lock file, which the
+  kernel releases when the holder dies; a second run skips a locked graph, and
+  re-checks for a schedule once it holds the lock;
+- a schedule that does not load, belongs to another graph or fails the
+  validator counts as missing and is solved again;
+- any failure stays inside its task and is reported on that graph's row.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from overlapsat.errors import GraphError
+
+log = logging.getLogger(__name__)
+
+GRAPH_SUFFIX, SCHEDULE_SUFFIX, LOCK_SUFFIX, MISS_SUFFIX = ".graph.json", ".schedule.json", ".lock", ".miss.json"
+EXECUTORS = ("local", "ray")
+
+
+def graph_path(store: str, fp: str) -> str:
+    return os.path.join(store, fp + GRAPH_SUFFIX)
+
+
+def schedule_path(store: str, fp: str) -> str:
+    return os.path.join(store, fp + SCHEDULE_SUFFIX)
+
+
+def miss_path(store: str, fp: str) -> str:
+    return os.path.join(store, fp + MISS_SUFFIX)
+
+
+def recorded(store: str) -> list[str]:
+    """Fingerprints of the recorded graphs, sorted."""
+    if not os.path.isdir(store):
+        raise GraphError(f"schedule store {store!r} is not a directory")
+    return sorted(n[: -len(GRAPH_SUFFIX)] for n in os.listdir(store) if n.endswith(GRAPH_SUFFIX))
+
+
+def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "group") -> tuple[list[str] | None, str]:
+    """The stored order for `graph` when it loads, matches and validates; else (None, why not)."""
+    from overlapsat.schedules import load_schedule
+    from overlapsat.validate import validate
+
+    path = schedule_path(store, fp)
+    if not os.path.exists(path):
+        return None, "no schedule"
+    try:
+        order = load_schedule(path, graph).order
+    except GraphError as e:
+        return None, f"corrupt schedule: {e}"
+    vs = validate(graph, order, collective_order=collective_order, limit=1)
+    if vs:
+        return None, f"invalid schedule: {vs[0]}"
+    return order, "ok"
+
+
+@contextmanager
+def graph_lock(store: str, fp: str) -> Iterator[bool]:
+    """An exclusive, non-blocking lock on one graph; yields False when another process holds it."""
+    import fcntl
+
+    path = os.path.join(store, fp + LOCK_SUFFIX)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Outcome:
+    """What happened to one recorded graph."""
+
+    fingerprint: str
+    graph: str = ""  # the graph's name, once loaded
+    outcome: str = ""  # solved | replaced_corrupt | has_schedule | locked | error
+    status: str = ""  # the solver's status when solved
+    exposed_us: float | None = None
+    input_exposed_us: float | None = None
+    seconds: float = 0.0
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -> Outcome:
+    """Solve one recorded graph under its lock; never raises (a task's failure is its row's)."""
+    import time
+
+    t0 = time.monotonic()
+    out = Outcome(fp)
+    try:
+        with graph_lock(store, fp) as mine:
+            if not mine:
+                out.outcome, out.message = "locked", "another run is solving this graph"
+                return out
+            from overlapsat.io import load_graph
+            from overlapsat.solver import optimize
+
+            g = load_graph(graph_path(store, fp))
+            out.graph = g.name
+            if g.fingerprint() != fp:
+                raise GraphError(f"file name says fingerprint {fp} but the graph has {g.fingerprint()}")
+            co = options.get("collective_order", "group")
+            order, why = usable_schedule(store, fp, g, co)  # re-checked under the lock: a run may have finished
+            if order is not None:
+                out.outcome = "has_schedule"
+                return out
+            r = optimize(g, time_limit=time_limit, **options)
+            r.save(schedule_path(store, fp))
+            out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
+            out.message = "" if why == "no schedule" else why
+            out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
+    except Exception as e:  # noqa: BLE001 - one bad graph is reported and skipped; the rest are solved
+        out.outcome, out.message = "error", f"{type(e).__name__}: {e}"
+    finally:
+        out.seconds = time.monotonic() - t0
+    return out
+
+
+def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor: str = "local",
+                on_done: Callable[[Outcome], None] | None = None, **options: Any) -> list[Outcome]:
+    """Solve every recorded graph of `store` without a usable schedule; one Outcome per graph.
+
+    `jobs` graphs are solved at once (local processes, or Ray tasks; Ray joins
+    the cluster in RAY_ADDRESS or starts a local instance). `options` go to
+    `optimize`; without `workers`, each solve gets an equal share of the cores.
+    """
+    if executor not in EXECUTORS:
+        raise GraphError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise GraphError(f"jobs must be an integer >= 1, got {jobs!r}")
+    from overlapsat.solver import SolveParams
+
+    SolveParams.from_kwargs(time_limit=time_limit, **{k: v for k, v in options.items() if k != "memory_budget"})
+    # (bad options fail here, not in every task; a budget is resolved per graph by optimize)
+    options.setdefault("workers", max(1, min(8, (os.cpu_count() or 1) // jobs)))
+    todo: list[str] = []
+    done: list[Outcome] = []
+    for fp in recorded(store):
+        if os.path.exists(schedule_path(store, fp)):
+            try:
+                from overlapsat.io import load_graph
+
+                order, _ = usable_schedule(store, fp, load_graph(graph_path(store, fp)),
+                                           options.get("collective_order", "group"))
+            except GraphError:
+                order = None  # the task reports the bad graph
+            if order is not None:
+                done.append(Outcome(fp, outcome="has_schedule"))
+                continue
+        todo.append(fp)
+    results: list[Outcome] = []
+    run = _run_ray if executor == "ray" else _run_local
+    for o in run(store, todo, time_limit, jobs, options):
+        if on_done is not None:
+            on_done(o)
+        results.append(o)
+    by_fp = {o.fingerprint: o for o in done + results}
+    return [by_fp[fp] for fp in sorted(by_fp)]
+
+
+def _run_local(store: str, todo: list[str], time_limit: float, jobs: int, options: dict[str, Any]) -> Iterator[Outcome]:
+    if jobs == 1 or len(todo) <= 1:
+        for fp in todo:
+            yield solve_one(store, fp, time_limit, options)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    # spawn: a fork of a process that runs CP-SAT threads is not safe
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
+        futs = {pool.submit(solve_one, store, fp, time_limit, options): fp for fp in todo}
+        for f in as_completed(futs):
+            try:
+                yield f.result()
+            except BrokenProcessPool as e:  # a task killed its process: the others are reported, a rerun resumes
+                yield Outcome(futs[f], outcome="error", message=f"worker process died: {e}")
+
+
+def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options: dict[str, Any]) -> Iterator[Outcome]:
+    try:
+        import ray
+    except ImportError:
+        raise GraphError("--executor ray needs Ray: pip install 'overlapsat[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(logging_level=logging.WARNING, include_dashboard=False)
+    task = ray.remote(num_cpus=options.get("workers", 1), max_retries=0)(solve_one)
+    queue = list(todo)
+    running: dict[Any, str] = {}
+    while queue or running:
+        while queue and len(running) < jobs:  # at most `jobs` graphs in flight, as locally
+            fp = queue.pop(0)
+            running[task.remote(os.path.abspath(store), fp, time_limit, options)] = fp
+        ready, _ = ray.wait(list(running), num_returns=1)
+        for ref in ready:
+            fp = running.pop(ref)
+            try:
+                yield ray.get(ref)
+            except Exception as e:  # noqa: BLE001 - a task that died on its node
+                yield Outcome(fp, outcome="error", message=f"Ray task failed: {type(e).__name__}: {e}")
+
+__all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path",
+           "solve_one", "solve_store", "usable_schedule"]

@@ -1,0 +1,158 @@
+"""`overlapsat solve-cache` and the store: isolation, atomic writes, resume, locks, corrupt schedules, Ray."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from overlapsat.examples import bundled
+from overlapsat.io import load_graph
+from overlapsat.schedules import load_schedule
+from overlapsat.store import graph_lock, recorded, schedule_path, solve_store, usable_schedule
+from overlapsat.validate import validate
+
+ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SMALL = ("fsdp_small", "moe_small", "ddp_small", "tp_small")
+
+
+def make_store(path, names=SMALL):
+    path.mkdir(exist_ok=True)
+    fps = []
+    for n in names:
+        g = load_graph(bundled(n))
+        g.save(str(path / f"{g.fingerprint()}.graph.json"))
+        fps.append(g.fingerprint())
+    return fps
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "overlapsat", *args], capture_output=True, text=True, env=ENV,
+                          timeout=600)
+
+
+def test_every_graph_is_solved_and_one_bad_file_is_reported(tmp_path):
+    store = tmp_path / "store"
+    fps = make_store(store)
+    (store / ("0" * 64 + ".graph.json")).write_text("{ truncated")
+    outs = solve_store(str(store), time_limit=2, jobs=2)
+    by = {o.fingerprint: o for o in outs}
+    assert by["0" * 64].outcome == "error" and "JSON" in by["0" * 64].message
+    for fp in fps:
+        assert by[fp].outcome == "solved", by[fp]
+        g = load_graph(str(store / f"{fp}.graph.json"))
+        order, why = usable_schedule(str(store), fp, g)
+        assert why == "ok" and validate(g, order) == []
+    assert not [p for p in os.listdir(store) if p.startswith(".tmp-")]  # atomic writes leave nothing behind
+    again = solve_store(str(store), time_limit=2)
+    assert {o.outcome for o in again if o.fingerprint in fps} == {"has_schedule"}
+
+
+def test_a_corrupt_or_foreign_schedule_is_solved_again(tmp_path):
+    store = tmp_path / "store"
+    a, b = make_store(store, ("fsdp_small", "moe_small"))
+    solve_store(str(store), time_limit=2)
+    (store / f"{a}.schedule.json").write_text('{"format": "overlapsat-schedule", "vers')  # cut mid-write
+    os.replace(store / f"{b}.schedule.json", store / "keep.json")
+    os.replace(store / "keep.json", store / f"{b}.schedule.json")
+    other = json.loads((store / f"{b}.schedule.json").read_text())
+    other["graph_fingerprint"] = a  # a schedule of b filed under a's name
+    (store / f"{a}.schedule.json").write_text(json.dumps(other))
+    outs = {o.fingerprint: o for o in solve_store(str(store), time_limit=2)}
+    assert outs[a].outcome == "replaced_corrupt" and "schedule" in outs[a].message
+    assert outs[b].outcome == "has_schedule"
+    g = load_graph(str(store / f"{a}.graph.json"))
+    assert validate(g, load_schedule(str(store / f"{a}.schedule.json"), g).order) == []
+
+
+def test_a_locked_graph_is_left_to_its_holder(tmp_path):
+    store = tmp_path / "store"
+    a, b = make_store(store, ("fsdp_small", "moe_small"))
+    with graph_lock(str(store), a) as mine:
+        assert mine
+        outs = {o.fingerprint: o.outcome for o in solve_store(str(store), time_limit=2)}
+    assert outs == {a: "locked", b: "solved"}
+    assert not os.path.exists(schedule_path(str(store), a))
+    assert {o.outcome for o in solve_store(str(store), time_limit=2)} == {"solved", "has_schedule"}  # lock released
+
+
+def test_two_concurrent_runs_never_solve_one_graph_twice(tmp_path):
+    store = tmp_path / "store"
+    make_store(store)
+    procs = [subprocess.Popen([sys.executable, "-m", "overlapsat", "solve-cache", str(store), "--time-limit", "3",
+                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+             for _ in range(2)]
+    rows = []
+    for p in procs:
+        so, se = p.communicate(timeout=600)
+        assert p.returncode == 0, se
+        rows += json.loads(so)["graphs"]
+    solved = [r["fingerprint"] for r in rows if r["outcome"] == "solved"]
+    assert sorted(solved) == sorted(set(solved)) == sorted(recorded(str(store)))
+
+
+def test_a_killed_run_resumes_and_keeps_what_it_finished(tmp_path):
+    store = tmp_path / "store"
+    fps = make_store(store, ("fsdp_small", "moe_small", "tp_large"))  # tp_large takes its full 60 s
+    big = load_graph(bundled("tp_large")).fingerprint()
+    p = subprocess.Popen([sys.executable, "-m", "overlapsat", "solve-cache", str(store), "--time-limit", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    first = sorted(fps)[0]  # graphs are solved in fingerprint order
+    assert first != big
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not os.path.exists(schedule_path(str(store), first)):
+        time.sleep(0.1)
+    time.sleep(5)  # into tp_large's solve
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    kept = sorted(fp for fp in fps if os.path.exists(schedule_path(str(store), fp)))
+    assert first in kept and big not in kept
+    assert not [x for x in os.listdir(store) if x.startswith(".tmp-")]  # no half-written schedule
+    outs = {o.fingerprint: o.outcome for o in solve_store(str(store), time_limit=2)}  # the kernel freed the lock
+    assert sorted(fp for fp, o in outs.items() if o == "has_schedule") == kept
+    assert sorted(fp for fp, o in outs.items() if o == "solved") == sorted(set(fps) - set(kept))
+
+
+def test_cli_solve_cache_table_and_errors(tmp_path):
+    store = tmp_path / "store"
+    make_store(store, ("fsdp_small",))
+    r = cli("solve-cache", str(store), "--time-limit", "2")
+    assert r.returncode == 0, r.stderr
+    assert "| solved |" in r.stdout and "1 solved" in r.stdout
+    (store / ("f" * 64 + ".graph.json")).write_text("[]")
+    r = cli("solve-cache", str(store), "--time-limit", "2")
+    assert r.returncode == 2 and "error ffffffffffff" in r.stdout and "1 has_schedule" in r.stdout
+    r = cli("solve-cache", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "nope" in r.stderr
+
+
+def test_bench_reads_a_store_names_rows_and_skips_bad_files(tmp_path):
+    store = tmp_path / "store"
+    make_store(store, ("fsdp_small", "moe_small"))
+    solve_store(str(store), time_limit=2)  # schedule files in the store are not graphs
+    (store / ("e" * 64 + ".graph.json")).write_text("{}")
+    r = cli("bench", str(store), "--time-limit", "2", "--json")
+    assert r.returncode == 2, r.stderr
+    d = json.loads(r.stdout)
+    names = sorted(x["graph"] for x in d["graphs"])
+    assert names == sorted(load_graph(bundled(n)).name for n in ("fsdp_small", "moe_small"))
+    assert len(d["skipped"]) == 1 and "e" * 64 in d["skipped"][0]["file"]
+
+
+def test_ray_executor_on_a_local_instance(tmp_path):
+    ray = pytest.importorskip("ray")
+    store = tmp_path / "store"
+    fps = make_store(store, ("fsdp_small", "moe_small"))
+    (store / ("0" * 64 + ".graph.json")).write_text("{ bad")
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        outs = {o.fingerprint: o for o in solve_store(str(store), time_limit=2, jobs=2, executor="ray", workers=1)}
+    finally:
+        ray.shutdown()
+    assert all(outs[fp].outcome == "solved" for fp in fps) and outs["0" * 64].outcome == "error"
+    for fp in fps:
+        g = load_graph(str(store / f"{fp}.graph.json"))
+        assert usable_schedule(str(store), fp, g)[1] == "ok"
