@@ -155,7 +155,12 @@ class SchedulePass:
         note = {"graph": g.name, "fingerprint": fp, "reason": why, "fallback": self.fallback,
                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         atomic_write_text(miss_path(self.store, fp), json.dumps(note, indent=1))
-        log.info("overlapsat: no usable schedule for %s (%s): %s", g.name, fp[:12], why)
+        if why == "no schedule":  # the normal case before an offline solve
+            log.info("overlapsat: no schedule yet for %s (%s)", g.name, fp[:12])
+        else:  # a stored schedule was refused: the user should know, once
+            log.warning("overlapsat: keeping %s for %s: the stored schedule is not usable (%s); `overlapsat "
+                        "solve-cache` solves it again", "the best heuristic order" if self.fallback == "heuristic"
+                        else "Inductor's order", g.name, why)
 
     def _best_heuristic(self, g: Graph) -> list[str]:
         """The best valid order of the portfolio: deterministic (work-limited), so every rank picks the same."""
