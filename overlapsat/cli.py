@@ -282,14 +282,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not recs:
         raise GraphError("bench: no readable graph among " + ", ".join(b["file"] + " (" + b["error"] + ")" for b in bad))
 
-    def gmean_ratio(key: str) -> float:
-        # geometric mean of exact/other exposed ratios (graphs with nothing exposed count as 1)
-        vals = [max(r["exact_exposed_us"], 1e-9) / max(r[key], 1e-9) if r[key] > 1e-9 else 1.0 for r in recs]
-        return 1 - math.exp(sum(math.log(v) for v in vals) / len(vals))
+    def total_reduction(key: str) -> float:
+        # 1 - (exact exposure summed over graphs) / (the other's, summed); a ratio of sums stays meaningful when
+        # a graph's exposure drops to 0, where a geometric mean of per-graph ratios degenerates to 100 %
+        other = sum(r[key] for r in recs)
+        return 1 - sum(r["exact_exposed_us"] for r in recs) / other if other > 0 else 0.0
 
     summary = {"graphs": len(recs), "skipped": len(bad),
-               "geomean_reduction_vs_best_heuristic": gmean_ratio("heuristic_exposed_us"),
-               "geomean_reduction_vs_input_order": gmean_ratio("input_exposed_us"),
+               "total_reduction_vs_best_heuristic": total_reduction("heuristic_exposed_us"),
+               "total_reduction_vs_input_order": total_reduction("input_exposed_us"),
                "solved_to_optimality": sum(r["status"] in ("optimal", "heuristic_optimal") for r in recs),
                "mean_gap": sum(r["gap"] for r in recs) / len(recs)}
     if args.csv:
@@ -306,10 +307,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         lines.append(f"| {r['graph']} | {r['nodes']} | {fmt_us(r['input_exposed_us'])} | {r['best_heuristic']} | "
                      f"{fmt_us(r['heuristic_exposed_us'])} | {fmt_us(r['exact_exposed_us'])} | "
                      f"{100 * r['reduction_vs_heuristic']:.1f}% | {r['status']} | {100 * r['gap']:.1f}% |")
-    red_h = 100 * summary["geomean_reduction_vs_best_heuristic"]
-    lines += ["", f"{summary['graphs']} graphs: exposed communication {red_h:.1f}% "
-              f"lower than the best heuristic and {100 * summary['geomean_reduction_vs_input_order']:.1f}% lower than the "
-              f"input order (geometric mean); {summary['solved_to_optimality']} solved to optimality; "
+    red_h = 100 * summary["total_reduction_vs_best_heuristic"]
+    lines += ["", f"{summary['graphs']} graphs: total exposed communication {red_h:.1f}% "
+              f"lower than the best heuristic's and {100 * summary['total_reduction_vs_input_order']:.1f}% lower than "
+              f"the input order's (summed over graphs); {summary['solved_to_optimality']} solved to optimality; "
               f"mean gap {100 * summary['mean_gap']:.1f}%"]
     lines += [f"skipped {b['file']}: {b['error']}" for b in bad]
     _emit(args, {"graphs": recs, "skipped": bad, "summary": summary}, lines)

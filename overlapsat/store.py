@@ -170,12 +170,12 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
             try:
                 from overlapsat.io import load_graph
 
-                order, _ = usable_schedule(store, fp, load_graph(graph_path(store, fp)),
-                                           options.get("collective_order", "group"))
+                g = load_graph(graph_path(store, fp))
+                order, _ = usable_schedule(store, fp, g, options.get("collective_order", "group"))
             except GraphError:
                 order = None  # the task reports the bad graph
             if order is not None:
-                done.append(Outcome(fp, outcome="has_schedule"))
+                done.append(Outcome(fp, graph=g.name, outcome="has_schedule"))
                 continue
         todo.append(fp)
     results: list[Outcome] = []

@@ -73,7 +73,7 @@ def test_bench_directory_and_csv(tmp_path):
     csv = tmp_path / "out.csv"
     r = run("bench", str(tmp_path), "--time-limit", "3", "--csv", str(csv))
     assert r.returncode == 0, r.stderr
-    assert "2 graphs:" in r.stdout and "geometric mean" in r.stdout
+    assert "2 graphs:" in r.stdout and "summed over graphs" in r.stdout
     assert len(csv.read_text().strip().splitlines()) == 3
 
 
