@@ -248,7 +248,6 @@ def _corpus(paths: list[str]) -> list[str]:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     import csv
-    import math
 
     from overlapsat.compare import compare
     from overlapsat.io import atomic_write_text, load_graph
