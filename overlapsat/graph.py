@@ -52,6 +52,9 @@ class Node:
     flops: float = 0.0
     bytes_accessed: float = 0.0
     gemm_like: bool = False
+    # Inductor's own runtime estimate in its unit (ns), when the graph was priced by it: the ports decide on
+    # these raw values, as torch does (us conversions can flip exact ties; docs/decisions.md 16)
+    estimate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,9 @@ class Graph:
     meta: dict[str, Any] = field(default_factory=dict, compare=False)
     fake_edges: tuple[tuple[str, str], ...] = ()
     implied_edges: tuple[tuple[str, str], ...] = ()
+    # Inductor's nodes before fusion, for the ports' scores (docs/decisions.md 16): (member, the graph node it
+    # was fused into, its members before it); members in a topological order. Not part of the problem.
+    prefusion: tuple[tuple[str, str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
     def __repr__(self) -> str:  # the fields run to megabytes on large graphs
         c = self.counts()
@@ -133,6 +139,8 @@ class Graph:
         object.__setattr__(self, "fake_edges", tuple((str(u), str(v)) for u, v in self.fake_edges))
         object.__setattr__(self, "implied_edges", tuple((str(u), str(v)) for u, v in self.implied_edges))
         object.__setattr__(self, "atomic_groups", tuple(tuple(g) for g in self.atomic_groups))
+        object.__setattr__(self, "prefusion", tuple((str(m), str(f), tuple(str(x) for x in ps))
+                                                    for m, f, ps in self.prefusion))
         _check_input(self)
         _build_index(self)
         _check_order(self)
@@ -182,6 +190,14 @@ class Graph:
     @property
     def comm_total(self) -> float:
         return self._comm_total
+
+    @property
+    def port_dur(self) -> list[float]:
+        """What the ported passes compare: Inductor's raw estimates when every node has one, else `dur`."""
+        if "port_dur" not in self._cache:
+            raw = [nd.estimate for nd in self.nodes]
+            self._cache["port_dur"] = [float(x) for x in raw] if raw and all(x is not None for x in raw) else self.dur
+        return self._cache["port_dur"]
 
     def counts(self) -> dict[str, int]:
         return {
@@ -421,7 +437,26 @@ def _check_input(g: Graph) -> None:
                 member[nm] = k
     if problems:
         raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
+    _check_prefusion(g, index)
 
+
+def _check_prefusion(g: Graph, index: dict[str, int]) -> None:
+    """Members name graph nodes and only members listed before them (the ports sweep them in this order)."""
+    if not g.prefusion:
+        return
+    seen: set[str] = set()
+    problems = []
+    for m, f, ps in g.prefusion:
+        if f not in index:
+            problems.append(f"prefusion member {m!r}: fused into {f!r}, which is not a node")
+        if m in seen:
+            problems.append(f"prefusion member {m!r} is listed twice")
+        late = [p for p in ps if p not in seen]
+        if late:
+            problems.append(f"prefusion member {m!r}: its predecessor {late[0]!r} is not a member listed before it")
+        seen.add(m)
+    if problems:
+        raise GraphError.from_problems(f"invalid graph {g.name!r}: prefusion", problems)
 
 def _build_index(g: Graph) -> None:
     """The integer index of a graph whose input passed `_check_input`."""

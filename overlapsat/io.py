@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import tempfile
 import zlib
@@ -18,7 +19,8 @@ from overlapsat.graph import Buffer, Graph, Node, NodeKind
 
 GRAPH_FORMAT = "overlapsat-graph"
 SCHEDULE_FORMAT = "overlapsat-schedule"
-VERSION = 1
+VERSION = 1  # schedules; graphs without pre-fusion data are also written as version 1
+GRAPH_VERSION = 2  # graphs with `prefusion` (docs/format.md); versions 1 and 2 are read
 
 
 def check_writable(path: str | os.PathLike[str]) -> str:
@@ -93,6 +95,8 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
             d["bytes_accessed"] = nd.bytes_accessed
         if nd.gemm_like:
             d["gemm_like"] = True
+        if nd.estimate is not None:
+            d["estimate"] = nd.estimate
         nodes.append(d)
     bufs = []
     for b in g.buffers:
@@ -103,11 +107,16 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
         if b.freeable_input:
             d["freeable_input"] = True
         bufs.append(d)
-    return {"format": GRAPH_FORMAT, "version": VERSION, "name": g.name, "nodes": nodes, "buffers": bufs,
-            "edges": [list(e) for e in g.edges], "fake_edges": [list(e) for e in g.fake_edges],
-            "implied_edges": [list(e) for e in g.implied_edges],
-            "atomic_groups": [list(a) for a in g.atomic_groups],
-            "meta": g.meta}
+    v2 = bool(g.prefusion) or any(nd.estimate is not None for nd in g.nodes)
+    out = {"format": GRAPH_FORMAT, "version": GRAPH_VERSION if v2 else VERSION, "name": g.name,
+           "nodes": nodes, "buffers": bufs,
+           "edges": [list(e) for e in g.edges], "fake_edges": [list(e) for e in g.fake_edges],
+           "implied_edges": [list(e) for e in g.implied_edges],
+           "atomic_groups": [list(a) for a in g.atomic_groups],
+           "meta": g.meta}
+    if g.prefusion:  # version 2: a reader of version 1 refuses the file rather than drop what it cannot use
+        out["prefusion"] = [[m, f, list(ps)] for m, f, ps in g.prefusion]
+    return out
 
 
 def _field(obj: dict[str, Any], key: str, where: str, types: type | tuple[type, ...], default: Any = ...) -> Any:
@@ -139,8 +148,9 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     if fmt != GRAPH_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {GRAPH_FORMAT!r}, got {fmt!r}")
     ver = data.get("version")
-    if ver != VERSION:
-        raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads version {VERSION})")
+    if ver not in (VERSION, GRAPH_VERSION) or isinstance(ver, bool):
+        raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads versions {VERSION} and "
+                         f"{GRAPH_VERSION})")
     raw_nodes = _field(data, "nodes", where, list)
     nodes: list[Node] = []
     for i, d in enumerate(raw_nodes):
@@ -158,6 +168,11 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
                                   flops=float(_field(d, "flops", w, _NUM, 0.0)),
                                   bytes_accessed=float(_field(d, "bytes_accessed", w, _NUM, 0.0)),
                                   gemm_like=bool(_field(d, "gemm_like", w, bool, False)))
+        if ver == GRAPH_VERSION and "estimate" in d:
+            est = _field(d, "estimate", w, _NUM)
+            if not (math.isfinite(est) and est >= 0):
+                raise GraphError(f"{w}.estimate: must be finite and >= 0, got {est!r}")
+            kw["estimate"] = float(est)
         if kind is NodeKind.COLLECTIVE:
             kw.update(group=_field(d, "group", w, str), op=_field(d, "op", w, str, "all_reduce"),
                       nbytes=_field(d, "bytes", w, int, 0), group_size=_field(d, "group_size", w, int, 1))
@@ -193,9 +208,15 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
         atomic.append(tuple(a))
     meta = _field(data, "meta", where, dict, {})
     name = _field(data, "name", where, str, "graph")
+    prefusion = []
+    for i, e in enumerate(_field(data, "prefusion", where, list, []) if ver == GRAPH_VERSION else []):
+        if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str)
+                and isinstance(e[2], list) and all(isinstance(x, str) for x in e[2])):
+            raise GraphError(f"{where}: prefusion[{i}]: expected [member, fused node, [members before it]], got {e!r}")
+        prefusion.append((e[0], e[1], tuple(e[2])))
     try:
         return Graph(nodes, bufs, edges["edges"], atomic, name, meta, fake_edges=edges["fake_edges"],
-                     implied_edges=edges["implied_edges"])
+                     implied_edges=edges["implied_edges"], prefusion=tuple(prefusion))
     except GraphError as e:
         raise GraphError(f"{where}: {e}", problems=e.problems) from None
 

@@ -151,7 +151,7 @@ def _init(g: Graph, ids: list[int], cfg: IterativeConfig, work_limit: int | None
     for a, b in zip(ids, ids[1:]):
         nxt[a] = b
         prev[b] = a
-    rt = [g.dur[v] * (cfg.comm_mult if g.kind[v] == COLLECTIVE else cfg.non_comm_mult) for v in range(n)]
+    rt = [g.port_dur[v] * (cfg.comm_mult if g.kind[v] == COLLECTIVE else cfg.non_comm_mult) for v in range(n)]
     post_alloc, post_free = memory_curve(g, ids)
     cur = [[0, 0] for _ in range(n)]
     for s, v in enumerate(ids):

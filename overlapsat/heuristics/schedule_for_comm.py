@@ -18,7 +18,12 @@ from overlapsat.heuristics.base import PassResult, start_order, validated
 
 
 def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
-    """score_0: min index (in `order`) of a collective each node is an ancestor of."""
+    """score_0: min index (in `order`) of a collective each node is an ancestor of.
+
+    torch reads "ancestor" from each scheduler node's pre-fusion `ancestors`;
+    fusion can add paths the fused graph has and those sets do not. When the
+    graph carries the pre-fusion nodes (`Graph.prefusion`), they are used.
+    """
     n = len(g.nodes)
     big = sys.maxsize
     comm_idx = [big] * n
@@ -27,6 +32,8 @@ def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
         if g.kind[v] == COLLECTIVE:
             comm_idx[v] = k
             k += 1
+    if g.prefusion:
+        return _blocked_prefusion(g, comm_idx)
     # reverse topological sweep over `order` (a valid order is topological)
     below = [big] * n  # min comm index among strict descendants
     for v in reversed(order):
@@ -39,12 +46,39 @@ def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
     return [comm_idx[v] if g.kind[v] == COLLECTIVE else below[v] for v in range(n)]
 
 
+def _blocked_prefusion(g: Graph, comm_idx: list[int]) -> list[int]:
+    """score_0 over the pre-fusion members: min collective index among each member's descendants, per fused node."""
+    big = sys.maxsize
+    members = g.prefusion
+    fused = [g.index[f] for _, f, _ in members]
+    pos = {m: i for i, (m, _, _) in enumerate(members)}
+    succ: list[list[int]] = [[] for _ in members]
+    for i, (_, _, ps) in enumerate(members):
+        for p in ps:
+            succ[pos[p]].append(i)
+    below = [big] * len(members)  # min index of a collective that has the member among its ancestors
+    for i in range(len(members) - 1, -1, -1):
+        m = big
+        for j in succ[i]:
+            c = comm_idx[fused[j]]
+            m = min(m, c, below[j])
+        below[i] = m
+    out = [big] * len(g.nodes)
+    for i, v in enumerate(fused):
+        if below[i] < out[v]:
+            out[v] = below[i]
+    for v in range(len(g.nodes)):
+        if g.kind[v] == COLLECTIVE:
+            out[v] = comm_idx[v]
+    return out
+
+
 @validated
 def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, raise_comms: bool,
                       sink_waits: bool, reorder_for_overlap: bool) -> PassResult:
     ids = start_order(g, order)
     n = len(g.nodes)
-    kind, preds, succs, dur = g.kind, g.preds, g.succs, g.dur
+    kind, preds, succs, dur = g.kind, g.preds, g.succs, g.port_dur
     pos = [0] * n
     for i, v in enumerate(ids):
         pos[v] = i

@@ -26,7 +26,7 @@ from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
 from overlapsat.io import atomic_write_text
 from overlapsat.store import graph_path, miss_path, schedule_path, usable_schedule
-from overlapsat.torch.importer import DurationFn, import_snodes
+from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
@@ -96,10 +96,15 @@ class SchedulePass:
         if profile or calibration:
             self._pricing()  # a bad profile or calibration file fails here, before any compile
 
-    def _pricing(self) -> DurationFn | None:
-        """The durations: the user's callable, their profile/calibration, or the importer's default (H200)."""
+    def _pricing(self) -> DurationFn | str | None:
+        """The durations: the user's callable, their profile/calibration, Inductor's own estimates
+        (profile="inductor"), or the importer's default (the calibrated H200 model)."""
         if self.durations is not None:
             return self.durations
+        if self.profile == INDUCTOR:
+            if self.calibration:
+                raise GraphError("profile='inductor' uses Inductor's own estimates; a calibration does not apply")
+            return INDUCTOR
         if not (self.profile or self.calibration):
             return None
         if self._priced is None:
@@ -236,7 +241,9 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
              (deterministic, `time_limit`) and its schedule stored.
     Graphs are priced for `profile` (a built-in name such as "h100_sxm", or a
     profile file), corrected by `calibration` (a file from `overlapsat
-    calibrate`); the default is the calibrated H200 model. Creates `store`.
+    calibrate`), or by Inductor's own estimates (profile="inductor"; the
+    ports then decide exactly as torch's passes do); the default is the
+    calibrated H200 model. Creates `store`.
     Only levels a rank may safely fall back from alone are accepted (`free` is
     not). Returns the installed pass.
     """

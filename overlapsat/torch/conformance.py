@@ -61,7 +61,8 @@ def reference_orders(snodes: list[Any], graph: Graph) -> dict[str, Any]:
     sched = V.graph.scheduler
     inputs = OrderedSet(V.graph.graph_inputs.keys())
     outputs = OrderedSet(V.graph.get_output_names())
-    dur = {nd.name: nd.duration for nd in graph.nodes}
+    # torch decides on its own raw estimates when the graph carries them (the ports then do too)
+    dur = {nd.name: nd.estimate if nd.estimate is not None else nd.duration for nd in graph.nodes}
     nodes = list(snodes)
     # re-index memory planning info to this order (the sorts tie-break on it)
     _, freeable = memory.prepare_planning_info(nodes, sched.name_to_buf, sched.name_to_fused_node, inputs, outputs)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
 from overlapsat.torch.need import torch_module
 
@@ -91,8 +92,15 @@ def default_durations(node: Node) -> float:
 _DEFAULT_MODEL: Any = None
 
 
-def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | None = None) -> Graph:
-    """The graph of `snodes`, in their order (the input order)."""
+INDUCTOR = "inductor"  # durations=INDUCTOR: Inductor's own runtime estimates (ns), kept raw for the ports
+
+
+def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | str | None = None) -> Graph:
+    """The graph of `snodes`, in their order (the input order).
+
+    `durations`: a callable pricing each node in us, "inductor" for Inductor's
+    own estimates (0 on CPU), or None for the calibrated H200 model.
+    """
     torch_module()
     from torch._inductor import comms
     from torch._inductor.dependencies import WeakDep
@@ -100,7 +108,16 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
     from torch._inductor.utils import OrderedSet
     from torch._inductor.virtualized import V
 
-    price = durations or default_durations
+    if isinstance(durations, str) and durations != INDUCTOR:
+        raise GraphError(f"durations must be a callable, {INDUCTOR!r} or None; got {durations!r}")
+    raw: dict[str, float] = {}
+    if durations == INDUCTOR:
+        raw = {s.get_name(): float(comms.estimate_op_runtime(s)) for s in snodes}
+
+        def price(nd: Node) -> float:
+            return raw[nd.name] / 1e3
+    else:
+        price = durations or default_durations  # type: ignore[assignment]
     by_name = {s.get_name(): s for s in snodes}
     in_graph = set(by_name)
     sched = V.graph.scheduler
@@ -171,7 +188,9 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
                 if v in in_graph and v != s.get_name() and succ not in b.mpi_buffer.succ_nodes:
                     implied.append((s.get_name(), v))
     nodes = [replace(nd, collective=coll_of_wait.get(nd.name)) if nd.kind is NodeKind.WAIT
-             else nd if _is_multi_output(by_name[nd.name]) else replace(nd, duration=price(nd)) for nd in nodes]
+             else nd if _is_multi_output(by_name[nd.name]) and not raw else replace(nd, duration=price(nd)) for nd in nodes]
+    if raw:  # every node, waits included, carries torch's value: the ports decide on exactly what torch sees
+        nodes = [replace(nd, estimate=raw[nd.name]) for nd in nodes]
 
     buffers: list[Buffer] = []
     for s in snodes:
@@ -192,7 +211,44 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
         buffers.append(Buffer(bname, None, cons, int(fb.mpi_buffer.size_free), int(fb.mpi_buffer.size_free),
                               output=bname in outputs, freeable_input=True))
     data_edges = sorted(set(edges))  # (includes the view edges added with the buffers)
+    prefusion = _prefusion(snodes, sched)
     fake_edges = sorted(set(fake) - set(data_edges))
     implied_edges = sorted(set(implied) - set(data_edges) - set(fake_edges))
     return Graph(nodes, buffers, data_edges, (), name, {"source": "inductor"}, fake_edges=fake_edges,
-                 implied_edges=implied_edges)
+                 implied_edges=implied_edges, prefusion=prefusion)
+
+
+def _prefusion(snodes: Sequence[Any], sched: Any) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """Each pre-fusion member, its fused node and the members it depends on (what torch's `ancestors` are
+    built from), in the scheduler's order; () when torch's ancestors cannot be reproduced this way."""
+    members: list[tuple[str, str, tuple[str, ...]]] = []
+    seen: set[str] = set()
+    for s in snodes:
+        for m in s.get_nodes():
+            preds = []
+            for dep in m.unmet_dependencies:
+                buf = sched.name_to_buf.get(dep.name)
+                op = buf.defining_op_name() if buf is not None else None
+                if op in seen and op not in preds:
+                    preds.append(op)
+            members.append((m.get_name(), s.get_name(), tuple(preds)))
+            seen.add(m.get_name())
+    # the closure of these edges must be torch's own ancestor sets; if a torch version builds them otherwise,
+    # the ports fall back to the fused graph's closure rather than use a relation that is not torch's
+    # (checked one step at a time against torch's sets, as torch built them: no second copy of the closure)
+    by_name = {m.get_name(): m for s in snodes for m in s.get_nodes()}
+
+    def theirs(name: str) -> set[str] | None:
+        a = getattr(by_name[name], "ancestors", None)
+        return None if a is None else {x for x in a if x in by_name}
+
+    for name, _, preds in members:
+        mine = theirs(name)
+        if mine is None:
+            return ()
+        union = set(preds)
+        for p in preds:
+            union |= theirs(p) or set()
+        if union != mine:
+            return ()
+    return tuple(members)
