@@ -11,6 +11,7 @@ from overlapsat.plot import plot_timeline
 from overlapsat.schedules import Schedule, load_schedule, save_schedule
 from overlapsat.simulate import SimResult, peak_memory, simulate
 from overlapsat.solver import GapBelow, Progress, Result, SolveParams, Status, StoppingRule, optimize
+from overlapsat.store import Outcome, solve_store
 from overlapsat.trace import export_chrome_trace
 from overlapsat.validate import Violation, assert_valid, is_valid, validate
 
@@ -22,5 +23,5 @@ __all__ = [
     "MemoryBudget", "Node", "NodeKind", "Progress", "Result", "Schedule", "SimResult", "Status", "StoppingRule",
     "Violation", "assert_valid", "compare", "export_chrome_trace", "graph_from_dict", "is_valid", "load_graph",
     "load_schedule", "lower_bound", "optimize", "peak_memory", "plot_timeline", "resolve_budget", "save_graph",
-    "save_schedule", "simulate", "validate",
+    "save_schedule", "simulate", "validate", "Outcome", "solve_store",
 ]
