@@ -98,12 +98,22 @@ class Comparison:
 
 def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
             collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
-            on_progress: Callable[[Progress], None] | None = None) -> Comparison:
-    """Run the input order, every heuristic and the exact solver; one row each."""
+            on_progress: Callable[[Progress], None] | None = None,
+            extra_orders: dict[str, Any] | None = None) -> Comparison:
+    """Run the input order, every heuristic and the exact solver; one row each.
+
+    `extra_orders` (name -> order) are rows from elsewhere (torch's FX
+    OverlapScheduler, a hand-written order); the exact row is never worse
+    than a valid one."""
     budget = resolve_budget(graph, memory_budget)
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
     heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
                    work_limit=steps)
+    from overlapsat.evaluate import evaluate
+
+    for nm, extra in (extra_orders or {}).items():
+        heur.append(evaluate(graph, nm, list(graph.order_indices(extra)), budget=budget,
+                             collective_order=collective_order))  # type: ignore[arg-type]
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()

@@ -181,14 +181,18 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
-             heuristic_results: list[Evaluated] | None = None, **options: Any) -> Result:
+             heuristic_results: list[Evaluated] | None = None, extra_orders: dict[str, Any] | None = None,
+             **options: Any) -> Result:
     """Least exposed communication order of `graph`.
 
     Options come as a `SolveParams` or as its fields by keyword
     (`optimize(g, time_limit=5)`). `heuristic_results` is the portfolio run
     from the input order when the caller already has it (`heuristics.run_all`
     with the same budget and collective order, as `compare` does); the result
-    is never worse than any valid order in it.
+    is never worse than any valid order in it. `extra_orders` (name -> order)
+    are orders from elsewhere, e.g. torch's FX OverlapScheduler: each is
+    validated and reported with the heuristics, and the result is never worse
+    than any valid one.
 
     Raises `InfeasibleBudgetError` only when no order can meet the budget
     (proven), and `NoValidOrderError` when none was found in time.
@@ -226,6 +230,10 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
         log.warning("interrupted during the heuristics: returning the best order evaluated so far")
     if not any(h.name == "input_order" for h in from_input):
         from_input = [evaluate(graph, "input_order", list(range(n)), budget=budget, collective_order=co), *from_input]
+    for nm, extra in (extra_orders or {}).items():
+        if not any(h.name == nm for h in from_input):
+            from_input = [*from_input, evaluate(graph, nm, list(graph.order_indices(extra)), budget=budget,
+                                                collective_order=co)]
     canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
     canon.sort(key=rank_key)
     base = next(h for h in from_input if h.name == "input_order")

@@ -1,0 +1,289 @@
+"""Turn a post-grad ATen FX graph with functional collectives into an overlapsat Graph (docs/fx.md).
+
+This is the level where current PyTorch plans overlap (`fx_passes/overlap_scheduling.py`).
+Every `call_function` node becomes a node, in graph order (the input order):
+
+- `_c10d_functional` collectives (all_gather_into_tensor, reduce_scatter_tensor,
+  all_reduce, all_to_all_single, broadcast and the coalesced forms) are
+  collectives; the process group is the group name argument, its size the
+  size argument or the registered group's size;
+- `wait_tensor` is a wait; a coalesced collective's waits are found through the
+  `getitem` that unpacks its result (one collective, several waits: decision 15);
+- everything else is compute. Views, `getitem` and other ops that allocate
+  nothing are kept (they must stay in the order) with duration 0; the rest are
+  priced by the cost model from their FLOPs (torch's FLOP counter) and bytes.
+
+Dependencies are the FX data edges. Memory is counted per storage, as torch's
+`MemoryTracker` does: a node allocates the storages of its outputs that no
+earlier node produced (a view shares its base's), and a storage is released
+after its last reader. `wait_tensor` returns its input at run time, so its
+output is an alias, not an allocation. Graph inputs: storages of `primals_*`
+placeholders (parameters) are a constant, left out of the peak; other
+placeholders (saved activations, tangents) are freeable inputs, released after
+their last reader. Graph outputs are never released.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Buffer, Graph, Node, NodeKind
+from overlapsat.torch.need import torch_module
+
+COLLECTIVE_OPS = {
+    "all_gather_into_tensor": "all_gather", "all_gather_into_tensor_coalesced": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter", "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "all_reduce": "all_reduce", "all_reduce_coalesced": "all_reduce",
+    "all_to_all_single": "all_to_all", "broadcast": "broadcast",
+}
+GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_mm", "_grouped_mm")
+
+FxDurationFn = Callable[[Any, Node], float]  # (fx node, overlapsat node without duration) -> us
+
+
+def _functional_name(n: Any) -> str | None:
+    """'all_gather_into_tensor' for torch.ops._c10d_functional.all_gather_into_tensor.default, else None."""
+    t = n.target
+    ns = getattr(t, "namespace", None)
+    if ns != "_c10d_functional":
+        return None
+    return str(getattr(t, "_opname", "") or str(t).split(".")[1])
+
+
+def _tensors(val: Any) -> list[Any]:
+    import torch
+
+    out: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+
+    walk(val)
+    return out
+
+
+def _storage(t: Any) -> tuple[int, int]:
+    """(identity, bytes) of a tensor's storage."""
+    st = t.untyped_storage()
+    return st._cdata, int(st.nbytes())
+
+
+def _tensor_bytes(t: Any) -> int:
+    try:
+        return int(t.numel()) * t.element_size()
+    except Exception:  # noqa: BLE001 - symbolic sizes: unknown
+        return 0
+
+
+def _group(n: Any, name: str, group_sizes: dict[str, int] | None) -> tuple[str, int]:
+    strs = [a for a in n.args if isinstance(a, str) and a not in ("sum", "avg", "max", "min", "product")]
+    ints = [a for a in n.args if isinstance(a, int) and not isinstance(a, bool)]
+    if not strs:
+        raise GraphError(f"FX node {n.name!r} ({name}): no process group name among its arguments")
+    gname = strs[-1]
+    size = (group_sizes or {}).get(gname)
+    if size is None and ints and name not in ("all_reduce", "all_reduce_coalesced", "broadcast"):
+        size = ints[-1]
+    if size is None:
+        try:
+            from torch.distributed.distributed_c10d import _resolve_process_group
+
+            size = int(_resolve_process_group(gname).size())
+        except Exception:  # noqa: BLE001
+            raise GraphError(f"FX node {n.name!r} ({name}): the size of process group {gname!r} is unknown; "
+                             f"pass group_sizes={{{gname!r}: N}}") from None
+    return gname, int(size)
+
+
+def _flops(n: Any) -> float:
+    """FLOPs of an ATen op from torch's FLOP counter registry (0 when it has no formula)."""
+    try:
+        from torch.utils.flop_counter import flop_registry
+
+        fn = flop_registry.get(getattr(n.target, "overloadpacket", None))
+        if fn is None:
+            return 0.0
+
+        def val(a: Any) -> Any:
+            import torch.fx as fx
+
+            if isinstance(a, fx.Node):
+                v = a.meta.get("val")
+                return v.shape if hasattr(v, "shape") else v
+            return a
+
+        args = [val(a) for a in n.args]
+        kwargs = {k: val(v) for k, v in n.kwargs.items()}
+        out = n.meta.get("val")
+        out_shape = out.shape if hasattr(out, "shape") else [t.shape for t in _tensors(out)]
+        return float(fn(*args, out_shape=out_shape, **kwargs))
+    except Exception:  # noqa: BLE001 - a formula that does not fit these arguments: no FLOPs, bytes only
+        return 0.0
+
+
+def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
+              group_sizes: dict[str, int] | None = None, profile: str = "h200") -> Graph:
+    """The overlapsat Graph of a post-grad FX GraphModule (or fx.Graph), in its node order.
+
+    `durations`: None prices nodes with overlapsat's cost model for `profile`;
+    "inductor" uses torch's own estimators (roofline for compute, its
+    analytical model for collectives, as OverlapScheduler does); a callable
+    `(fx_node, node) -> us` prices each node itself.
+    """
+    torch_module()
+    import torch.fx as fx
+
+    graph = gm.graph if hasattr(gm, "graph") else gm
+    if not isinstance(graph, fx.Graph):
+        raise GraphError(f"import_fx: expected a GraphModule or fx.Graph, got {type(gm).__name__}")
+    fx_nodes = list(graph.nodes)
+    calls = [n for n in fx_nodes if n.op == "call_function"]
+    kind: dict[Any, NodeKind] = {}
+    fields: dict[Any, dict[str, Any]] = {}
+    for n in calls:
+        fname = _functional_name(n)
+        if fname == "wait_tensor":
+            kind[n] = NodeKind.WAIT
+        elif fname in COLLECTIVE_OPS:
+            gname, size = _group(n, fname, group_sizes)
+            ins = [_tensor_bytes(t) for a in n.all_input_nodes for t in _tensors(a.meta.get("val"))]
+            outs = [_tensor_bytes(t) for t in _tensors(n.meta.get("val"))]
+            if fname.endswith("_coalesced"):  # one transfer of every tensor
+                nbytes = max(sum(ins), sum(outs))
+            else:
+                nbytes = max([0, *ins, *outs])
+            kind[n] = NodeKind.COLLECTIVE
+            fields[n] = {"op": COLLECTIVE_OPS[fname], "group": gname, "group_size": size, "nbytes": nbytes}
+        elif fname is not None:
+            raise GraphError(f"FX node {n.name!r}: functional collective {fname!r} is not supported; "
+                             f"supported: {', '.join(sorted(COLLECTIVE_OPS))}, wait_tensor")
+        else:
+            kind[n] = NodeKind.COMPUTE
+
+    # storages: the first node whose output holds one allocates it
+    produced: dict[int, tuple[Any, int]] = {}  # storage -> (allocating fx node, bytes)
+    out_storages: dict[Any, list[int]] = {}
+    same: dict[int, int] = {}  # a wait's traced output storage -> its input's (the same memory at run time)
+    for n in fx_nodes:
+        if n.op == "output":
+            continue
+        sts: list[int] = []
+        if kind.get(n) is NodeKind.WAIT:  # returns its input at run time
+            sts = [s for a in n.all_input_nodes for s in out_storages.get(a, [])]
+            outs = _tensors(n.meta.get("val"))
+            for t, sid in zip(outs, sts if len(outs) == len(sts) else []):
+                same[_storage(t)[0]] = sid
+        else:
+            for t in _tensors(n.meta.get("val")):
+                sid, nb = _storage(t)
+                sid = same.get(sid, sid)  # a view of a wait's result views the collective's buffer
+                sts.append(sid)
+                produced.setdefault(sid, (n, nb))
+        out_storages[n] = sts
+
+    def collective_behind(a: Any) -> Any | None:
+        for _ in range(3):  # the wait's input, or the getitem that unpacks a coalesced result
+            if kind.get(a) is NodeKind.COLLECTIVE:
+                return a
+            if a.op == "call_function" and a.target is operator.getitem and a.all_input_nodes:
+                a = a.all_input_nodes[0]
+            else:
+                return None
+        return None
+
+    coll_of: dict[Any, Any] = {}
+    for n in calls:
+        if kind[n] is NodeKind.WAIT:
+            c = next((collective_behind(a) for a in n.all_input_nodes if collective_behind(a) is not None), None)
+            if c is None:
+                raise GraphError(f"FX node {n.name!r}: wait_tensor of {[a.name for a in n.all_input_nodes]} "
+                                 "waits on no collective of this graph")
+            coll_of[n] = c
+    unpack = {n for n in calls if n.target is operator.getitem and n.all_input_nodes
+              and kind.get(n.all_input_nodes[0]) is NodeKind.COLLECTIVE}
+
+    price = _pricer(durations, profile)
+    nodes: list[Node] = []
+    for n in calls:
+        k = kind[n]
+        if k is NodeKind.WAIT:
+            nodes.append(Node(n.name, k, 0.0, collective=coll_of[n].name))
+            continue
+        if k is NodeKind.COLLECTIVE:
+            nd = Node(n.name, k, 0.0, **fields[n])
+        else:
+            fresh = any(produced.get(s, (None,))[0] is n for s in out_storages[n])
+            free = n.target is operator.getitem or getattr(n.target, "is_view", False) or not fresh
+            if free:
+                nodes.append(Node(n.name, k, 0.0))
+                continue
+            nbytes = sum(_tensor_bytes(t) for a in n.all_input_nodes for t in _tensors(a.meta.get("val")))
+            nbytes += sum(_tensor_bytes(t) for t in _tensors(n.meta.get("val")))
+            op = str(getattr(getattr(n.target, "overloadpacket", None), "__name__", n.target))
+            nd = Node(n.name, k, 0.0, flops=_flops(n), bytes_accessed=float(nbytes), gemm_like=op in GEMM_OPS)
+        nodes.append(Node(nd.name, nd.kind, round(max(0.0, float(price(n, nd))), 3), nd.group, nd.op, nd.nbytes,
+                          nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like))
+
+    in_graph = set(calls)
+    edges = sorted({(a.name, n.name) for n in calls for a in n.all_input_nodes if a in in_graph})
+    # readers of each storage (any alias of it)
+    readers: dict[int, list[str]] = {}
+    for n in calls:
+        seen: set[int] = set()
+        for a in n.all_input_nodes:
+            for s in out_storages.get(a, []):
+                if s not in seen and not (n in unpack and kind.get(produced.get(s, (None,))[0]) is NodeKind.COLLECTIVE):
+                    seen.add(s)
+                    readers.setdefault(s, []).append(n.name)
+    output_storages: set[int] = set()
+    out_node = next((n for n in fx_nodes if n.op == "output"), None)
+    if out_node is not None:
+        for a in out_node.all_input_nodes:
+            output_storages.update(out_storages.get(a, []))
+    buffers: list[Buffer] = []
+    count: dict[str, int] = {}
+    for sid, (owner, nb) in produced.items():
+        cons = tuple(c for c in readers.get(sid, []) if c != owner.name)
+        k = count[owner.name] = count.get(owner.name, -1) + 1
+        bname = f"{owner.name}#{k}"
+        if owner.op == "placeholder":
+            if owner.name.startswith("primals"):
+                continue  # parameters: a constant, outside the peak (torch never releases them either)
+            buffers.append(Buffer(bname, None, cons, nb, nb, output=sid in output_storages, freeable_input=True))
+        elif owner.op == "call_function":
+            buffers.append(Buffer(bname, owner.name, cons, nb, nb, output=sid in output_storages))
+    meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
+                                                  if o.op == "placeholder" and o.name.startswith("primals"))}
+    return Graph(nodes, buffers, edges, (), name, meta)
+
+
+def _pricer(durations: FxDurationFn | str | None, profile: str) -> FxDurationFn:
+    if callable(durations):
+        return durations
+    if durations == "inductor":
+        return _inductor_estimate
+    if durations is not None:
+        raise GraphError(f"durations must be a callable, 'inductor' or None; got {durations!r}")
+    from overlapsat.cost import cost_model
+
+    model = cost_model(profile)
+    return lambda n, nd: model.duration(nd)
+
+
+def _inductor_estimate(n: Any, nd: Node) -> float:
+    """torch's own analytical estimates (ms), as OverlapScheduler's deterministic mode uses them, in us."""
+    from torch._inductor.fx_passes import overlap_scheduling as osched
+
+    if nd.kind is NodeKind.COLLECTIVE:
+        return 1e3 * float(osched.estimate_collective_time(n))
+    return 1e3 * float(osched.estimate_roofline_runtime_ms(n)) if osched.is_compute_node(n) else 0.0
+
+
+__all__ = ["COLLECTIVE_OPS", "import_fx"]

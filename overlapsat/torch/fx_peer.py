@@ -1,0 +1,89 @@
+"""torch's own FX-level overlap scheduler as a peer row (docs/fx.md).
+
+`overlap_scheduler_order(gm, graph)` runs torch's `schedule_overlap_bucketing`
+with bucketing off (pure reordering) on the FX graph `graph` was imported
+from, with overlapsat's durations as its runtime estimates (so both sides
+price the graph alike), and returns the order it chose, by node name. The FX
+graph is put back in its original order afterwards.
+
+Two adjustments make it run, and compare fairly, on a CPU-only machine: its
+roofline estimator needs a GPU (Triton), so the estimates are overlapsat's;
+and its memory tracker ignores CPU storages, so for this run it counts every
+device, as overlapsat does. The memory budget it enforces is its own rule:
+the input order's peak plus the larger of 1 GiB and 5 % (`peer_budget`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from overlapsat.graph import Graph
+
+log = logging.getLogger(__name__)
+
+
+def available() -> bool:
+    try:
+        from torch._inductor.fx_passes import overlap_scheduling  # noqa: F401
+    except Exception:  # noqa: BLE001 - older torch: no peer row
+        return False
+    return True
+
+
+def peer_budget(graph: Graph, input_peak: int) -> int:
+    """OverlapScheduler's memory rule on overlapsat's figures: baseline + max(1 GiB, 5 % of baseline).
+
+    torch's baseline also counts the parameters (`primals_*`), which overlapsat
+    leaves out of the peak as a constant (`meta["primals_bytes"]`); the 5 % is
+    taken of torch's baseline.
+    """
+    baseline = input_peak + int(graph.meta.get("primals_bytes", 0))
+    return input_peak + max(1 << 30, int(baseline * 0.05))
+
+
+def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: float | None = 1.0,
+                            max_memory_increase_ratio: float | None = 0.05) -> list[str] | None:
+    """The order torch's OverlapScheduler (no bucketing) gives `gm`, or None where torch has none."""
+    if not available():
+        return None
+    import torch.fx as fx
+    from torch._inductor.fx_passes import memory_estimator
+    from torch._inductor.fx_passes import overlap_scheduling as osched
+
+    fx_graph = gm.graph if hasattr(gm, "graph") else gm
+    module = gm if isinstance(gm, fx.GraphModule) else fx_graph.owning_module
+    dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
+    before = list(fx_graph.nodes)
+
+    class EveryDevice(memory_estimator.MemoryTracker):  # type: ignore[misc]
+        def __init__(self, g: Any, is_releasable: Any = None, device_filter: Any = None) -> None:
+            super().__init__(g, is_releasable, lambda device: True)
+
+    saved = osched.MemoryTracker, osched.estimate_roofline_runtime_ms
+    osched.MemoryTracker = EveryDevice
+    osched.estimate_roofline_runtime_ms = lambda n: dur_ms.get(n.name, 0.0)
+    order: list[str] | None = None
+    try:
+        out = osched.schedule_overlap_bucketing(
+            module, collective_bucketing=False, pre_bucketing_fsdp_collectives=False, compute_estimator="analytical",
+            custom_runtime_estimation=lambda n, _size: dur_ms.get(n.name, 0.0),
+            max_memory_increase_gb=max_memory_increase_gb, max_memory_increase_ratio=max_memory_increase_ratio)
+        order = [n.name for n in out.graph.nodes if n.op == "call_function"]
+    except Exception as e:  # noqa: BLE001 - the peer's failure is a missing row, never ours
+        log.warning("torch's OverlapScheduler failed on %s (%s: %s); no peer row", graph.name, type(e).__name__, e)
+    finally:
+        osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
+        out_node = fx_graph.output_node()
+        for n in before:  # the graph as it came
+            if n.op not in ("placeholder", "output"):
+                out_node.prepend(n)
+    if order is None:
+        return None
+    if sorted(order) != sorted(graph.names):
+        log.warning("OverlapScheduler changed the graph's nodes; no peer row")
+        return None
+    return order
+
+
+__all__ = ["available", "overlap_scheduler_order", "peer_budget"]
