@@ -92,7 +92,8 @@ def llama_fsdp(layers: int = 4, dim: int = 256, heads: int = 4, ffn: int = 688, 
 
     from overlapsat.torch.capture import ensure_fake_process_group
 
-    ensure_fake_process_group()
+    if not dist.is_initialized():
+        ensure_fake_process_group()
     ws = dist.get_world_size()
     hd = dim // heads
     inv = 1.0 / (10000 ** (torch.arange(0, hd // 2).float() / (hd // 2)))

@@ -1,0 +1,86 @@
+"""FX graphs of production-sized training steps, traced with fake tensors (no real memory).
+
+    python benchmarks/fx_corpus/make_fx_corpus.py [NAME ...] [--out DIR]
+
+Each case builds a model at full size under FakeTensorMode on the fake process
+group, traces one training step (forward, loss, backward through
+`torch.autograd.grad`) with `make_fx` into one ATen FX graph with functional
+collectives, imports it with `overlapsat.torch.fx.import_fx` (calibrated H200
+pricing) and runs torch's OverlapScheduler on it for the peer order. Writes
+`<name>.json.gz` with the graph and the peer's order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import torch
+
+from overlapsat.io import graph_to_dict
+from overlapsat.torch.capture import ensure_fake_process_group
+from overlapsat.torch.fx import import_fx
+from overlapsat.torch.fx_peer import overlap_scheduler_order
+from overlapsat.torch.models import llama_fsdp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# name -> (world size, model kwargs, batch, seq)
+CASES = {
+    "llama_tiny_w8": (8, dict(layers=2, dim=256, heads=4, ffn=688, seq=64), 1),
+    "llama3_8b_L4_w64": (64, dict(layers=4, dim=4096, heads=32, ffn=14336, seq=8192), 1),
+    "llama3_8b_L8_w64": (64, dict(layers=8, dim=4096, heads=32, ffn=14336, seq=8192), 1),
+    "llama3_8b_L32_w64": (64, dict(layers=32, dim=4096, heads=32, ffn=14336, seq=8192), 1),
+    "llama3_8b_L32_w256": (256, dict(layers=32, dim=4096, heads=32, ffn=14336, seq=8192), 1),
+}
+
+
+def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    world, kw, batch = CASES[name]
+    ensure_fake_process_group(world)
+    t0 = time.monotonic()
+    with FakeTensorMode():
+        model = llama_fsdp(**kw)
+        params = {k: p.detach().requires_grad_(True) for k, p in model.named_parameters()}
+        x = torch.randn(batch, kw["seq"], kw["dim"])
+
+        def step(params: dict, x: torch.Tensor) -> list:
+            out = torch.func.functional_call(model, params, (x,))
+            return list(torch.autograd.grad(out.float().pow(2).mean(), list(params.values())))
+
+        gm = make_fx(step)(params, x)
+    return gm, time.monotonic() - t0
+
+
+def main(names: list[str], out: str) -> None:
+    for name in names or list(CASES):
+        gm, t_trace = trace(name)
+        t0 = time.monotonic()
+        g = import_fx(gm, name=name, group_sizes={"0": CASES[name][0]})
+        t_import = time.monotonic() - t0
+        t0 = time.monotonic()
+        peer = overlap_scheduler_order(gm, g)
+        t_peer = time.monotonic() - t0
+        path = os.path.join(out, f"{name}.json.gz")
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "torch_version": torch.__version__,
+                       "seconds": {"trace": t_trace, "import": t_import, "peer": t_peer}}, f)
+        c = g.counts()
+        print(f"{path}: {c['nodes']} nodes, {c['collective']} collectives; trace {t_trace:.1f} s, "
+              f"import {t_import:.2f} s, peer {t_peer:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--out", default=HERE)
+    a = ap.parse_args()
+    main(a.names, a.out)
+    sys.exit(0)

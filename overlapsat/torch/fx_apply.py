@@ -1,0 +1,149 @@
+"""Apply solved schedules to post-grad FX graphs (`install(level="fx")`, docs/fx.md).
+
+`FxSchedulePass` sits in Inductor's `post_grad_custom_post_pass`: it imports
+the FX graph (`import_fx`), fingerprints it and, as the scheduler-node pass
+does, records it (capture), applies the stored schedule (apply) or solves it
+inline (solve). Applying moves the graph's nodes into the solved order. So
+that Inductor's later scheduling keeps that order, `install` turns off the
+scheduler-level passes that would re-sort nodes (`reorder_for_peak_memory`,
+`reorder_for_compute_comm_overlap`). Any failure logs one warning and leaves
+the graph as it came.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Graph
+from overlapsat.store import graph_path, schedule_path, usable_schedule
+from overlapsat.validate import validate
+
+log = logging.getLogger(__name__)
+
+try:  # Inductor keys its FX graph cache on a CustomGraphPass's uuid(); without torch, a plain base
+    from torch._inductor.custom_graph_pass import CustomGraphPass as _Base
+except Exception:  # noqa: BLE001
+    _Base = object  # type: ignore[assignment,misc]
+
+FX_PASS_VERSION = 1
+MODES = ("capture", "apply", "solve")
+SAFE_LEVELS = ("chain", "global", "group")
+
+
+class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
+    """Inductor's post-grad custom pass: reorders the FX graph to a stored (or inline-solved) schedule."""
+
+    def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
+                 profile: str = "h200", on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
+        if not os.path.isdir(store):
+            raise GraphError(f"schedule store {store!r} is not a directory")
+        if mode not in MODES:
+            raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        if collective_order not in SAFE_LEVELS:
+            raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile; use one of "
+                             f"{', '.join(SAFE_LEVELS)}")
+        self.store, self.mode, self.time_limit = os.path.abspath(store), mode, float(time_limit)
+        self.collective_order, self.profile, self.on_apply = collective_order, profile, on_apply
+
+    def __call__(self, graph: Any) -> None:
+        before = list(graph.nodes)
+        try:
+            self._run(graph)
+        except Exception as e:  # noqa: BLE001 - the compile goes on with the graph as it came
+            log.warning("overlapsat: keeping this FX graph's order: %s: %s", type(e).__name__, e)
+            _restore(graph, before)
+
+    def _run(self, graph: Any) -> None:
+        from overlapsat.torch.fx import import_fx
+
+        g = import_fx(graph, name="fx graph", profile=self.profile)
+        fp = g.fingerprint()
+        if self.mode != "capture":
+            order, why = usable_schedule(self.store, fp, g, self.collective_order)
+            if order is None and self.mode == "solve":
+                from overlapsat.solver import optimize
+
+                r = optimize(g, time_limit=self.time_limit, collective_order=self.collective_order)
+                if r.cut_by_wall_clock:
+                    raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
+                r.save(schedule_path(self.store, fp))
+                order = r.names
+            if order is not None:
+                self._apply(graph, g, order)
+                return
+            if why != "no schedule":
+                log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
+        path = graph_path(self.store, fp)
+        if not os.path.exists(path):
+            g.save(path)
+
+    def _apply(self, graph: Any, g: Graph, order: list[str]) -> None:
+        vs = validate(g, order, collective_order=self.collective_order)
+        if vs:
+            raise GraphError(f"the stored schedule is invalid for this graph ({vs[0]})")
+        by_name = {n.name: n for n in graph.nodes if n.op == "call_function"}
+        out = graph.output_node()
+        for name in order:
+            out.prepend(by_name[name])
+        graph.lint()
+        if self.on_apply is not None:
+            self.on_apply(g, order)
+        log.info("overlapsat: applied a schedule to an FX graph (%d nodes)", len(order))
+
+    def uuid(self) -> str:
+        """Inductor's cache key for a custom pass: version, options and the store's schedules."""
+        h = hashlib.sha256()
+        try:
+            for n in sorted(x for x in os.listdir(self.store) if x.endswith(".schedule.json")):
+                with open(os.path.join(self.store, n), "rb") as f:
+                    h.update(n.encode() + hashlib.sha256(f.read()).digest())
+        except OSError:
+            pass
+        return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-"
+                f"{self.time_limit}-{h.hexdigest()}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,
+                "collective_order": self.collective_order, "profile": self.profile}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.store, self.mode, self.time_limit = state["store"], state["mode"], state["time_limit"]
+        self.collective_order, self.profile, self.on_apply = state["collective_order"], state["profile"], None
+
+
+def _restore(graph: Any, before: list[Any]) -> None:
+    """Put the nodes back in their original order (a failed apply may have moved some)."""
+    try:
+        out = graph.output_node()
+        for n in before:
+            if n.op not in ("placeholder", "output"):
+                out.prepend(n)
+    except Exception:  # noqa: BLE001 - nothing was moved, or the graph is not ours to fix
+        log.debug("overlapsat: could not restore an FX graph's order", exc_info=True)
+
+
+def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
+               collective_order: str = "group", profile: str = "h200") -> FxSchedulePass:
+    """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off."""
+    from overlapsat.torch.need import torch_module
+
+    torch_module()
+    import torch._inductor.config as icfg
+
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as e:
+        raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
+    p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile)
+    icfg.post_grad_custom_post_pass = p
+    icfg.reorder_for_peak_memory = False
+    icfg.reorder_for_compute_comm_overlap = False
+    return p
+
+
+__all__ = ["FxSchedulePass", "install_fx"]
