@@ -60,7 +60,14 @@ def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
 
 
 def main(names: list[str], out: str) -> None:
-    for name in names or list(CASES):
+    names = names or list(CASES)
+    if len(names) > 1:  # one process per case: each needs its own (fake) world size
+        import subprocess
+
+        for name in names:
+            subprocess.run([sys.executable, os.path.abspath(__file__), name, "--out", out], check=True)
+        return
+    for name in names:
         gm, t_trace = trace(name)
         t0 = time.monotonic()
         g = import_fx(gm, name=name, group_sizes={"0": CASES[name][0]})
