@@ -134,3 +134,24 @@ def test_inspect_and_compare_print_the_bound_the_same_way():
     lb = next(x for x in b.splitlines() if "lower bound:" in x).strip()
     assert la.startswith("lower bound: makespan ") and lb.startswith("lower bound: makespan ")
     assert "collective order 'group'" in la and "collective order 'group'" in lb
+
+
+def test_reprice_and_profile_options_price_for_other_hardware(tmp_path):
+    from overlapsat.cost import builtin_calibration, cost_model
+
+    out = tmp_path / "h100.json"
+    r = run("reprice", "tp_small", "--profile", "h100_sxm", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    g, h = load_graph(bundled("tp_small")), load_graph(str(out))
+    assert h.nodes[0].duration == pytest.approx(round(cost_model("h100_sxm").duration(g.nodes[0]), 4))
+    assert h.fingerprint() != g.fingerprint()
+    # calibrate's output is consumed: a calibration file prices for its own profile
+    cal = tmp_path / "cal.json"
+    builtin_calibration("h200").save(str(cal))
+    r2 = run("compare", "tp_small", "--calibration", str(cal), "--time-limit", "1", "--json")
+    assert r2.returncode == 0, r2.stderr
+    assert json.loads(r2.stdout)["rows"][0]["makespan_us"] > 0
+    r3 = run("solve", "tp_small", "--profile", "h100_sxm", "--calibration", str(cal), "--out", str(tmp_path / "s.json"))
+    assert r3.returncode == 2 and "profile" in r3.stderr  # H200 tables for an H100: refused, naming the mismatch
+    r4 = run("compare", "tp_small", "--profile", "no_such_gpu")
+    assert r4.returncode == 2 and "no_such_gpu" in r4.stderr
