@@ -8,7 +8,9 @@ durations), and overlapsat at each time limit, all under the peer's memory
 rule (input peak plus the larger of 1 GiB and 5 %), at the collective-order
 level given (the peer reorders collectives within a group, so `free` is its
 own freedom; `group` is what is safe when a rank may fall back alone).
-Exposed communication in ms, the proven bound, and the peak of each order.
+Exposed communication in ms, the proven bound, and the peak of each order;
+and what bucketing adds (OverlapScheduler with bucketing on: fewer, larger
+collectives, so another graph, priced the same way).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from overlapsat.torch.fx_peer import peer_budget
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fx_corpus")
 
 
+def bucket_cell(b: dict | None) -> str:
+    if not b:
+        return "-"
+    return f"{b['exposed_us'] / 1e3:.2f} ({b['collectives']} collectives, peak {fmt_bytes(b['peak_memory'])})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("files", nargs="*")
@@ -38,8 +46,8 @@ def main() -> None:
     files = a.files or sorted(glob.glob(os.path.join(HERE, "*.json.gz")))
     cols = " | ".join(f"overlapsat {t:g} s" for t in a.limits)
     print(f"| graph | nodes | collectives | level | input | peer | {cols} | bound | peak input / peer / overlapsat | "
-          f"import s |")
-    print("| --- | ---: | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in a.limits) + " | ---: | --- | ---: |")
+          f"import s | peer bucketed (another graph) |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | " + " | ".join("---:" for _ in a.limits) + " | ---: | --- | ---: | --- |")
     for path in files:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             d = json.load(f)
@@ -66,8 +74,8 @@ def main() -> None:
         c = g.counts()
         print(f"| {g.name} | {c['nodes']} | {c['collective']} | {a.level} | {ms(base.exposed)} | {peer_cell} | "
               f"{' | '.join(cells)} | {ms(bound)} | {fmt_bytes(base.peak_memory)} / {peer_peak} / "
-              f"{fmt_bytes(last.peak_memory) if last else '-'} | {d.get('seconds', {}).get('import', t_load):.2f} |",
-              flush=True)
+              f"{fmt_bytes(last.peak_memory) if last else '-'} | {d.get('seconds', {}).get('import', t_load):.2f} | "
+              f"{bucket_cell(d.get('bucketed'))} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Each case builds a model at full size under FakeTensorMode on the fake process
 group, traces one training step (forward, loss, backward through
 `torch.autograd.grad`) with `make_fx` into one ATen FX graph with functional
 collectives, imports it with `overlapsat.torch.fx.import_fx` (calibrated H200
-pricing) and runs torch's OverlapScheduler on it for the peer order. Writes
-`<name>.json.gz` with the graph and the peer's order.
+pricing) and runs torch's OverlapScheduler on it for the peer order, and
+once more with bucketing on (a different graph; its figures only). Writes
+`<name>.json.gz` with the graph, the peer's order and the bucketed figures.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import time
 import torch
 
 from overlapsat.io import graph_to_dict
+from overlapsat.simulate import simulate
 from overlapsat.torch.capture import ensure_fake_process_group
 from overlapsat.torch.fx import import_fx
-from overlapsat.torch.fx_peer import overlap_scheduler_order
+from overlapsat.torch.fx_peer import bucketed, overlap_scheduler_order
 from overlapsat.torch.models import llama_fsdp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -75,9 +77,18 @@ def main(names: list[str], out: str) -> None:
         t0 = time.monotonic()
         peer = overlap_scheduler_order(gm, g)
         t_peer = time.monotonic() - t0
+        gm2, _ = trace(name)  # bucketing rewrites the graph: a fresh trace of the same step
+        b = bucketed(gm2, g)
+        bucket = None
+        if b is not None:  # a different graph: its own figures, in the order torch chose
+            r = simulate(b)
+            c2 = b.counts()
+            bucket = {"nodes": c2["nodes"], "collectives": c2["collective"], "makespan_us": r.makespan,
+                      "exposed_us": r.exposed, "peak_memory": r.peak_memory}
         path = os.path.join(out, f"{name}.json.gz")
         with gzip.open(path, "wt", encoding="utf-8") as f:
-            json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "torch_version": torch.__version__,
+            json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "bucketed": bucket,
+                       "torch_version": torch.__version__,
                        "seconds": {"trace": t_trace, "import": t_import, "peer": t_peer}}, f)
         c = g.counts()
         print(f"{path}: {c['nodes']} nodes, {c['collective']} collectives; trace {t_trace:.1f} s, "

@@ -4,7 +4,8 @@ This is the level where current PyTorch plans overlap (`fx_passes/overlap_schedu
 Every `call_function` node becomes a node, in graph order (the input order):
 
 - `_c10d_functional` collectives (all_gather_into_tensor, reduce_scatter_tensor,
-  all_reduce, all_to_all_single, broadcast and the coalesced forms) are
+  all_reduce, all_to_all_single, broadcast, the coalesced forms and the `_out`
+  variants) are
   collectives; the process group is the group name argument, its size the
   size argument or the registered group's size;
 - `wait_tensor` is a wait; a coalesced collective's waits are found through the
@@ -149,6 +150,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     fields: dict[Any, dict[str, Any]] = {}
     for n in calls:
         fname = _functional_name(n)
+        if fname is not None and fname.endswith("_out") and fname[:-4] in COLLECTIVE_OPS:
+            fname = fname[:-4]  # the out= variant (torch's bucketing writes into a preallocated buffer)
         if fname == "wait_tensor":
             kind[n] = NodeKind.WAIT
         elif fname in COLLECTIVE_OPS:

@@ -42,6 +42,39 @@ def peer_budget(graph: Graph, input_peak: int) -> int:
     return input_peak + max(1 << 30, int(baseline * 0.05))
 
 
+def bucketed(gm: Any, graph: Graph) -> Graph | None:
+    """OverlapScheduler with collective bucketing on: a different graph (collectives merged), returned as a
+    Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`."""
+    if not available():
+        return None
+    from torch._inductor.fx_passes import memory_estimator
+    from torch._inductor.fx_passes import overlap_scheduling as osched
+
+    from overlapsat.torch.fx import import_fx
+
+    dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
+    sizes = {nd.group: nd.group_size for nd in graph.nodes if nd.group}
+
+    class EveryDevice(memory_estimator.MemoryTracker):  # type: ignore[misc]
+        def __init__(self, g: Any, is_releasable: Any = None, device_filter: Any = None) -> None:
+            super().__init__(g, is_releasable, lambda device: True)
+
+    saved = osched.MemoryTracker, osched.estimate_roofline_runtime_ms
+    osched.MemoryTracker = EveryDevice
+    osched.estimate_roofline_runtime_ms = lambda n: dur_ms.get(n.name, 0.0)
+    try:
+        # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
+        out = osched.schedule_overlap_bucketing(
+            gm, collective_bucketing=True, compute_estimator="analytical",
+            custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
+        return import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
+    except Exception as e:  # noqa: BLE001 - no bucketed row
+        log.warning("torch's bucketing failed on %s (%s: %s); no bucketed row", graph.name, type(e).__name__, e)
+        return None
+    finally:
+        osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
+
+
 def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: float | None = 1.0,
                             max_memory_increase_ratio: float | None = 0.05) -> list[str] | None:
     """The order torch's OverlapScheduler (no bucketing) gives `gm`, or None where torch has none."""
@@ -86,4 +119,4 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     return order
 
 
-__all__ = ["available", "overlap_scheduler_order", "peer_budget"]
+__all__ = ["available", "bucketed", "overlap_scheduler_order", "peer_budget"]
