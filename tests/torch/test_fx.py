@@ -146,3 +146,17 @@ def test_overlap_scheduler_is_a_row_and_never_beats_the_result():
     assert row.makespan == pytest.approx(simulate(g, peer).makespan)
     if row.valid:
         assert c.exact.makespan <= row.makespan + 1e-9
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_bucketed_peer_is_another_graph():
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_peer import available, bucketed
+
+    if not available():
+        pytest.skip("this torch has no FX overlap scheduler")
+    g = import_fx(_trace_plain())
+    b = bucketed(_trace_plain(), g)  # a fresh trace: bucketing rewrites the graph
+    assert b is not None and b.name.endswith("(bucketed)")
+    assert b.counts()["collective"] <= g.counts()["collective"]
+    assert validate(b, b.input_order) == [] and simulate(b).makespan > 0
