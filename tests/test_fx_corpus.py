@@ -1,0 +1,40 @@
+"""The committed FX corpus (#12): the peer's order is a valid row at its own level, overlapsat is never worse
+than it, and the peer's collective reordering is what the default level forbids. Needs no torch."""
+
+import gzip
+import json
+import os
+
+import pytest
+
+from overlapsat import graph_from_dict, optimize, simulate, validate
+
+PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "fx_corpus",
+                    "llama3_8b_L4_w64.json.gz")
+
+
+def test_overlapsat_against_the_peer_on_a_committed_fx_graph():
+    from overlapsat.simulate import peak_memory
+
+    with gzip.open(PATH, "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    g, peer = graph_from_dict(d["graph"]), d["overlap_scheduler"]
+    assert len(g) == 984 and g.counts()["collective"] == 72
+    base = peak_memory(g)
+    budget = base + max(1 << 30, int((base + g.meta["primals_bytes"]) * 0.05))  # the peer's own rule
+    assert validate(g, peer, budget, collective_order="free") == []
+    assert any(v.kind == "collective_order" for v in validate(g, peer, collective_order="group"))
+    r = optimize(g, time_limit=3, memory_budget=budget, collective_order="free", extra_orders={"overlap_scheduler": peer})
+    assert validate(g, r.order, budget, collective_order="free") == []
+    assert r.makespan <= simulate(g, peer).makespan + 1e-6
+    assert r.bound <= r.makespan + 1e-6
+    assert any(h["name"] == "overlap_scheduler" for h in r.heuristics)
+
+
+@pytest.mark.parametrize("name", ["llama3_8b_L8_w64", "llama3_8b_L32_w64", "llama3_8b_L32_w256"])
+def test_the_larger_fx_graphs_load_and_their_peer_orders_are_permutations(name):
+    with gzip.open(PATH.replace("llama3_8b_L4_w64", name), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    g = graph_from_dict(d["graph"])
+    assert sorted(d["overlap_scheduler"]) == sorted(g.names)
+    assert d["bucketed"]["collectives"] < g.counts()["collective"]
