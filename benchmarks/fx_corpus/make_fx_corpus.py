@@ -38,6 +38,8 @@ CASES = {
     "llama3_8b_L8_w64": (64, dict(layers=8, dim=4096, heads=32, ffn=14336, seq=8192), 1),
     "llama3_8b_L32_w64": (64, dict(layers=32, dim=4096, heads=32, ffn=14336, seq=8192), 1),
     "llama3_8b_L32_w256": (256, dict(layers=32, dim=4096, heads=32, ffn=14336, seq=8192), 1),
+    # scale: a Llama3-70B-sized step (about 20k FX nodes); generated on demand, not committed
+    "llama3_70b_L80_w64": (64, dict(layers=80, dim=8192, heads=64, ffn=28672, seq=8192), 1),
 }
 
 

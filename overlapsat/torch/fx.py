@@ -148,6 +148,10 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     calls = [n for n in fx_nodes if n.op == "call_function"]
     kind: dict[Any, NodeKind] = {}
     fields: dict[Any, dict[str, Any]] = {}
+    missing = [n.name for n in fx_nodes if n.op in ("call_function", "placeholder") and "val" not in n.meta]
+    if missing:  # sizes are what memory and pricing are made of: no silent zeros
+        raise GraphError(f"FX nodes without meta['val'] (trace with fake tensors, or import inside Inductor's "
+                         f"post-grad pass): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
     for n in calls:
         fname = _functional_name(n)
         if fname is not None and fname.endswith("_out") and fname[:-4] in COLLECTIVE_OPS:

@@ -120,6 +120,10 @@ def test_unsupported_and_unmatched_nodes_are_named():
     x = gr.placeholder("x")
     n = gr.call_function(Op(), (x, "0"))
     gr.output(n)
+    with pytest.raises(GraphError, match="without meta"):  # no sizes: refused, never zeros
+        import_fx(gr)
+    x.meta["val"] = torch.empty(4)
+    n.meta["val"] = torch.empty(4)
     with pytest.raises(GraphError, match="frobnicate"):
         import_fx(gr)
 
