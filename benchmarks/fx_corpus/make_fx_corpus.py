@@ -27,7 +27,7 @@ from overlapsat.simulate import simulate
 from overlapsat.torch.capture import ensure_fake_process_group
 from overlapsat.torch.fx import import_fx
 from overlapsat.torch.fx_peer import bucketed, overlap_scheduler_order
-from overlapsat.torch.models import llama_fsdp
+from overlapsat.torch.models import llama_fsdp, moe_ep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -40,6 +40,8 @@ CASES = {
     "llama3_8b_L32_w256": (256, dict(layers=32, dim=4096, heads=32, ffn=14336, seq=8192), 1),
     # scale: a Llama3-70B-sized step (about 20k FX nodes); generated on demand, not committed
     "llama3_70b_L80_w64": (64, dict(layers=80, dim=8192, heads=64, ffn=28672, seq=8192), 1),
+    # expert parallel MoE (DeepSeek-like widths: dim 7168, expert FFN 2048, 4 experts per rank), all_to_all
+    "moe_L16_w64": (64, dict(model="moe", layers=16, dim=7168, ffn=2048, experts_per_rank=4, seq=4096), 1),
 }
 
 
@@ -50,10 +52,13 @@ def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
     world, kw, batch = CASES[name]
     ensure_fake_process_group(world)
     t0 = time.monotonic()
+    kw = dict(kw)
+    builder = moe_ep if kw.pop("model", "llama") == "moe" else llama_fsdp
+    seq = kw.pop("seq") if builder is moe_ep else kw["seq"]
     with FakeTensorMode():
-        model = llama_fsdp(**kw)
+        model = builder(**kw)
         params = {k: p.detach().requires_grad_(True) for k, p in model.named_parameters()}
-        x = torch.randn(batch, kw["seq"], kw["dim"])
+        x = torch.randn(batch, seq, kw["dim"])
 
         def step(params: dict, x: torch.Tensor) -> list:
             out = torch.func.functional_call(model, params, (x,))

@@ -13,6 +13,8 @@ Every `call_function` node becomes a node, in graph order (the input order):
 - everything else is compute. Views, `getitem` and other ops that allocate
   nothing are kept (they must stay in the order) with duration 0; the rest are
   priced by the cost model from their FLOPs (torch's FLOP counter) and bytes.
+  A node without `meta["val"]` is an error naming it (no silent zero sizes),
+  except a `getitem`, which then unpacks an output autograd left empty.
 
 Dependencies are the FX data edges. Memory is counted per storage, as torch's
 `MemoryTracker` does: a node allocates the storages of its outputs that no
@@ -148,7 +150,9 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     calls = [n for n in fx_nodes if n.op == "call_function"]
     kind: dict[Any, NodeKind] = {}
     fields: dict[Any, dict[str, Any]] = {}
-    missing = [n.name for n in fx_nodes if n.op in ("call_function", "placeholder") and "val" not in n.meta]
+    # a getitem without one unpacks an output autograd left empty (a None gradient): nothing to count
+    missing = [n.name for n in fx_nodes if n.op in ("call_function", "placeholder") and "val" not in n.meta
+               and n.target is not operator.getitem]
     if missing:  # sizes are what memory and pricing are made of: no silent zeros
         raise GraphError(f"FX nodes without meta['val'] (trace with fake tensors, or import inside Inductor's "
                          f"post-grad pass): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")

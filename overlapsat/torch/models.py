@@ -181,7 +181,8 @@ def moe_ep(layers: int = 4, dim: int = 256, ffn: int = 512, experts_per_rank: in
 
     from overlapsat.torch.capture import ensure_fake_process_group
 
-    ensure_fake_process_group()
+    if not dist.is_initialized():
+        ensure_fake_process_group()
     ws = dist.get_world_size()
 
     class Block(torch.nn.Module):
