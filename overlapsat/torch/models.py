@@ -253,3 +253,67 @@ def ddp_bucketed(layers: int = 6, dim: int = 256, bucket_layers: int = 2) -> Any
             return x
 
     return Model()
+
+
+def fsdp_tp_llama(layers: int = 2, dim: int = 256, heads: int = 4, ffn: int = 688, tp: int = 2) -> Any:
+    """2-D parallel Llama-style decoder: tensor parallel inside groups of `tp` ranks (Megatron column/row
+    split, all_reduce of the row-parallel outputs and of the column-parallel inputs' gradients) and
+    SimpleFSDP across them (each weight shard all_gathered over the data-parallel group, reduce_scatter in
+    backward). Rank 0's two process groups: ranks 0..tp-1 and every tp-th rank."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed._functional_collectives import all_gather_tensor_autograd, all_reduce
+
+    from overlapsat.torch.capture import ensure_fake_process_group
+
+    if not dist.is_initialized():
+        ensure_fake_process_group()
+    world = dist.get_world_size()
+    if world % tp:
+        raise ValueError(f"world size {world} is not a multiple of tp={tp}")
+    tp_group = dist.new_group(list(range(tp)))
+    dp_group = dist.new_group(list(range(0, world, tp)))
+    dp = world // tp
+    hd = dim // heads
+
+    class ReduceOut(torch.autograd.Function):  # row-parallel output: all_reduce forward, identity backward
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return all_reduce(x, "sum", tp_group)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return g
+
+    class CopyIn(torch.autograd.Function):  # column-parallel input: identity forward, all_reduce backward
+        @staticmethod
+        def forward(ctx: Any, x: Any) -> Any:
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx: Any, g: Any) -> Any:
+            return all_reduce(g, "sum", tp_group)
+
+    def shard(rows: int, cols: int) -> Any:
+        return torch.nn.Parameter(torch.randn(rows // dp, cols) * 0.02)
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wqkv, self.wo = shard(3 * dim // tp, dim), shard(dim, dim // tp)
+            self.w13, self.w2 = shard(2 * ffn // tp, dim), shard(dim, ffn // tp)
+
+        def forward(self, x: Any) -> Any:
+            wqkv, wo, w13, w2 = (all_gather_tensor_autograd(p, 0, dp_group) for p in (self.wqkv, self.wo, self.w13,
+                                                                                     self.w2))
+            b, s, _ = x.shape
+            h = CopyIn.apply(torch.nn.functional.rms_norm(x, (dim,)))
+            q, k, v = (h @ wqkv.t()).split(dim // tp, dim=-1)
+            q, k, v = (t.reshape(b, s, heads // tp, hd).transpose(1, 2) for t in (q, k, v))
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + ReduceOut.apply(a.transpose(1, 2).reshape(b, s, dim // tp) @ wo.t())
+            h = CopyIn.apply(torch.nn.functional.rms_norm(x, (dim,)))
+            g1, g3 = (h @ w13.t()).split(ffn // tp, dim=-1)
+            return x + ReduceOut.apply((torch.nn.functional.silu(g1) * g3) @ w2.t())
+
+    return torch.nn.Sequential(*[Block() for _ in range(layers)])
