@@ -72,6 +72,24 @@ def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "gr
     return order, "ok"
 
 
+def schedules_digest(store: str) -> str:
+    """The store's schedule files, names and contents, as one hash (a missing store: the empty hash).
+
+    Part of the torch passes' cache keys: a newly solved schedule changes the
+    key, an unchanged store keeps it."""
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        for n in sorted(x for x in os.listdir(store) if x.endswith(SCHEDULE_SUFFIX)):
+            h.update(n.encode())
+            with open(os.path.join(store, n), "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
+    except OSError:
+        pass
+    return h.hexdigest()
+
+
 @contextmanager
 def graph_lock(store: str, fp: str) -> Iterator[bool]:
     """An exclusive, non-blocking lock on one graph; yields False when another process holds it."""
@@ -229,5 +247,5 @@ def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options:
             except Exception as e:  # noqa: BLE001 - a task that died on its node
                 yield Outcome(fp, outcome="error", message=f"Ray task failed: {type(e).__name__}: {e}")
 
-__all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path",
+__all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path", "schedules_digest",
            "solve_one", "solve_store", "usable_schedule"]

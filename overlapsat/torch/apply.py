@@ -25,7 +25,7 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
 from overlapsat.io import atomic_write_text
-from overlapsat.store import graph_path, miss_path, schedule_path, usable_schedule
+from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_schedule
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
@@ -192,16 +192,7 @@ class SchedulePass:
 
     def schedules_digest(self) -> str:
         """What the store can apply: the schedule files' names and contents (missing store: empty)."""
-        h = hashlib.sha256()
-        try:
-            names = sorted(n for n in os.listdir(self.store) if n.endswith(".schedule.json"))
-            for n in names:
-                h.update(n.encode())
-                with open(os.path.join(self.store, n), "rb") as f:
-                    h.update(hashlib.sha256(f.read()).digest())
-        except OSError:
-            pass
-        return h.hexdigest()
+        return schedules_digest(self.store)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"version": PASS_VERSION, "store": self.store, "mode": self.mode, "record": self.record,

@@ -12,7 +12,6 @@ the graph as it came.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -20,7 +19,8 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
-from overlapsat.store import graph_path, schedule_path, usable_schedule
+from overlapsat.store import graph_path, schedule_path, schedules_digest, usable_schedule
+from overlapsat.torch.apply import MODES, SAFE_LEVELS  # the same modes and levels as the scheduler-node pass
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,6 @@ except Exception:  # noqa: BLE001
     _Base = object  # type: ignore[assignment,misc]
 
 FX_PASS_VERSION = 1
-MODES = ("capture", "apply", "solve")
-SAFE_LEVELS = ("chain", "global", "group")
 
 
 class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
@@ -97,15 +95,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
     def uuid(self) -> str:
         """Inductor's cache key for a custom pass: version, options and the store's schedules."""
-        h = hashlib.sha256()
-        try:
-            for n in sorted(x for x in os.listdir(self.store) if x.endswith(".schedule.json")):
-                with open(os.path.join(self.store, n), "rb") as f:
-                    h.update(n.encode() + hashlib.sha256(f.read()).digest())
-        except OSError:
-            pass
         return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-"
-                f"{self.time_limit}-{h.hexdigest()}")
+                f"{self.time_limit}-{schedules_digest(self.store)}")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,

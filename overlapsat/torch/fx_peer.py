@@ -16,6 +16,8 @@ the input order's peak plus the larger of 1 GiB and 5 % (`peer_budget`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from overlapsat.graph import Graph
@@ -42,18 +44,11 @@ def peer_budget(graph: Graph, input_peak: int) -> int:
     return input_peak + max(1 << 30, int(baseline * 0.05))
 
 
-def bucketed(gm: Any, graph: Graph) -> Graph | None:
-    """OverlapScheduler with collective bucketing on: a different graph (collectives merged), returned as a
-    Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`."""
-    if not available():
-        return None
+@contextmanager
+def _on_overlapsat_terms(dur_ms: dict[str, float]) -> Iterator[None]:
+    """For one run of torch's scheduler: overlapsat's durations (ms) as its roofline, every device counted."""
     from torch._inductor.fx_passes import memory_estimator
     from torch._inductor.fx_passes import overlap_scheduling as osched
-
-    from overlapsat.torch.fx import import_fx
-
-    dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
-    sizes = {nd.group: nd.group_size for nd in graph.nodes if nd.group}
 
     class EveryDevice(memory_estimator.MemoryTracker):  # type: ignore[misc]
         def __init__(self, g: Any, is_releasable: Any = None, device_filter: Any = None) -> None:
@@ -63,16 +58,32 @@ def bucketed(gm: Any, graph: Graph) -> Graph | None:
     osched.MemoryTracker = EveryDevice
     osched.estimate_roofline_runtime_ms = lambda n: dur_ms.get(n.name, 0.0)
     try:
-        # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
-        out = osched.schedule_overlap_bucketing(
-            gm, collective_bucketing=True, compute_estimator="analytical",
-            custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
+        yield
+    finally:
+        osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
+
+
+def bucketed(gm: Any, graph: Graph) -> Graph | None:
+    """OverlapScheduler with collective bucketing on: a different graph (collectives merged), returned as a
+    Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`."""
+    if not available():
+        return None
+    from torch._inductor.fx_passes import overlap_scheduling as osched
+
+    from overlapsat.torch.fx import import_fx
+
+    sizes = {nd.group: nd.group_size for nd in graph.nodes if nd.group}
+    dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
+    try:
+        with _on_overlapsat_terms(dur_ms):
+            # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
+            out = osched.schedule_overlap_bucketing(
+                gm, collective_bucketing=True, compute_estimator="analytical",
+                custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
         return import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
     except Exception as e:  # noqa: BLE001 - no bucketed row
         log.warning("torch's bucketing failed on %s (%s: %s); no bucketed row", graph.name, type(e).__name__, e)
         return None
-    finally:
-        osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
 
 
 def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: float | None = 1.0,
@@ -81,32 +92,23 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     if not available():
         return None
     import torch.fx as fx
-    from torch._inductor.fx_passes import memory_estimator
     from torch._inductor.fx_passes import overlap_scheduling as osched
 
     fx_graph = gm.graph if hasattr(gm, "graph") else gm
     module = gm if isinstance(gm, fx.GraphModule) else fx_graph.owning_module
     dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
     before = list(fx_graph.nodes)
-
-    class EveryDevice(memory_estimator.MemoryTracker):  # type: ignore[misc]
-        def __init__(self, g: Any, is_releasable: Any = None, device_filter: Any = None) -> None:
-            super().__init__(g, is_releasable, lambda device: True)
-
-    saved = osched.MemoryTracker, osched.estimate_roofline_runtime_ms
-    osched.MemoryTracker = EveryDevice
-    osched.estimate_roofline_runtime_ms = lambda n: dur_ms.get(n.name, 0.0)
     order: list[str] | None = None
     try:
-        out = osched.schedule_overlap_bucketing(
-            module, collective_bucketing=False, pre_bucketing_fsdp_collectives=False, compute_estimator="analytical",
-            custom_runtime_estimation=lambda n, _size: dur_ms.get(n.name, 0.0),
-            max_memory_increase_gb=max_memory_increase_gb, max_memory_increase_ratio=max_memory_increase_ratio)
+        with _on_overlapsat_terms(dur_ms):
+            out = osched.schedule_overlap_bucketing(
+                module, collective_bucketing=False, pre_bucketing_fsdp_collectives=False,
+                compute_estimator="analytical", custom_runtime_estimation=lambda n, _size: dur_ms.get(n.name, 0.0),
+                max_memory_increase_gb=max_memory_increase_gb, max_memory_increase_ratio=max_memory_increase_ratio)
         order = [n.name for n in out.graph.nodes if n.op == "call_function"]
     except Exception as e:  # noqa: BLE001 - the peer's failure is a missing row, never ours
         log.warning("torch's OverlapScheduler failed on %s (%s: %s); no peer row", graph.name, type(e).__name__, e)
     finally:
-        osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
         out_node = fx_graph.output_node()
         for n in before:  # the graph as it came
             if n.op not in ("placeholder", "output"):
