@@ -199,11 +199,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    from overlapsat.io import check_writable
     from overlapsat.solver import optimize
 
-    g = _priced(_load(args.graph), args)
-    check_writable(args.out)
+    g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
                  workers=args.workers, on_progress=tick)

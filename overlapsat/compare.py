@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
-from overlapsat.evaluate import Evaluated
+from overlapsat.evaluate import Evaluated, evaluate_named
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.solver.optimize import Progress, Result, optimize
@@ -109,11 +109,7 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
     heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
                    work_limit=steps)
-    from overlapsat.evaluate import evaluate
-
-    for nm, extra in (extra_orders or {}).items():
-        heur.append(evaluate(graph, nm, list(graph.order_indices(extra)), budget=budget,
-                             collective_order=collective_order))  # type: ignore[arg-type]
+    heur += evaluate_named(graph, extra_orders or {}, budget=budget, collective_order=collective_order)
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()

@@ -24,7 +24,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -123,7 +123,6 @@ class Outcome:
     input_exposed_us: float | None = None
     seconds: float = 0.0
     message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,5 +246,6 @@ def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options:
             except Exception as e:  # noqa: BLE001 - a task that died on its node
                 yield Outcome(fp, outcome="error", message=f"Ray task failed: {type(e).__name__}: {e}")
 
-__all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path", "schedules_digest",
-           "solve_one", "solve_store", "usable_schedule"]
+
+__all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path",
+           "schedules_digest", "solve_one", "solve_store", "usable_schedule"]

@@ -21,7 +21,7 @@ from overlapsat.bounds import lower_bound
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.canonical import canonical_graph
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
-from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
@@ -230,10 +230,9 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
         log.warning("interrupted during the heuristics: returning the best order evaluated so far")
     if not any(h.name == "input_order" for h in from_input):
         from_input = [evaluate(graph, "input_order", list(range(n)), budget=budget, collective_order=co), *from_input]
-    for nm, extra in (extra_orders or {}).items():
-        if not any(h.name == nm for h in from_input):
-            from_input = [*from_input, evaluate(graph, nm, list(graph.order_indices(extra)), budget=budget,
-                                                collective_order=co)]
+    have = {h.name for h in from_input}  # (compare passes them evaluated already)
+    from_input = [*from_input, *evaluate_named(graph, {k: v for k, v in (extra_orders or {}).items() if k not in have},
+                                               budget=budget, collective_order=co)]
     canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
     canon.sort(key=rank_key)
     base = next(h for h in from_input if h.name == "input_order")
@@ -341,14 +340,12 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                     best, method = cand, "cpsat-lns"
 
         try:
-            if tb.interrupted:
-                pass
-            elif best is None:
-                if small:
+            if best is None:
+                if small and not tb.interrupted:
                     run_whole((params.monolithic_share if use_lns else 1.0) * tb.work_left())
                 if best is not None and use_lns and searching():
                     run_lns(tb.work_left())
-            else:
+            else:  # searching() is False once interrupted
                 if use_lns and searching():
                     run_lns((1.0 - params.monolithic_share) * tb.work_left() if small else tb.work_left())
                 if small and searching():

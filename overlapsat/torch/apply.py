@@ -58,6 +58,49 @@ def _graph_name() -> str:
         return "inductor"
 
 
+def check_pass_options(store: str, mode: str, collective_order: str) -> None:
+    """What both passes (scheduler nodes, FX) refuse before any compile."""
+    if not os.path.isdir(store):
+        raise GraphError(f"schedule store {store!r} is not a directory")
+    if mode not in MODES:
+        raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if collective_order not in SAFE_LEVELS:
+        raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile: a rank that "
+                         f"falls back to Inductor's order alone would issue collectives in another order; use one "
+                         f"of {', '.join(SAFE_LEVELS)}")
+
+
+def open_store(store: str) -> None:
+    """Create the schedule store (install's job, for both passes)."""
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as e:
+        raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
+
+
+def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: float,
+                     collective_order: str) -> tuple[list[str] | None, str]:
+    """The usable stored order of `g`, or in "solve" mode one solved inline and stored; else (None, why not)."""
+    order, why = usable_schedule(store, fp, g, collective_order)
+    if order is None and mode == "solve":
+        from overlapsat.solver import optimize
+
+        r = optimize(g, time_limit=time_limit, collective_order=collective_order)
+        if r.cut_by_wall_clock:  # another rank may have finished its work: keep the order every rank can agree on
+            raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
+        r.save(schedule_path(store, fp))
+        order = r.names
+    return order, why
+
+
+def record_graph(store: str, g: Graph, fp: str) -> None:
+    """Save `g` for offline solving, once (every rank writes the same file; the first one stays)."""
+    path = graph_path(store, fp)
+    if not os.path.exists(path):
+        g.save(path)
+        log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
+
+
 class SchedulePass:
     """The Inductor reorder pass: applies stored schedules, records unsolved graphs, never breaks compilation.
 
@@ -73,16 +116,9 @@ class SchedulePass:
                  on_apply: Callable[[Graph, list[str]], None] | None = None, time_limit: float = 10.0,
                  collective_order: str = "group", fallback: str = "inductor", profile: str | None = None,
                  calibration: str | None = None) -> None:
-        if not os.path.isdir(store):
-            raise GraphError(f"schedule store {store!r} is not a directory")
-        if mode not in MODES:
-            raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        check_pass_options(store, mode, collective_order)
         if fallback not in FALLBACKS:
             raise GraphError(f"fallback must be one of {', '.join(FALLBACKS)}; got {fallback!r}")
-        if collective_order not in SAFE_LEVELS:
-            raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile: a rank that "
-                             f"falls back to Inductor's order alone would issue collectives in another order; use one "
-                             f"of {', '.join(SAFE_LEVELS)}")
         if durations is not None and (profile or calibration):
             raise GraphError("give either durations or profile/calibration, not both")
         self.store = os.path.abspath(store)
@@ -132,17 +168,10 @@ class SchedulePass:
         if self.mode == "capture":
             self._record(g, fp)
             return snodes
-        order, why = usable_schedule(self.store, fp, g, self.collective_order)
+        order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
+                                      collective_order=self.collective_order)
         if order is not None:
             return self._apply(g, snodes, order, os.path.basename(schedule_path(self.store, fp)))
-        if self.mode == "solve":
-            from overlapsat.solver import optimize
-
-            r = optimize(g, time_limit=self.time_limit, collective_order=self.collective_order)
-            if r.cut_by_wall_clock:  # another rank may have finished its work: keep the order every rank can agree on
-                raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
-            r.save(schedule_path(self.store, fp))
-            return self._apply(g, snodes, r.names, os.path.basename(schedule_path(self.store, fp)))
         self._record(g, fp)
         self._note_miss(g, fp, why)
         if self.fallback == "heuristic":
@@ -150,10 +179,8 @@ class SchedulePass:
         return snodes
 
     def _record(self, g: Graph, fp: str) -> None:
-        path = graph_path(self.store, fp)
-        if self.record and not os.path.exists(path):
-            g.save(path)
-            log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
+        if self.record:
+            record_graph(self.store, g, fp)
 
     def _note_miss(self, g: Graph, fp: str, why: str) -> None:
         """Why this graph ran without a solved schedule: `overlapsat bench STORE` and the user read it."""
@@ -241,10 +268,7 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     torch_module()
     import torch._inductor.config as icfg
 
-    try:
-        os.makedirs(store, exist_ok=True)
-    except OSError as e:
-        raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
+    open_store(store)
     p = SchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, durations=durations,
                      fallback=fallback, profile=profile, calibration=calibration)
     icfg.reorder_for_compute_comm_overlap = True

@@ -19,8 +19,8 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
-from overlapsat.store import graph_path, schedule_path, schedules_digest, usable_schedule
-from overlapsat.torch.apply import MODES, SAFE_LEVELS  # the same modes and levels as the scheduler-node pass
+from overlapsat.store import schedules_digest
+from overlapsat.torch.apply import check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -38,13 +38,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
                  profile: str = "h200", on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
-        if not os.path.isdir(store):
-            raise GraphError(f"schedule store {store!r} is not a directory")
-        if mode not in MODES:
-            raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        if collective_order not in SAFE_LEVELS:
-            raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile; use one of "
-                             f"{', '.join(SAFE_LEVELS)}")
+        check_pass_options(store, mode, collective_order)
         self.store, self.mode, self.time_limit = os.path.abspath(store), mode, float(time_limit)
         self.collective_order, self.profile, self.on_apply = collective_order, profile, on_apply
 
@@ -62,23 +56,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         g = import_fx(graph, name="fx graph", profile=self.profile)
         fp = g.fingerprint()
         if self.mode != "capture":
-            order, why = usable_schedule(self.store, fp, g, self.collective_order)
-            if order is None and self.mode == "solve":
-                from overlapsat.solver import optimize
-
-                r = optimize(g, time_limit=self.time_limit, collective_order=self.collective_order)
-                if r.cut_by_wall_clock:
-                    raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
-                r.save(schedule_path(self.store, fp))
-                order = r.names
+            order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
+                                          collective_order=self.collective_order)
             if order is not None:
                 self._apply(graph, g, order)
                 return
             if why != "no schedule":
                 log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
-        path = graph_path(self.store, fp)
-        if not os.path.exists(path):
-            g.save(path)
+        record_graph(self.store, g, fp)
 
     def _apply(self, graph: Any, g: Graph, order: list[str]) -> None:
         vs = validate(g, order, collective_order=self.collective_order)
@@ -126,10 +111,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     torch_module()
     import torch._inductor.config as icfg
 
-    try:
-        os.makedirs(store, exist_ok=True)
-    except OSError as e:
-        raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
+    open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile)
     icfg.post_grad_custom_post_pass = p
     icfg.reorder_for_peak_memory = False
