@@ -394,8 +394,7 @@ def _check_input(g: Graph) -> None:
                 problems.append(f"wait {nd.name!r} names no collective")
     if problems:
         raise GraphError.from_problems(f"invalid graph {g.name!r}", problems)
-    waited: dict[str, str] = {}
-    for nd in g.nodes:
+    for nd in g.nodes:  # several waits of one collective are allowed (coalesced collectives; decisions.md 15)
         if nd.kind is NodeKind.WAIT:
             c = index.get(nd.collective)  # type: ignore[arg-type]
             if c is None:
@@ -403,8 +402,6 @@ def _check_input(g: Graph) -> None:
             elif g.nodes[c].kind is not NodeKind.COLLECTIVE:
                 problems.append(f"wait {nd.name!r} names {nd.collective!r}, which is a {g.nodes[c].kind.value}, "
                                 "not a collective")
-            else:  # several waits of one collective are allowed (coalesced collectives; docs/decisions.md 15)
-                waited.setdefault(nd.collective, nd.name)  # type: ignore[arg-type]
     bnames: set[str] = set()
     for j, b in enumerate(g.buffers):
         if not isinstance(b, Buffer):

@@ -34,6 +34,7 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
+from overlapsat.torch.importer import REDUCE_OPS, group_size_of
 from overlapsat.torch.need import torch_module
 
 COLLECTIVE_OPS = {
@@ -86,7 +87,7 @@ def _tensor_bytes(t: Any) -> int:
 
 
 def _group(n: Any, name: str, group_sizes: dict[str, int] | None) -> tuple[str, int]:
-    strs = [a for a in n.args if isinstance(a, str) and a not in ("sum", "avg", "max", "min", "product")]
+    strs = [a for a in n.args if isinstance(a, str) and a not in REDUCE_OPS]
     ints = [a for a in n.args if isinstance(a, int) and not isinstance(a, bool)]
     if not strs:
         raise GraphError(f"FX node {n.name!r} ({name}): no process group name among its arguments")
@@ -95,13 +96,10 @@ def _group(n: Any, name: str, group_sizes: dict[str, int] | None) -> tuple[str, 
     if size is None and ints and name not in ("all_reduce", "all_reduce_coalesced", "broadcast"):
         size = ints[-1]
     if size is None:
-        try:
-            from torch.distributed.distributed_c10d import _resolve_process_group
-
-            size = int(_resolve_process_group(gname).size())
-        except Exception:  # noqa: BLE001
-            raise GraphError(f"FX node {n.name!r} ({name}): the size of process group {gname!r} is unknown; "
-                             f"pass group_sizes={{{gname!r}: N}}") from None
+        size = group_size_of(gname)
+    if size is None:
+        raise GraphError(f"FX node {n.name!r} ({name}): the size of process group {gname!r} is unknown; "
+                         f"pass group_sizes={{{gname!r}: N}}")
     return gname, int(size)
 
 

@@ -42,7 +42,10 @@ def _tensor_bytes(x: Any) -> int:
         return 0
 
 
-def _group_size(name: str) -> int | None:
+REDUCE_OPS = ("sum", "avg", "max", "min", "product")  # string arguments of collectives that are not group names
+
+
+def group_size_of(name: str) -> int | None:
     """Size of the process group registered under `name` (functional collectives name their group), if any."""
     try:
         from torch.distributed.distributed_c10d import _resolve_process_group
@@ -65,9 +68,9 @@ def _collective_fields(snode: Any) -> dict[str, Any]:
             out = 0
     args = list(getattr(node, "constant_args", ()) or ())
     ints = [a for a in args if isinstance(a, int) and not isinstance(a, bool)]
-    strs = [a for a in args if isinstance(a, str) and a not in ("sum", "avg", "max", "min", "product")]
+    strs = [a for a in args if isinstance(a, str) and a not in REDUCE_OPS]
     # the group's size from its name: all_reduce carries no size argument (read as 1, priced 0 us before)
-    group_size = _group_size(strs[-1]) if strs else None
+    group_size = group_size_of(strs[-1]) if strs else None
     if group_size is None:
         group_size = ints[-1] if ints else 1
     group = f"pg{strs[-1]}" if strs else "default"
