@@ -45,10 +45,9 @@ def _priced(g: Any, args: argparse.Namespace) -> Any:
     profile, cal = getattr(args, "profile", None), getattr(args, "calibration", None)
     if not (profile or cal):
         return g
-    from overlapsat.cost import cost_model, load_calibration
+    from overlapsat.cost import cost_model
 
-    table = load_calibration(cal) if cal else None
-    return g.reprice(cost_model(profile or (table.profile if table else "h200"), calibration=table))
+    return g.reprice(cost_model(profile, calibration=cal))
 
 
 def _pricing_args(sp: argparse.ArgumentParser) -> None:

@@ -74,16 +74,21 @@ class CalibratedCostModel:
         return self.compute_us(node.flops, node.bytes_accessed, node.gemm_like)
 
 
-def cost_model(profile: str | HardwareProfile = "h200", *, dtype: str = "bf16", calibrated: bool = True,
+def cost_model(profile: str | HardwareProfile | None = None, *, dtype: str = "bf16", calibrated: bool = True,
                calibration: str | Calibration | None = None) -> CostModel:
     """The best model for a profile: calibrated by `calibration` (a file from `overlapsat calibrate`, or a
-    `Calibration`) when given, else by the tables that ship with overlapsat for that profile, if any."""
+    `Calibration`) when given, else by the tables that ship with overlapsat for that profile, if any.
+
+    Without a profile: the calibration's own profile, or "h200".
+    """
+    cal = load_calibration(calibration) if isinstance(calibration, str) else calibration
+    if cal is not None and not isinstance(cal, Calibration):
+        raise GraphError(f"calibration must be a file path or a Calibration, got {type(calibration).__name__}")
+    if profile is None:
+        profile = cal.profile if cal is not None else "h200"
     hw = profile if isinstance(profile, HardwareProfile) else load_profile(profile)
     base = AnalyticalCostModel(hw, dtype)
-    if calibration is not None:
-        cal = load_calibration(calibration) if isinstance(calibration, str) else calibration
-        if not isinstance(cal, Calibration):
-            raise GraphError(f"calibration must be a file path or a Calibration, got {type(calibration).__name__}")
+    if cal is not None:
         if cal.profile != hw.name:
             raise GraphError(f"calibration {calibration if isinstance(calibration, str) else ''!s} was measured for "
                              f"profile {cal.profile!r}, not {hw.name!r}; pass the profile it belongs to")

@@ -144,10 +144,9 @@ class SchedulePass:
         if not (self.profile or self.calibration):
             return None
         if self._priced is None:
-            from overlapsat.cost import cost_model, load_calibration
+            from overlapsat.cost import cost_model
 
-            cal = load_calibration(self.calibration) if self.calibration else None
-            model = cost_model(self.profile or (cal.profile if cal else "h200"), calibration=cal)
+            model = cost_model(self.profile, calibration=self.calibration)
 
             def priced(node: Node) -> float:
                 return round(model.duration(node), 3)
