@@ -210,7 +210,7 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     coll_of: dict[Any, Any] = {}
     for n in calls:
         if kind[n] is NodeKind.WAIT:
-            c = next((collective_behind(a) for a in n.all_input_nodes if collective_behind(a) is not None), None)
+            c = next((c for c in map(collective_behind, n.all_input_nodes) if c is not None), None)
             if c is None:
                 raise GraphError(f"FX node {n.name!r}: wait_tensor of {[a.name for a in n.all_input_nodes]} "
                                  "waits on no collective of this graph")
