@@ -6,6 +6,11 @@ own wait or through a later collective of its group (a node issued after a
 collective does not wait for it to finish), and the per-group collective order
 is used to grow the "must precede"/"must follow" sets, which lets every set be
 computed incrementally in linear time per group.
+
+"Compute" below is a node's work on the compute stream (`Graph.work`: a
+kernel's duration, a collective's launch, a wait's own time; decisions.md
+17): the stream is serial, so work that must precede (or follow) an event
+adds up whatever kind of node carries it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from overlapsat.canonical import chained
-from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
+from overlapsat.graph import COLLECTIVE, Graph
 
 
 @dataclass(frozen=True)
@@ -45,38 +50,33 @@ def critical_path(graph: Graph, fifo: bool = True) -> float:
     the transfer's end; any other successor only follows its issue.
     """
     n = len(graph.nodes)
-    kind, dur, preds, coll_of = graph.kind, graph.dur, graph.preds, graph.coll_of
+    kind, dur, work, preds, coll_of = graph.kind, graph.dur, graph.work, graph.preds, graph.coll_of
     prev_in_group = [-1] * n
     for cs in graph.group_colls if fifo else ():  # without a fixed group order, no stream edge is known
         for a, b in zip(cs, cs[1:]):
             prev_in_group[b] = a
-    es = [0.0] * n  # earliest issue time (compute: start)
-    end = [0.0] * n  # compute: earliest end; collective: earliest end of its transfer
+    fin = [0.0] * n  # earliest end of each node's slot on the compute stream (a wait's: after its own time)
+    end = [0.0] * n  # collective: earliest end of its transfer
     best = 0.0
     for v in range(n):
         t = 0.0
         for u in preds[v]:
-            if kind[u] == COMPUTE or (kind[u] == COLLECTIVE and coll_of[v] == u):  # v is one of u's waits
-                a = end[u]
-            else:
-                a = es[u]
+            a = end[u] if kind[u] == COLLECTIVE and coll_of[v] == u else fin[u]  # only u's waits see its transfer
             if a > t:
                 t = a
-        es[v] = t
-        if kind[v] == COMPUTE:
-            end[v] = t + dur[v]
-        elif kind[v] == COLLECTIVE:
+        fin[v] = t + work[v]
+        if kind[v] == COLLECTIVE:
             p = prev_in_group[v]
-            end[v] = max(t, end[p] if p >= 0 else 0.0) + dur[v]
-        else:
-            end[v] = t
-        if end[v] > best:
-            best = end[v]
+            end[v] = max(fin[v], end[p] if p >= 0 else 0.0) + dur[v]
+            if end[v] > best:
+                best = end[v]
+        if fin[v] > best:
+            best = fin[v]
     return best
 
 
-def _grow(start: int, adj: list[list[int]], seen: bytearray, kind: list[int], dur: list[float]) -> float:
-    """Visit everything reachable from start not yet seen; return new compute."""
+def _grow(start: int, adj: list[list[int]], seen: bytearray, work: list[float]) -> float:
+    """Visit everything reachable from start not yet seen; return new compute-stream work."""
     added = 0.0
     stack = [start]
     while stack:
@@ -84,22 +84,25 @@ def _grow(start: int, adj: list[list[int]], seen: bytearray, kind: list[int], du
         for v in adj[u]:
             if not seen[v]:
                 seen[v] = 1
-                if kind[v] == COMPUTE:
-                    added += dur[v]
+                added += work[v]
                 stack.append(v)
     return added
 
 
 def _heads(graph: Graph, cs: list[int]) -> tuple[list[float], list[int]]:
-    """Compute that must finish before each collective of a group starts (nested sums),
-    and for each node the index of the first collective it must precede (len(cs) if none)."""
-    kind, dur, preds = graph.kind, graph.dur, graph.preds
+    """Work that must finish before each collective of a group starts its transfer (nested sums: its
+    ancestors', the earlier collectives' and its own launch), and for each node the index of the first
+    collective it must precede (len(cs) if none)."""
+    work, preds = graph.work, graph.preds
     k = len(cs)
     ins = [k] * len(graph.nodes)
     head = [0.0] * k
     seen = bytearray(len(graph.nodes))
     acc = 0.0
     for i, c in enumerate(cs):
+        if not seen[c]:  # its own launch runs before its transfer
+            seen[c] = 1
+            acc += work[c]
         stack = [c]
         while stack:
             u = stack.pop()
@@ -107,15 +110,15 @@ def _heads(graph: Graph, cs: list[int]) -> tuple[list[float], list[int]]:
                 if not seen[v]:
                     seen[v] = 1
                     ins[v] = i
-                    if kind[v] == COMPUTE:
-                        acc += dur[v]
+                    acc += work[v]
                     stack.append(v)
         head[i] = acc
     return head, ins
 
 
 def _tails(graph: Graph, cs: list[int]) -> list[float]:
-    """Compute that must follow the wait of each collective or of a later one of its group."""
+    """Work that must follow the transfer of each collective or of a later one of its group: its wait's
+    own time and everything after that wait."""
     k = len(cs)
     tail = [0.0] * k
     seen = bytearray(len(graph.nodes))
@@ -124,7 +127,7 @@ def _tails(graph: Graph, cs: list[int]) -> list[float]:
         w = graph.wait_of[cs[j]]
         if w >= 0 and not seen[w]:
             seen[w] = 1
-            acc += _grow(w, graph.succs, seen, graph.kind, graph.dur)
+            acc += graph.work[w] + _grow(w, graph.succs, seen, graph.work)
         tail[j] = acc
     return tail
 
@@ -157,7 +160,7 @@ def comm_chain(graph: Graph, window: int = 8) -> float:
     lag(a, b)) over the `window` previous collectives of the group; the bound
     is max over b of es(b) + d(b) + tail(b).
     """
-    kind, dur, succs = graph.kind, graph.dur, graph.succs
+    dur, work, succs = graph.dur, graph.work, graph.succs
     best = 0.0
     for cs in graph.group_colls:
         k = len(cs)
@@ -180,8 +183,8 @@ def comm_chain(graph: Graph, window: int = 8) -> float:
                     for v in succs[u]:
                         if v <= limit and v not in mark:
                             mark.add(v)
-                            if kind[v] == COMPUTE and ins[v] < k:
-                                vals.append((ins[v], dur[v]))
+                            if work[v] and ins[v] < k:
+                                vals.append((ins[v], work[v]))
                             stack.append(v)
                 for i_b, d in vals:
                     off = i_b - a
@@ -202,18 +205,17 @@ def comm_chain(graph: Graph, window: int = 8) -> float:
     return best
 
 
-def _capped_sum(start: int, adj: list[list[int]], kind: list[int], dur: list[float], cap: float) -> float:
-    """Compute reachable from start through adj, summed; stops once the sum reaches cap."""
+def _capped_sum(start: int, adj: list[list[int]], work: list[float], cap: float) -> float:
+    """start's own work plus the work reachable from it through adj; stops once the sum reaches cap."""
     seen = {start}
     stack = [start]
-    acc = 0.0
+    acc = work[start]
     while stack and acc < cap:
         u = stack.pop()
         for v in adj[u]:
             if v not in seen:
                 seen.add(v)
-                if kind[v] == COMPUTE:
-                    acc += dur[v]
+                acc += work[v]
                 stack.append(v)
     return acc
 
@@ -221,17 +223,18 @@ def _capped_sum(start: int, adj: list[list[int]], kind: list[int], dur: list[flo
 def comm_load(graph: Graph) -> float:
     """Per group, valid under any collective order: the first transfer issued waits for its compute
     ancestors, the stream then carries every transfer, and the last one's wait has its descendants
-    after it: min ancestors + sum of durations + min descendants (min over the group's collectives)."""
-    kind, dur = graph.kind, graph.dur
+    after it: min ancestors + sum of durations + min descendants (min over the group's collectives).
+    A collective's own launch precedes its transfer, and a wait's own time follows it."""
+    dur, work = graph.dur, graph.work
     best = 0.0
     for cs in graph.group_colls:
         head = float("inf")
         for c in cs:
-            head = min(head, _capped_sum(c, graph.preds, kind, dur, head))
+            head = min(head, _capped_sum(c, graph.preds, work, head))
         tail = float("inf")
         for c in reversed(cs):
             w = graph.wait_of[c]
-            tail = 0.0 if w < 0 else min(tail, _capped_sum(w, graph.succs, kind, dur, tail))
+            tail = 0.0 if w < 0 else min(tail, _capped_sum(w, graph.succs, work, tail))
             if tail == 0.0:
                 break
         best = max(best, head + sum(dur[c] for c in cs) + tail)

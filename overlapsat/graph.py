@@ -55,6 +55,9 @@ class Node:
     # Inductor's own runtime estimate in its unit (ns), when the graph was priced by it: the ports decide on
     # these raw values, as torch does (us conversions can flip exact ties; docs/decisions.md 16)
     estimate: float | None = None
+    # what issuing a collective costs the compute stream before its transfer can start (us; decisions.md 17).
+    # A wait's own `duration` is its cost on the compute stream after its collective has ended.
+    launch: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +108,9 @@ class Graph:
     names: list[str] = field(init=False, repr=False, compare=False)
     index: dict[str, int] = field(init=False, repr=False, compare=False)
     kind: list[int] = field(init=False, repr=False, compare=False)  # COMPUTE, COLLECTIVE or WAIT
-    dur: list[float] = field(init=False, repr=False, compare=False)
+    dur: list[float] = field(init=False, repr=False, compare=False)  # kernel / transfer / a wait's own time
+    launch: list[float] = field(init=False, repr=False, compare=False)  # a collective's issue cost (0 otherwise)
+    work: list[float] = field(init=False, repr=False, compare=False)  # time on the compute stream
     wait_of: list[int] = field(init=False, repr=False, compare=False)  # collective -> its first wait (-1: none)
     waits_of: list[list[int]] = field(init=False, repr=False, compare=False)  # collective -> all its waits
     coll_of: list[int] = field(init=False, repr=False, compare=False)  # wait -> its collective
@@ -185,7 +190,13 @@ class Graph:
 
     @property
     def compute_total(self) -> float:
+        """Work on the compute stream: kernels, plus collectives' launches and waits' own time (decisions.md 17)."""
         return self._compute_total
+
+    @property
+    def has_stream_costs(self) -> bool:
+        """Whether any wait or collective costs the compute stream time (decisions.md 17)."""
+        return any(self.launch) or any(d for d, k in zip(self.dur, self.kind) if k == WAIT)
 
     @property
     def comm_total(self) -> float:
@@ -327,7 +338,7 @@ class Graph:
                 int(nd.nbytes),
                 int(nd.group_size),
                 nd.collective,
-            ]
+            ] + ([repr(float(nd.launch))] if nd.launch else [])  # absent when 0: earlier fingerprints stand
             for nd in self.nodes
         )
         bufs = sorted(
@@ -387,9 +398,11 @@ def _check_input(g: Graph) -> None:
                 problems.append(f"collective {nd.name!r}: nbytes {nd.nbytes!r} must be an integer >= 0")
             if not isinstance(nd.group_size, int) or nd.group_size < 1:
                 problems.append(f"collective {nd.name!r}: group_size {nd.group_size!r} must be an integer >= 1")
-        elif nd.kind is NodeKind.WAIT:
-            if nd.duration != 0:
-                problems.append(f"wait {nd.name!r}: duration must be 0 (it only blocks), got {nd.duration!r}")
+        if not _finite_nonneg(nd.launch):
+            problems.append(f"node {nd.name!r}: launch {nd.launch!r} must be a finite number >= 0")
+        elif nd.launch and nd.kind is not NodeKind.COLLECTIVE:
+            problems.append(f"{nd.kind.value} {nd.name!r}: only a collective has a launch cost, got {nd.launch!r}")
+        if nd.kind is NodeKind.WAIT:
             if not nd.collective:
                 problems.append(f"wait {nd.name!r} names no collective")
     if problems:
@@ -534,15 +547,20 @@ def _build_index(g: Graph) -> None:
         for u in pred_l[v]:
             succ_l[u].append(v)
     dur = [float(nd.duration) for nd in nodes]
+    launch = [float(nd.launch) for nd in nodes]
+    # each node's cost on the compute stream (MODEL.md, Time; decisions.md 17): a kernel's duration, a
+    # collective's launch, a wait's own duration after its collective has ended
+    work = [lc if k == COLLECTIVE else d for d, lc, k in zip(dur, launch, kind)]
     values = dict(
-        names=names, index=index, kind=kind, dur=dur, wait_of=wait_of, waits_of=waits_of, coll_of=coll_of, groups=groups,
+        names=names, index=index, kind=kind, dur=dur, launch=launch, work=work, wait_of=wait_of, waits_of=waits_of,
+        coll_of=coll_of, groups=groups,
         group_id=group_id, group_colls=group_colls, coll_seq=coll_seq, preds=pred_l,
         data_preds=[sorted(p) for p in data_preds], direct_preds=direct, succs=succ_l,
         buffer_index={b.name: j for j, b in enumerate(g.buffers)}, b_prod=b_prod, b_cons=b_cons,
         b_alloc=[int(b.size_alloc) for b in g.buffers], b_free=[int(b.size_free) for b in g.buffers],
         b_out=[bool(b.output) for b in g.buffers], b_fin=[bool(b.freeable_input) for b in g.buffers],
         produces=produces, consumes=consumes, atomic=atomic, atomic_of=atomic_of,
-        _compute_total=math.fsum(d for d, k in zip(dur, kind) if k == COMPUTE),
+        _compute_total=math.fsum(work),
         _comm_total=math.fsum(d for d, k in zip(dur, kind) if k == COLLECTIVE),
         _cache={},
     )
@@ -649,22 +667,26 @@ class GraphBuilder:
     def collective(self, name: str, *, group: str = "default", op: str = "all_reduce", duration: float = 0.0,
                    nbytes: int = 0, group_size: int = 2, reads: Iterable[str] = (),
                    writes: dict[str, int | tuple[int, int]] | None = None, outputs: Iterable[str] = (),
-                   after: Iterable[str] = ()) -> str:
-        node = Node(name, NodeKind.COLLECTIVE, duration, group=group, op=op, nbytes=nbytes, group_size=group_size)
+                   after: Iterable[str] = (), launch: float = 0.0) -> str:
+        node = Node(name, NodeKind.COLLECTIVE, duration, group=group, op=op, nbytes=nbytes, group_size=group_size,
+                    launch=launch)
         return self._add(node, reads, writes, outputs, after)
 
     def wait(self, name: str, collective: str, *, reads: Iterable[str] = (),
-             writes: dict[str, int | tuple[int, int]] | None = None, after: Iterable[str] = ()) -> str:
+             writes: dict[str, int | tuple[int, int]] | None = None, after: Iterable[str] = (),
+             duration: float = 0.0) -> str:
         """A wait reads its collective's outputs, so they live until the wait.
 
         When `reads` names some of them (one wait per tensor of a coalesced
-        collective), the wait reads only those.
+        collective), the wait reads only those. `duration` is its own time on
+        the compute stream once the collective has ended (decisions.md 17).
         """
         coll_outs = self._made_by.get(collective, [])
         reads = list(reads)
         if any(r in coll_outs for r in reads):
             coll_outs = []
-        return self._add(Node(name, NodeKind.WAIT, 0.0, collective=collective), [*coll_outs, *reads], writes, (), after)
+        return self._add(Node(name, NodeKind.WAIT, duration, collective=collective), [*coll_outs, *reads], writes, (),
+                         after)
 
     def mark_output(self, buffer: str) -> None:
         self._outputs.add(buffer)

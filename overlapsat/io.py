@@ -20,7 +20,8 @@ from overlapsat.graph import Buffer, Graph, Node, NodeKind
 GRAPH_FORMAT = "overlapsat-graph"
 SCHEDULE_FORMAT = "overlapsat-schedule"
 VERSION = 1  # schedules; graphs without pre-fusion data are also written as version 1
-GRAPH_VERSION = 2  # graphs with `prefusion` (docs/format.md); versions 1 and 2 are read
+GRAPH_VERSION = 3  # graphs whose waits or launches cost time (docs/format.md); versions 1 to 3 are read
+PREFUSION_VERSION = 2  # graphs with `prefusion` or `estimate` and no stream costs
 
 
 def check_writable(path: str | os.PathLike[str]) -> str:
@@ -87,6 +88,8 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
         d: dict[str, Any] = {"name": nd.name, "kind": nd.kind.value, "duration": nd.duration}
         if nd.kind is NodeKind.COLLECTIVE:
             d.update(group=nd.group, op=nd.op, bytes=nd.nbytes, group_size=nd.group_size)
+            if nd.launch:
+                d["launch"] = nd.launch
         elif nd.kind is NodeKind.WAIT:
             d["collective"] = nd.collective
         if nd.flops:
@@ -108,13 +111,15 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
             d["freeable_input"] = True
         bufs.append(d)
     v2 = bool(g.prefusion) or any(nd.estimate is not None for nd in g.nodes)
-    out = {"format": GRAPH_FORMAT, "version": GRAPH_VERSION if v2 else VERSION, "name": g.name,
+    # a reader of an earlier version refuses the file rather than drop what it cannot use
+    version = GRAPH_VERSION if g.has_stream_costs else PREFUSION_VERSION if v2 else VERSION
+    out = {"format": GRAPH_FORMAT, "version": version, "name": g.name,
            "nodes": nodes, "buffers": bufs,
            "edges": [list(e) for e in g.edges], "fake_edges": [list(e) for e in g.fake_edges],
            "implied_edges": [list(e) for e in g.implied_edges],
            "atomic_groups": [list(a) for a in g.atomic_groups],
            "meta": g.meta}
-    if g.prefusion:  # version 2: a reader of version 1 refuses the file rather than drop what it cannot use
+    if g.prefusion:
         out["prefusion"] = [[m, f, list(ps)] for m, f, ps in g.prefusion]
     return out
 
@@ -148,8 +153,8 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     if fmt != GRAPH_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {GRAPH_FORMAT!r}, got {fmt!r}")
     ver = data.get("version")
-    if ver not in (VERSION, GRAPH_VERSION) or isinstance(ver, bool):
-        raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads versions {VERSION} and "
+    if ver not in (VERSION, PREFUSION_VERSION, GRAPH_VERSION) or isinstance(ver, bool):
+        raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads versions {VERSION} to "
                          f"{GRAPH_VERSION})")
     raw_nodes = _field(data, "nodes", where, list)
     nodes: list[Node] = []
@@ -168,7 +173,7 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
                                   flops=float(_field(d, "flops", w, _NUM, 0.0)),
                                   bytes_accessed=float(_field(d, "bytes_accessed", w, _NUM, 0.0)),
                                   gemm_like=bool(_field(d, "gemm_like", w, bool, False)))
-        if ver == GRAPH_VERSION and "estimate" in d:
+        if ver >= PREFUSION_VERSION and "estimate" in d:
             est = _field(d, "estimate", w, _NUM)
             if not (math.isfinite(est) and est >= 0):
                 raise GraphError(f"{w}.estimate: must be finite and >= 0, got {est!r}")
@@ -176,8 +181,16 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
         if kind is NodeKind.COLLECTIVE:
             kw.update(group=_field(d, "group", w, str), op=_field(d, "op", w, str, "all_reduce"),
                       nbytes=_field(d, "bytes", w, int, 0), group_size=_field(d, "group_size", w, int, 1))
+            if "launch" in d:
+                if ver < GRAPH_VERSION:
+                    raise GraphError(f"{w}.launch: launch costs need graph format version {GRAPH_VERSION}, "
+                                     f"the file says {ver}")
+                kw["launch"] = float(_field(d, "launch", w, _NUM))
         elif kind is NodeKind.WAIT:
             kw["collective"] = _field(d, "collective", w, str)
+            if kw["duration"] and ver < GRAPH_VERSION:
+                raise GraphError(f"{w}.duration: a wait costs nothing before graph format version {GRAPH_VERSION} "
+                                 f"(the file says {ver}), got {kw['duration']!r}")
         nodes.append(Node(name, kind, **kw))
     bufs: list[Buffer] = []
     for i, d in enumerate(_field(data, "buffers", where, list, [])):
@@ -209,7 +222,7 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     meta = _field(data, "meta", where, dict, {})
     name = _field(data, "name", where, str, "graph")
     prefusion = []
-    for i, e in enumerate(_field(data, "prefusion", where, list, []) if ver == GRAPH_VERSION else []):
+    for i, e in enumerate(_field(data, "prefusion", where, list, []) if ver >= PREFUSION_VERSION else []):
         if not (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str) and isinstance(e[1], str)
                 and isinstance(e[2], list) and all(isinstance(x, str) for x in e[2])):
             raise GraphError(f"{where}: prefusion[{i}]: expected [member, fused node, [members before it]], got {e!r}")

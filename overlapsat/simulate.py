@@ -152,7 +152,9 @@ class _Arrays:
     def __init__(self, g: Graph) -> None:
         self.kind = np.asarray(g.kind, dtype=np.int8)
         self.dur = np.asarray(g.dur, dtype=np.float64)
-        self.comp_dur = np.where(self.kind == COMPUTE, self.dur, 0.0)
+        self.launch = np.asarray(g.launch, dtype=np.float64)
+        # each node's time on the compute stream: a kernel's duration, a collective's launch, a wait's own time
+        self.comp_dur = np.asarray(g.work, dtype=np.float64)
         self.event = self.kind != COMPUTE  # collectives and waits: the only nodes the walk must visit in turn
         self.group_or_coll = np.asarray([g.group_id[v] if k == COLLECTIVE else g.coll_of[v] if k != COMPUTE else -1
                                          for v, k in enumerate(g.kind)], dtype=np.int64)
@@ -180,8 +182,11 @@ def arrays(g: Graph) -> _Arrays:
 
 
 def _walk(graph: Graph, ids: np.ndarray, full: bool):
-    """MODEL.md's time walk, vectorised: the compute clock is a prefix sum of kernel durations plus the
-    stalls so far, so only collectives and waits are visited one by one (a few % of a real graph)."""
+    """MODEL.md's time walk, vectorised: the compute clock is a prefix sum of compute-stream work plus the
+    stalls so far, so only collectives and waits are visited one by one (a few % of a real graph).
+
+    A collective's launch is in the prefix sum after it, so its transfer starts at clock + launch; a wait's own
+    time is in the prefix sum after it, so it runs once the stall is over (decisions.md 17)."""
     a = arrays(graph)
     n = len(ids)
     clock = np.empty(n + 1)
@@ -192,6 +197,7 @@ def _walk(graph: Graph, ids: np.ndarray, full: bool):
     is_coll = (a.kind[ev_nodes] == COLLECTIVE).tolist()
     ref = a.group_or_coll[ev_nodes].tolist()  # collective: its group; wait: its collective
     durs = a.dur[ev_nodes].tolist()
+    launches = a.launch[ev_nodes].tolist()
     clocks = clock[ev].tolist()
     nodes = ev_nodes.tolist()
     free = [0.0] * len(graph.groups)
@@ -204,6 +210,7 @@ def _walk(graph: Graph, ids: np.ndarray, full: bool):
         if is_coll[k]:
             g = ref[k]
             f = free[g]
+            t += launches[k]
             st = t if t > f else f
             e = st + durs[k]
             free[g] = e
@@ -242,7 +249,7 @@ def simulate(graph: Graph, order: Sequence[str | int] | None = None) -> SimResul
     stall = np.zeros(n)
     stall[ids] = stall_step
     start = issue.copy()
-    end = issue + np.where(a.kind == COMPUTE, a.dur, 0.0) + stall
+    end = issue + stall + a.comp_dur  # a wait ends after its stall and its own time
     if starts:
         cs = np.asarray([c for c, _ in starts], dtype=np.int64)
         start[cs] = [st for _, st in starts]

@@ -9,7 +9,7 @@ Used by tests/test_soundness.py (a fixed seeded sample) and benchmarks/soak.py.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from overlapsat import Buffer, Graph, Node, NodeKind
 
@@ -114,6 +114,11 @@ def random_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
                  if a.kind is NodeKind.COMPUTE and b.kind is NodeKind.COMPUTE]
         if pairs:
             atomic = [rng.choice(pairs)]
+    costs = random.Random(seed * 7919 + 1)  # its own stream: the graphs above stay what they were
+    if costs.random() < 0.35:  # waits and launches that cost the compute stream time (decisions.md 17)
+        extra = [0.0, 0.0, 0.5, 1.0, 2.0, 3.0] + (ODD_DURATIONS if odd else [])
+        nodes = [replace(nd, launch=costs.choice(extra)) if nd.kind is NodeKind.COLLECTIVE
+                 else replace(nd, duration=costs.choice(extra)) if nd.kind is NodeKind.WAIT else nd for nd in nodes]
     return Graph(tuple(nodes), tuple(buffers), tuple(edges), tuple(atomic), f"soak{seed}",
                  fake_edges=tuple(fake)), collective_order
 
@@ -134,17 +139,18 @@ class Truth:
 
 
 def sim(g: Graph, order: list[int]) -> tuple[float, int]:
-    """MODEL.md's walk, written out again here: (makespan, peak)."""
+    """MODEL.md's walk, written out again here (with decisions.md 17's launch and wait costs): (makespan, peak)."""
     t, free, end = 0.0, {}, {}
     for v in order:
         nd = g.nodes[v]
         if nd.kind is NodeKind.COMPUTE:
             t += nd.duration
         elif nd.kind is NodeKind.COLLECTIVE:
+            t += nd.launch  # issuing it costs the compute stream first
             s = max(t, free.get(nd.group, 0.0))
             end[nd.name] = free[nd.group] = s + nd.duration
         else:
-            t = max(t, end[nd.collective])
+            t = max(t, end[nd.collective]) + nd.duration  # the wait's own time, once the transfer is over
     makespan = max([t, *free.values()])
     step = {g.nodes[v].name: i for i, v in enumerate(order)}
     alloc = [0] * len(order)
@@ -259,7 +265,7 @@ def brute_force(g: Graph, collective_order: str, limit: int = 200_000) -> Truth 
 
 
 FAILURES = ("false_bound", "false_optimal", "false_infeasible", "invalid_result", "worse_than_heuristic",
-            "status_gap_mismatch", "crash", "abort")
+            "status_gap_mismatch", "sim_mismatch", "crash", "abort")
 
 
 def check(seed: int, time_limit: float) -> dict:
@@ -314,6 +320,9 @@ def check(seed: int, time_limit: float) -> dict:
         count("crash", f"{type(e).__name__}: {e}")
         return out
     ms, pk = sim(g, r.order)
+    lib = osat.simulate(g, r.order)
+    if abs(lib.makespan - ms) > 1e-9 * max(1.0, ms) or lib.peak_memory != pk:
+        count("sim_mismatch", f"library {lib.makespan}/{lib.peak_memory}, brute {ms}/{pk}")
     if best is None or (budget is not None and pk > budget) or osat.validate(g, r.order, budget, collective_order=co):
         count("invalid_result", f"budget {budget}, peak {pk}")
         return out

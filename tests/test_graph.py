@@ -53,7 +53,8 @@ def test_cycle_names_the_nodes():
         ([Node("a", C, 1)], [], [("a", "a")], "self-loop"),
         ([Node("a", C, 1), Node("b", C, 1)], [], [("b", "a")], "'a' is listed before its dependency 'b'"),
         ([Node("c", K, 1, group="g", nbytes=-3)], [], [], "nbytes -3"),
-        ([Node("w", W, 3.0, collective="c"), Node("c", K, 1, group="g")], [], [], "wait 'w': duration must be 0"),
+        ([Node("k", C, 1.0, launch=2.0)], [], [], "compute 'k': only a collective has a launch cost"),
+        ([Node("c", K, 1, group="g", launch=-1.0)], [], [], "node 'c': launch -1.0 must be a finite number >= 0"),
     ],
 )
 def test_bad_graphs(nodes, buffers, edges, match):

@@ -1,8 +1,9 @@
 """The CP-SAT model of MODEL.md, for the whole graph or a window of an order.
 
 Every node owns a slot on the compute stream: kernels for their duration,
-collectives for one unit (their issue point), waits from their issue until
-their collective has finished (at least one unit). Slots never overlap, so
+collectives for their launch (one unit, their issue point, when free), waits
+from their issue until their collective has finished and then their own time
+(at least one unit; decisions.md 17). Slots never overlap, so
 sorting slots by start gives the issue order. Transfers run on their group's
 stream no earlier than their issue point, in issue order. Units and rounding
 live in `units.py`; the formulation and why it is sound in docs/solver.md.
@@ -89,7 +90,7 @@ class Model:
             self.issue[v] = t
             if g.kind[v] == WAIT:
                 e = self._var(self.t0, H, w.slot_end[v], f"wait_end[{nm}]")
-                size = self._var(1, H, w.slot_end[v] - w.issue[v], f"wait_len[{nm}]")
+                size = self._var(ts.slot(g, v), H, w.slot_end[v] - w.issue[v], f"wait_len[{nm}]")
                 self.slots.append(self.m.new_interval_var(t, size, e, f"slot[{nm}]"))
                 self.wait_end[v] = e
                 self.slot_end[v] = e
@@ -128,9 +129,9 @@ class Model:
         order of each pair is a literal tying issue order to stream order
         (the stream is FIFO by issue, MODEL.md, Time).
         """
-        g, m = self.g, self.m
+        g, m, ts = self.g, self.m, self.ts
         for c, s in self.comm_start.items():
-            m.add(s >= self.issue[c])
+            m.add(s >= self.issue[c] + ts.work(g, c))  # after its launch
             m.add(s >= self.free0[g.group_id[c]])
         for cs in g.group_colls:
             inside = [c for c in cs if c in self.in_scope]
@@ -155,14 +156,15 @@ class Model:
                 self.m.add(self.issue[b] >= self.slot_end[a])
 
     def add_waits(self) -> None:
-        """A wait's slot lasts until its collective's transfer has finished."""
+        """A wait's slot lasts until its collective's transfer has finished, and then its own time."""
         g = self.g
         for w, e in self.wait_end.items():
             c = g.coll_of[w]
+            own = self.ts.work(g, w)
             if c in self.in_scope:
-                self.m.add(e >= self.comm_start[c] + self.comm_len[c])
+                self.m.add(e >= self.comm_start[c] + self.comm_len[c] + own)
             else:  # issued before the window: its end is fixed by the prefix
-                self.m.add(e >= self.walk.comm_end[c])
+                self.m.add(e >= self.walk.comm_end[c] + own)
 
     def add_atomic_groups(self) -> None:
         """Members follow each other directly on the compute stream."""

@@ -1,8 +1,9 @@
 """Model time units: the one place where durations are rounded.
 
 A duration of d us becomes `floor(d * steps_per_us)` resolution steps, and a
-step is `k` model units. Every node also owns a slot on the compute stream;
-collectives, waits and zero-step kernels ("unit slots") take one unit there.
+step is `k` model units. Every node also owns a slot on the compute stream
+of its work (a kernel's duration, a collective's launch, a wait's own time,
+decisions.md 17); nodes whose work is zero steps ("unit slots") take one unit.
 With `k` larger than the number of unit slots, the slots can never add up to
 one step, which makes the bound conversion exact (docs/solver.md, Soundness):
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+from overlapsat.graph import COLLECTIVE, WAIT, Graph
 
 MAX_UNITS = 2**50  # keeps every model value exact in a double (CP-SAT's LP)
 SEARCH_UNITS = 4 * 10**6  # above this horizon, memory proofs and LNS windows get slow (docs/solver.md)
@@ -77,11 +78,15 @@ class TimeScale:
         return _steps(d, self.steps_per_us)
 
     def slot(self, g: Graph, v: int) -> int:
-        """Length of v's slot on the compute stream (waits: the minimum)."""
-        if g.kind[v] == COMPUTE:
-            s = self.steps(g.dur[v])
-            return s * self.k if s > 0 else 1
-        return 1
+        """Length of v's slot on the compute stream: its work (kernel, launch, a wait's own time; a wait's
+        slot also spans its stall), or one unit when that is zero steps."""
+        s = self.steps(g.work[v])
+        return s * self.k if s > 0 else 1
+
+    def work(self, g: Graph, v: int) -> int:
+        """v's work in units (0 when zero steps): a transfer starts `work` after its collective's issue, a
+        wait's slot ends `work` after its collective's transfer."""
+        return self.steps(g.work[v]) * self.k
 
     def transfer(self, g: Graph, c: int) -> int:
         return self.steps(g.dur[c]) * self.k
@@ -101,12 +106,11 @@ def choose_scale(g: Graph, max_units: int = SEARCH_UNITS) -> TimeScale:
     docs/solver.md); the bound stays sound at any scale (module docstring),
     only its tightness changes.
     """
-    durs = [d for d, k in zip(g.dur, g.kind) if k != WAIT and d > 0]
+    durs = [d for d in g.work if d > 0] + [d for d, k in zip(g.dur, g.kind) if k == COLLECTIVE and d > 0]
     total = math.fsum(durs)
 
     def make(per: int, with_k: bool) -> TimeScale:
-        zero = sum(1 for d, k in zip(g.dur, g.kind) if k == COMPUTE and _steps(d, per) == 0)
-        unit_slots = sum(1 for k in g.kind if k != COMPUTE) + zero
+        unit_slots = sum(1 for d in g.work if _steps(d, per) == 0)  # slots of one unit that no work pays for
         return TimeScale(per, unit_slots + 1 if with_k else 1, unit_slots, all(_exact(d, per) for d in durs))
 
     def units(ts: TimeScale) -> float:
@@ -144,18 +148,19 @@ class UnitWalk:
     live_before: list[int] | None = None  # live bytes before each position; filled by the memory family on first use
 
 
-def unit_lengths(g: Graph, ts: TimeScale) -> tuple[list[int], list[int]]:
-    """Each node's slot and transfer length in units, computed once per graph and scale."""
+def unit_lengths(g: Graph, ts: TimeScale) -> tuple[list[int], list[int], list[int]]:
+    """Each node's slot, transfer and work length in units, computed once per graph and scale."""
     cache = g._cache.setdefault("unit_lengths", {})
     if ts not in cache:
         cache[ts] = ([ts.slot(g, v) for v in range(len(g.nodes))],
-                     [ts.transfer(g, v) if g.kind[v] == COLLECTIVE else 0 for v in range(len(g.nodes))])
+                     [ts.transfer(g, v) if g.kind[v] == COLLECTIVE else 0 for v in range(len(g.nodes))],
+                     [ts.work(g, v) for v in range(len(g.nodes))])
     return cache[ts]
 
 
 def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
     n = len(g.nodes)
-    slot, transfer = unit_lengths(g, ts)
+    slot, transfer, work = unit_lengths(g, ts)
     kind, group_id, coll_of = g.kind, g.group_id, g.coll_of
     issue, slot_end = [0] * n, [0] * n
     cstart: dict[int, int] = {}
@@ -171,13 +176,14 @@ def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
         k = kind[v]
         if k == COLLECTIVE:
             gi = group_id[v]
-            s = t if t > free[gi] else free[gi]
+            s = t + work[v]  # after its launch
+            s = s if s > free[gi] else free[gi]
             cstart[v] = s
             cend[v] = free[gi] = s + transfer[v]
-            t += 1
+            t += slot[v]
         elif k == WAIT:
-            e = cend[coll_of[v]]
-            t = t + 1 if t + 1 > e else e
+            e = cend[coll_of[v]] + work[v]  # its own time runs after its collective
+            t = t + slot[v] if t + slot[v] > e else e
         else:
             t += slot[v]
         slot_end[v] = t
@@ -189,7 +195,7 @@ def unit_walk(g: Graph, order: list[int], ts: TimeScale) -> UnitWalk:
 
 def safe_horizon(g: Graph, ts: TimeScale) -> int:
     """Model makespan no order can exceed: every slot plus every transfer, end to end."""
-    slot, transfer = unit_lengths(g, ts)
+    slot, transfer, _ = unit_lengths(g, ts)
     return sum(slot) + sum(transfer)
 
 
