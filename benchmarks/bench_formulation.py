@@ -48,6 +48,7 @@ def main() -> None:
             md = build(g, ts, h.order, horizon=horizon, **variant)
             tb = time.perf_counter() - t
             s = cp_model.CpSolver()
+            s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
             s.parameters.num_workers = 2
             s.parameters.max_time_in_seconds = a.time_limit
             st = s.solve(md.m)

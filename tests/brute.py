@@ -298,7 +298,7 @@ def check(seed: int, time_limit: float) -> dict:
         return out
     opt_free = truth.best(None)
     for name, v in lower_bound(g, co).as_dict().items():
-        if name != "exposed" and v > opt_free + 1e-9 * max(1.0, opt_free):
+        if name != "exposed" and v > opt_free + 1e-12 * max(1.0, opt_free):
             count("false_bound", f"{name} {v} > optimum {opt_free}")
     rng = random.Random(seed)
     peaks = sorted({pk for _, _, pk in truth.orders})
@@ -326,7 +326,7 @@ def check(seed: int, time_limit: float) -> dict:
     if best is None or (budget is not None and pk > budget) or osat.validate(g, r.order, budget, collective_order=co):
         count("invalid_result", f"budget {budget}, peak {pk}")
         return out
-    if r.bound > best + 1e-9 * max(1.0, best):
+    if r.bound > best + 1e-12 * max(1.0, best):
         count("false_bound", f"result bound {r.bound} > optimum {best}")
     if r.status.value in ("optimal", "heuristic_optimal") and ms > best + 1e-9 * max(1.0, best):
         count("false_optimal", f"{r.status.value} at {ms}, optimum {best}")

@@ -148,11 +148,12 @@ def naive_makespan(g: Graph, order: list[int]) -> float:
         if nd.kind.value == "compute":
             t += nd.duration
         elif nd.kind.value == "collective":
+            t += nd.launch
             s = max(t, free.get(nd.group, 0.0))
             end[nd.name] = s + nd.duration
             free[nd.group] = s + nd.duration
         else:
-            t = max(t, end[nd.collective])
+            t = max(t, end[nd.collective]) + nd.duration
     return max([t, *free.values()])
 
 

@@ -118,6 +118,7 @@ def _solve(g, extra):
     md.m.clear_hints()
     extra(md, ts)
     s = cp_model.CpSolver()
+    s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.num_workers = 1
     return s.solve(md.m) != cp_model.INFEASIBLE
 

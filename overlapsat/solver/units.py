@@ -1,6 +1,7 @@
 """Model time units: the one place where durations are rounded.
 
-A duration of d us becomes `floor(d * steps_per_us)` resolution steps, and a
+A duration of d us becomes `floor(d * steps_per_us)` resolution steps (or
+the nearest whole number, when the product is within float noise of it), and a
 step is `k` model units. Every node also owns a slot on the compute stream
 of its work (a kernel's duration, a collective's launch, a wait's own time,
 decisions.md 17); nodes whose work is zero steps ("unit slots") take one unit.
@@ -9,14 +10,17 @@ one step, which makes the bound conversion exact (docs/solver.md, Soundness):
 
     K * sim_floor(O) <= units(O) <= K * sim_floor(O) + unit_slots
 
-where sim_floor is the simulation with floored durations, in steps. Floored
-durations never exceed the true ones, so res * sim_floor(O) <= sim(O), and
+where sim_floor is the simulation with the rounded durations, in steps.
+Floored durations never exceed the true ones; snapped ones exceed them by at
+most `round_up_us` in all (float noise, summed). The makespan is a max of
+sums of durations along paths, so res * sim_floor(O) <= sim(O) + round_up_us,
+and
 
-    sim(O) >= res * ceil((B - unit_slots) / K)
+    sim(O) >= res * ceil((B - unit_slots) / K) - round_up_us
 
 for any order O and any proven lower bound B on the model's objective. When
-every duration is a whole number of steps, floor is exact and this bound
-equals the optimum whenever CP-SAT proves optimality.
+every duration is a whole number of steps, this bound equals the optimum (up
+to that noise) whenever CP-SAT proves optimality.
 """
 
 from __future__ import annotations
@@ -32,7 +36,12 @@ MAX_UNITS = 2**50  # keeps every model value exact in a double (CP-SAT's LP)
 SEARCH_UNITS = 4 * 10**6  # above this horizon, memory proofs and LNS windows get slow (docs/solver.md)
 EXACT_UNITS = 2**40  # without a budget, whole-graph solves stay as fast at this scale
 MAX_STEPS_PER_US = 10**6  # 1 ps: finer than any cost model
-FLOAT_TOL = 1e-9
+# a product d * per within this (relative) of a whole number is that number: the float noise of representing a
+# rational duration. It was 1e-9 once, which snapped 7.123456789 us up to 577/81 us, 1.2e-9 us too long, and
+# gave a bound above the optimum (a seed of tests/test_multiwait.py); rounding up is now also paid back in
+# `TimeScale.round_up_us`.
+FLOAT_TOL = 1e-12
+_NOISE = 4 * 2.0**-52  # a few ulps: the error of the float product itself
 
 
 def _steps(d: float, per_us: int) -> int:
@@ -41,6 +50,13 @@ def _steps(d: float, per_us: int) -> int:
     if abs(x - r) <= FLOAT_TOL * max(1.0, abs(x)):
         return int(r)  # exact up to float noise in the product
     return math.floor(x)
+
+
+def _round_up(d: float, per_us: int) -> float:
+    """How many steps longer `_steps` makes d than it is, at most (0 when it floors clearly)."""
+    x = d * per_us
+    r = _steps(d, per_us)
+    return max(0.0, r - x) + _NOISE * abs(x) if r == round(x) else 0.0
 
 
 def _exact(d: float, per_us: int) -> bool:
@@ -67,8 +83,9 @@ class TimeScale:
 
     steps_per_us: int
     k: int
-    unit_slots: int  # collectives, waits and zero-step kernels of the graph
+    unit_slots: int  # nodes whose compute-stream work is zero steps
     exact: bool  # every duration is a whole number of steps
+    round_up_us: float = 0.0  # what snapping float noise to whole steps may have added, summed over durations
 
     @property
     def resolution_us(self) -> float:
@@ -94,7 +111,7 @@ class TimeScale:
     def bound_us(self, model_bound: int) -> float:
         """A lower bound on any order's simulated makespan from a proven model bound."""
         steps = max(0, -(-(model_bound - self.unit_slots) // self.k))  # ceil division
-        return steps / self.steps_per_us
+        return max(0.0, steps / self.steps_per_us - self.round_up_us)
 
 
 def choose_scale(g: Graph, max_units: int = SEARCH_UNITS) -> TimeScale:
@@ -111,7 +128,8 @@ def choose_scale(g: Graph, max_units: int = SEARCH_UNITS) -> TimeScale:
 
     def make(per: int, with_k: bool) -> TimeScale:
         unit_slots = sum(1 for d in g.work if _steps(d, per) == 0)  # slots of one unit that no work pays for
-        return TimeScale(per, unit_slots + 1 if with_k else 1, unit_slots, all(_exact(d, per) for d in durs))
+        up = math.fsum(_round_up(d, per) for d in durs) / per
+        return TimeScale(per, unit_slots + 1 if with_k else 1, unit_slots, all(_exact(d, per) for d in durs), up)
 
     def units(ts: TimeScale) -> float:
         return (total * ts.steps_per_us + 1) * ts.k + ts.unit_slots

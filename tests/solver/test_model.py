@@ -28,6 +28,7 @@ def solve_fixed(g, order=None, *, budget=None, collective_order="group", scope=N
     if extra is not None:
         extra(md)
     s = cp_model.CpSolver()
+    s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.num_workers = 1
     s.parameters.max_time_in_seconds = 10
     st_ = s.solve(md.m)
@@ -199,6 +200,7 @@ def test_hint_is_complete_and_feasible(g, seed, co):
     ts = choose_scale(g)
     md = build(g, ts, order, horizon=model_units(g, order, ts), memory_budget=budget, collective_order=co)
     s = cp_model.CpSolver()
+    s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.fix_variables_to_their_hinted_value = True
     s.parameters.num_workers = 1
     s.parameters.max_time_in_seconds = 5
@@ -215,6 +217,7 @@ def test_extracted_order_never_worse_than_objective(g):
     ref = list(range(len(g)))
     md = build(g, ts, ref, horizon=model_units(g, ref, ts))
     s = cp_model.CpSolver()
+    s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.num_workers = 1
     s.parameters.max_time_in_seconds = 5
     assert s.solve(md.m) in (cp_model.OPTIMAL, cp_model.FEASIBLE)

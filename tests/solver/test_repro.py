@@ -84,6 +84,7 @@ def test_or_tools_aborts_without_the_guard():
     ts = choose_scale(cg)
     md = build(cg, ts, list(range(len(cg))), horizon=safe_horizon(cg, ts), memory_budget=budget, collective_order=co)
     s = cp_model.CpSolver()
+    s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.num_workers = 2
     s.parameters.interleave_search = True
     s.parameters.max_time_in_seconds = 5
