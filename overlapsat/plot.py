@@ -63,8 +63,13 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
                 comp.append((sim.start[v], graph.dur[v]))
             elif kind == COLLECTIVE:
                 comm.setdefault(graph.group_id[v], []).append((sim.start[v], graph.dur[v]))
-            elif kind == WAIT and sim.stall[v] > 0:
-                stalls.append((sim.start[v], sim.stall[v]))
+                if graph.launch[v] > 0:  # its launch is compute-stream work (decisions.md 17)
+                    comp.append((sim.issue[v], graph.launch[v]))
+            elif kind == WAIT:
+                if sim.stall[v] > 0:
+                    stalls.append((sim.start[v], sim.stall[v]))
+                if graph.dur[v] > 0:
+                    comp.append((sim.start[v] + sim.stall[v], graph.dur[v]))
         y = len(lanes) - 1
         ax.broken_barh(_merge(comp, px), (y - 0.4, 0.8), facecolors=COLORS["compute"], linewidth=0)
         ax.broken_barh(_merge(stalls, px), (y - 0.4, 0.8), facecolors=COLORS["stall"], linewidth=0)

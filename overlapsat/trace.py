@@ -34,7 +34,14 @@ def chrome_trace(graph: Graph, order: Sequence[int | str] | None = None, *, name
                 events.append({"ph": "X", "pid": pid, "tid": tids["compute"], "name": f"stall: {nd.name}",
                                "cat": "stall", "ts": sim.start[v], "dur": sim.stall[v],
                                "args": {"step": step, "collective": nd.collective}})
+            if graph.dur[v] > 0:  # its own time, after the stall (decisions.md 17)
+                events.append({"ph": "X", "pid": pid, "tid": tids["compute"], "name": nd.name, "cat": "wait",
+                               "ts": sim.start[v] + sim.stall[v], "dur": graph.dur[v],
+                               "args": {"step": step, "collective": nd.collective}})
             continue
+        if k == COLLECTIVE and graph.launch[v] > 0:  # the launch on the compute stream, before the transfer
+            events.append({"ph": "X", "pid": pid, "tid": tids["compute"], "name": f"launch: {nd.name}",
+                           "cat": "launch", "ts": sim.issue[v], "dur": graph.launch[v], "args": {"step": step}})
         tid = tids["compute"] if k != COLLECTIVE else tids[nd.group]  # type: ignore[index]
         args: dict[str, Any] = {"step": step}
         if k == COLLECTIVE:

@@ -46,3 +46,16 @@ def test_trace_input_order_default():
     g = tp_transformer(layers=1, seed=0)
     d = chrome_trace(g)
     assert d["otherData"]["exposed_us"] == simulate(g).exposed
+
+
+def test_trace_shows_launches_and_wait_time_on_the_compute_stream():
+    from overlapsat.trace import chrome_trace
+    from tests.test_stream_costs import one_collective
+
+    ev = {e["name"]: e for e in chrome_trace(one_collective())["traceEvents"] if e["ph"] == "X"}
+    # hand-computed (tests/test_stream_costs.py): launch [2,3), transfer [3,8), stall [6,8), wait's own [8,10)
+    assert (ev["launch: c"]["ts"], ev["launch: c"]["dur"]) == (2.0, 1.0)
+    assert (ev["c"]["ts"], ev["c"]["dur"]) == (3.0, 5.0)
+    assert (ev["stall: w"]["ts"], ev["stall: w"]["dur"]) == (6.0, 2.0)
+    assert (ev["w"]["ts"], ev["w"]["dur"]) == (8.0, 2.0)
+    assert ev["launch: c"]["tid"] == ev["w"]["tid"] == ev["k1"]["tid"] != ev["c"]["tid"]

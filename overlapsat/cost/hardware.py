@@ -35,6 +35,10 @@ class HardwareProfile:
     nccl_channels: int = 16
     link_efficiency: float = 1.0  # achievable fraction of nvlink_bw / net_bw for NCCL
     pcie: bool = False
+    # compute-stream time of issuing a collective and of a wait_tensor once its collective is over (decisions.md
+    # 17); 0 in the built-in profiles until measured (docs/cost_model.md)
+    collective_launch_us: float = 0.0
+    wait_us: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -47,8 +51,8 @@ class HardwareProfile:
             raise GraphError(f"{where}: peak_flops must map dtypes to FLOP/s")
         for k, v in self.peak_flops.items():
             _pos(v, f"{where}: peak_flops[{k!r}]")
-        for f in ("hbm_bw", "nvlink_bw", "net_bw", "kernel_floor_us"):
-            _pos(getattr(self, f), f"{where}: {f}", allow_zero=f == "kernel_floor_us")
+        for f in ("hbm_bw", "nvlink_bw", "net_bw", "kernel_floor_us", "collective_launch_us", "wait_us"):
+            _pos(getattr(self, f), f"{where}: {f}", allow_zero=f.endswith("_us"))
         for f in ("flops_efficiency", "hbm_efficiency", "link_efficiency"):
             v = getattr(self, f)
             _pos(v, f"{where}: {f}")

@@ -28,6 +28,7 @@ their last reader. Graph outputs are never released.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -130,13 +131,16 @@ def _flops(n: Any) -> float:
 
 
 def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
-              group_sizes: dict[str, int] | None = None, profile: str = "h200") -> Graph:
+              group_sizes: dict[str, int] | None = None, profile: str = "h200",
+              launch_us: float | None = None, wait_us: float | None = None) -> Graph:
     """The overlapsat Graph of a post-grad FX GraphModule (or fx.Graph), in its node order.
 
     `durations`: None prices nodes with overlapsat's cost model for `profile`;
     "inductor" uses torch's own estimators (roofline for compute, its
     analytical model for collectives, as OverlapScheduler does); a callable
-    `(fx_node, node) -> us` prices each node itself.
+    `(fx_node, node) -> us` prices each node itself. `launch_us` and
+    `wait_us` are what issuing a collective and a `wait_tensor` cost the
+    compute stream (decisions.md 17); None takes the profile's values.
     """
     torch_module()
     import torch.fx as fx
@@ -219,11 +223,12 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
               and kind.get(n.all_input_nodes[0]) is NodeKind.COLLECTIVE}
 
     price = _pricer(durations, profile)
+    launch, wait = _stream_costs(profile, launch_us, wait_us)
     nodes: list[Node] = []
     for n in calls:
         k = kind[n]
         if k is NodeKind.WAIT:
-            nodes.append(Node(n.name, k, 0.0, collective=coll_of[n].name))
+            nodes.append(Node(n.name, k, wait, collective=coll_of[n].name))
             continue
         if k is NodeKind.COLLECTIVE:
             nd = Node(n.name, k, 0.0, **fields[n])
@@ -238,7 +243,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             op = str(getattr(getattr(n.target, "overloadpacket", None), "__name__", n.target))
             nd = Node(n.name, k, 0.0, flops=_flops(n), bytes_accessed=float(nbytes), gemm_like=op in GEMM_OPS)
         nodes.append(Node(nd.name, nd.kind, round(max(0.0, float(price(n, nd))), 3), nd.group, nd.op, nd.nbytes,
-                          nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like))
+                          nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like,
+                          launch=launch if k is NodeKind.COLLECTIVE else 0.0))
 
     in_graph = set(calls)
     edges = sorted({(a.name, n.name) for n in calls for a in n.all_input_nodes if a in in_graph})
@@ -271,6 +277,21 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
                                                   if o.op == "placeholder" and o.name.startswith("primals"))}
     return Graph(nodes, buffers, edges, (), name, meta)
+
+
+def _stream_costs(profile: str, launch_us: float | None, wait_us: float | None) -> tuple[float, float]:
+    """(launch, wait) in us: given, or the profile's (decisions.md 17)."""
+    from overlapsat.cost.hardware import load_profile
+
+    hw = load_profile(profile) if launch_us is None or wait_us is None else None
+    out = []
+    for what, v, default in (("launch_us", launch_us, hw and hw.collective_launch_us),
+                             ("wait_us", wait_us, hw and hw.wait_us)):
+        v = default if v is None else v
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise GraphError(f"import_fx: {what} must be a finite number >= 0, got {v!r}")
+        out.append(float(v))
+    return out[0], out[1]
 
 
 def _pricer(durations: FxDurationFn | str | None, profile: str) -> FxDurationFn:

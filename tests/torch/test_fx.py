@@ -80,6 +80,25 @@ def test_each_collective_kind_and_two_groups():
     assert validate(g, g.input_order) == []
 
 
+def test_waits_and_launches_cost_the_compute_stream():
+    """decisions.md 17: import_fx prices a collective's launch and a wait's own time (the profile's by default)."""
+    from overlapsat.torch.fx import import_fx
+
+    gm = _trace_plain()
+    free = import_fx(gm)
+    assert not free.has_stream_costs  # the built-in profile's are 0 until measured
+    g = import_fx(gm, launch_us=3.0, wait_us=1.5)
+    colls = [nd for nd in g.nodes if nd.kind is NodeKind.COLLECTIVE]
+    waits = [nd for nd in g.nodes if nd.kind is NodeKind.WAIT]
+    assert colls and all(nd.launch == 3.0 for nd in colls) and all(nd.duration == 1.5 for nd in waits)
+    assert all(nd.launch == 0.0 for nd in g.nodes if nd.kind is not NodeKind.COLLECTIVE)
+    assert g.compute_total == pytest.approx(free.compute_total + 3.0 * len(colls) + 1.5 * len(waits))
+    # the same order costs at least the added work more (it may stall less where a launch delays a wait)
+    assert simulate(g).makespan >= simulate(free).makespan
+    with pytest.raises(GraphError, match="launch_us must be a finite number >= 0"):
+        import_fx(gm, launch_us=-1.0)
+
+
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_memory_per_storage_against_a_hand_computed_case():
     import torch.distributed as dist
