@@ -41,6 +41,8 @@ def main() -> None:
     ap.add_argument("files", nargs="*")
     ap.add_argument("--limits", type=float, nargs="+", default=[10.0, 60.0])
     ap.add_argument("--level", default="free")
+    ap.add_argument("--launch-us", type=float, default=None, help="price every collective's launch (decisions.md 17)")
+    ap.add_argument("--wait-us", type=float, default=0.0, help="with --launch-us: every wait's own time")
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     files = a.files or sorted(glob.glob(os.path.join(HERE, "*.json.gz")))
@@ -54,6 +56,8 @@ def main() -> None:
         t0 = time.monotonic()
         g = graph_from_dict(d["graph"])
         t_load = time.monotonic() - t0
+        if a.launch_us is not None:
+            g = g.with_stream_costs(a.launch_us, a.wait_us)
         base = simulate(g)
         budget = peer_budget(g, base.peak_memory)
         peer = d.get("overlap_scheduler")

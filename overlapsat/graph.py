@@ -311,6 +311,12 @@ class Graph:
         new = tuple(self.fake_edges) + tuple(sorted(extra - have))
         return replace(self, fake_edges=new, meta=dict(self.meta))
 
+    def with_stream_costs(self, launch_us: float, wait_us: float) -> Graph:
+        """A copy where every collective's launch and every wait's own time are these (decisions.md 17)."""
+        nodes = [replace(nd, launch=launch_us) if nd.kind is NodeKind.COLLECTIVE
+                 else replace(nd, duration=wait_us) if nd.kind is NodeKind.WAIT else nd for nd in self.nodes]
+        return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
+
     # -- serialisation -----------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         from overlapsat.io import graph_to_dict

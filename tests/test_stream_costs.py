@@ -170,3 +170,13 @@ def test_fingerprint_sees_costs():
     b.collective("c", group="g", duration=5.0)
     b.wait("w", "c")
     assert with_launch.fingerprint() != b.build().fingerprint()
+
+
+def test_with_stream_costs_prices_every_collective_and_wait():
+    b = GraphBuilder()
+    b.compute("k", 2.0)
+    b.collective("c", group="g", duration=5.0)
+    b.wait("w", "c")
+    g = b.build().with_stream_costs(1.0, 0.5)
+    assert g.node("c").launch == 1.0 and g.node("w").duration == 0.5 and g.node("k").launch == 0.0
+    assert simulate(g).makespan == 2 + 1 + 5 + 0.5

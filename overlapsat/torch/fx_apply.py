@@ -6,19 +6,28 @@ does, records it (capture), applies the stored schedule (apply) or solves it
 inline (solve). Applying moves the graph's nodes into the solved order. So
 that Inductor's later scheduling keeps that order, `install` turns off the
 scheduler-level passes that would re-sort nodes (`reorder_for_peak_memory`,
-`reorder_for_compute_comm_overlap`). Any failure logs one warning and leaves
-the graph as it came.
+`reorder_for_compute_comm_overlap`), and the pass pins each collective's
+overlap as OverlapScheduler does (`insert_overlap_deps`): the kernels the
+order puts between a collective and its wait get control dependencies
+(torch's `control_deps`), after the collective and before the wait, so no
+later pass or fusion can move them out of the overlap. `pin="compute"`
+pins torch's compute nodes (FLOP-counted ops: matmuls, convolutions, the
+ones OverlapScheduler pins), `pin="all"` every kernel the model prices
+(which also stops Inductor from fusing a pointwise op across a wait),
+`pin="none"` nothing. Any failure before the graph is changed logs one
+warning and leaves the graph as it came.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Any
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Graph
+from overlapsat.graph import COMPUTE, Graph
 from overlapsat.store import schedules_digest
 from overlapsat.torch.apply import check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.validate import validate
@@ -30,17 +39,21 @@ try:  # Inductor keys its FX graph cache on a CustomGraphPass's uuid(); without 
 except Exception:  # noqa: BLE001
     _Base = object  # type: ignore[assignment,misc]
 
-FX_PASS_VERSION = 1
+FX_PASS_VERSION = 2  # 2: pins the overlap with control dependencies
+PINS = ("compute", "all", "none")
 
 
 class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     """Inductor's post-grad custom pass: reorders the FX graph to a stored (or inline-solved) schedule."""
 
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
-                 profile: str = "h200", on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
+                 profile: str = "h200", pin: str = "compute",
+                 on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
         check_pass_options(store, mode, collective_order)
+        if pin not in PINS:
+            raise GraphError(f"pin must be one of {', '.join(PINS)}, got {pin!r}")
         self.store, self.mode, self.time_limit = os.path.abspath(store), mode, float(time_limit)
-        self.collective_order, self.profile, self.on_apply = collective_order, profile, on_apply
+        self.collective_order, self.profile, self.pin, self.on_apply = collective_order, profile, pin, on_apply
 
     def __call__(self, graph: Any) -> None:
         before = list(graph.nodes)
@@ -70,26 +83,81 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if vs:
             raise GraphError(f"the stored schedule is invalid for this graph ({vs[0]})")
         by_name = {n.name: n for n in graph.nodes if n.op == "call_function"}
+        deps = overlap_deps(g, order, by_name, self.pin)
+        preserve = _preserve_node_ordering(graph, deps) if deps else None  # found and tried before anything moves
         out = graph.output_node()
         for name in order:
             out.prepend(by_name[name])
         graph.lint()
+        if preserve is not None:
+            try:
+                preserve(graph, deps)
+                graph.lint()
+            except Exception as e:  # noqa: BLE001 - the order stands; each wrapped node computes what it did
+                log.warning("overlapsat: applied the order to this FX graph, but pinning it failed: %s: %s",
+                            type(e).__name__, e)
         if self.on_apply is not None:
             self.on_apply(g, order)
-        log.info("overlapsat: applied a schedule to an FX graph (%d nodes)", len(order))
+        log.info("overlapsat: applied a schedule to an FX graph (%d nodes, %d pinned)", len(order), len(deps))
 
     def uuid(self) -> str:
         """Inductor's cache key for a custom pass: version, options and the store's schedules."""
-        return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-"
+        return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-{self.pin}-"
                 f"{self.time_limit}-{schedules_digest(self.store)}")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,
-                "collective_order": self.collective_order, "profile": self.profile}
+                "collective_order": self.collective_order, "profile": self.profile, "pin": self.pin}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.time_limit = state["store"], state["mode"], state["time_limit"]
         self.collective_order, self.profile, self.on_apply = state["collective_order"], state["profile"], None
+        self.pin = state.get("pin", "compute")
+
+
+def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) -> dict[Any, Any]:
+    """The control dependencies that pin each collective's overlap in `order`: every pinned kernel between a
+    collective and its first wait comes after the collective, and each of its waits after that kernel (what
+    OverlapScheduler's hiding-interval dependencies say). Keys in order position, so a node is wrapped before
+    anything that depends on it."""
+    if pin == "none":
+        return {}
+    from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
+    from torch.utils._ordered_set import OrderedSet
+
+    pos = {nm: i for i, nm in enumerate(order)}
+    pinned = [pos[g.names[v]] for v in range(len(g.nodes)) if g.kind[v] == COMPUTE and g.dur[v] > 0
+              and (pin == "all" or is_compute_node(by_name[g.names[v]]))]
+    pinned.sort()
+    extra: dict[int, list[int]] = {}
+    for c in g.coll_seq:
+        waits = g.waits_of[c]
+        if not waits:
+            continue
+        lo, hi = pos[g.names[c]], min(pos[g.names[w]] for w in waits)
+        inside = [i for i in pinned[bisect_right(pinned, lo):bisect_left(pinned, hi)]]
+        for i in inside:
+            extra.setdefault(i, []).append(lo)
+            for w in waits:
+                extra.setdefault(pos[g.names[w]], []).append(i)
+    return {by_name[order[i]]: OrderedSet(by_name[order[j]] for j in sorted(set(extra[i]))) for i in sorted(extra)}
+
+
+def _preserve_node_ordering(graph: Any, deps: dict[Any, Any]) -> Callable[..., None] | None:
+    """torch's control-dependency wrapper (the one OverlapScheduler uses), or None where torch has none.
+
+    Each node's subgraph is built once here as a dry run, before the graph changes: that is the step that
+    can fail on an op torch cannot wrap, so such a failure keeps the graph as it came."""
+    try:
+        from torch._inductor.fx_passes import control_dependencies as cd
+    except Exception:  # noqa: BLE001 - an older torch: the order is applied, not pinned
+        log.info("overlapsat: this torch has no control_deps; the FX order is applied without pinning")
+        return None
+    dry = getattr(cd, "_create_subgraph_for_node", None)
+    if dry is not None:
+        for node in deps:
+            dry(graph, node)
+    return cd.preserve_node_ordering
 
 
 def _restore(graph: Any, before: list[Any]) -> None:
@@ -104,7 +172,7 @@ def _restore(graph: Any, before: list[Any]) -> None:
 
 
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
-               collective_order: str = "group", profile: str = "h200") -> FxSchedulePass:
+               collective_order: str = "group", profile: str = "h200", pin: str = "compute") -> FxSchedulePass:
     """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off."""
     from overlapsat.torch.need import torch_module
 
@@ -112,7 +180,8 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     import torch._inductor.config as icfg
 
     open_store(store)
-    p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile)
+    p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
+                       pin=pin)
     icfg.post_grad_custom_post_pass = p
     icfg.reorder_for_peak_memory = False
     icfg.reorder_for_compute_comm_overlap = False

@@ -60,6 +60,24 @@ want = ["ag" if n.startswith("all_gather") else "wait" if n.startswith("wait") e
         for n in order if n.startswith(("all_gather", "wait", "mm"))]
 print("RESULT", bool(torch.allclose(out, ref, atol=1e-4)), events == want, order[:2], len(warnings))
 
+# pin="all": pointwise kernels are pinned too, so the relu and the tanh stay inside the overlap the order planned
+p = install_fx("apply", store, pin="all")
+torch._dynamo.reset()
+out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
+body = codes[0][codes[0].find("def call("):]
+events = []
+for line in body.splitlines():
+    if line.strip().startswith(("assert", "#")):
+        continue
+    for key, ev in (("all_gather_into_tensor.default(", "ag"), ("wait_tensor.default", "wait"),
+                    ("extern_kernels.mm", "mm"), ("relu", "relu"), ("tanh", "tanh")):
+        if key in line and "del " not in line:
+            events.append(ev)
+            break
+want = [k for n in order for k in ("ag", "wait", "mm", "relu", "tanh") if n.startswith(("all_gather", "wait", "mm",
+        "relu", "tanh")) and (n.startswith(k) or (k == "ag" and n.startswith("all_gather")))]
+print("PINNED", bool(torch.allclose(out, ref, atol=1e-4)), events == want, "relu" in events, len(warnings))
+
 # a fault inside the pass: the compile runs, matches eager, one warning, the graph as it came
 fx = importlib.import_module("overlapsat.torch.fx")
 def boom(*a, **k):
@@ -78,9 +96,11 @@ def test_fx_pass_applies_the_solved_order_and_survives_a_fault():
     env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
-    lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines() if ln.startswith(("RESULT", "FAULT"))}
+    lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines()
+             if ln.startswith(("RESULT", "PINNED", "FAULT"))}
     res = lines["RESULT"]
     assert res[0] == "True" and res[1] == "True", p.stdout  # numerics, and the emitted order is the solved one
     assert "all_gather_into_tensor" in res[2] and "all_gather_into_tensor_1" in " ".join(res[2:4]), p.stdout
     assert res[-1] == "0"
+    assert lines["PINNED"] == ["True", "True", "True", "0"], p.stdout  # pointwise kernels kept in the solved order
     assert lines["FAULT"] == ["True", "1"], p.stdout
