@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -170,9 +171,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
         raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
     g = _priced(_load(args.graph), args)
+    others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                workers=args.workers, on_progress=tick)
+                workers=args.workers, on_progress=tick, other_graphs=others)
     tick.done()
     interrupted = bool(c.result.stats.get("interrupted"))
     if args.plot:
@@ -430,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     _pricing_args(sp)
     sp.add_argument("--plot", metavar="OUT", help="timeline picture (.png or .svg) of input, best heuristic and exact")
     sp.add_argument("--trace", metavar="OUT", help="Chrome/Perfetto trace JSON of the exact schedule")
+    sp.add_argument("--other-graph", action="append", default=[], metavar="GRAPH",
+                    help="a row for another graph in its input order, such as torch's bucketed result; shown "
+                         "apart from this graph's rows (repeatable)")
     sp = add("solve", cmd_solve, "solve and write the schedule file")
     _solver_args(sp)
     _pricing_args(sp)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
-from overlapsat.evaluate import Evaluated, evaluate_named
+from overlapsat.errors import GraphError
+from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.solver.optimize import Progress, Result, optimize
@@ -28,6 +29,9 @@ class Comparison:
     result: Result
     analytical_bound: float = 0.0  # the part of `bound` that needs no search (bounds.lower_bound)
     collective_order: str = "group"
+    # rows of other graphs (torch's bucketing merges collectives: another problem, not an order of this one);
+    # shown beside the table, never ranked with it
+    other_rows: list[Row] = field(default_factory=list)
 
     def __repr__(self) -> str:
         return (f"Comparison(graph={self.graph.name!r}, rows={len(self.rows)}, exact={self.result.status.value!r}, "
@@ -67,6 +71,12 @@ class Comparison:
                         "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
                         "gap_to_bound": self.gap(r), "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
                         "violations": r.violations})
+        for r in self.other_rows:
+            out.append({"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
+                        "exposed_pct": r.exposed_pct, "peak_memory": r.peak_memory,
+                        "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
+                        "gap_to_bound": None, "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
+                        "violations": r.violations, "other_graph": r.sim.graph.name})
         return out
 
     def to_markdown(self) -> str:
@@ -86,6 +96,13 @@ class Comparison:
         src = "analytical and CP-SAT" if self.bound > self.analytical_bound + 1e-9 else "analytical"
         lines.append("\n" + bound_line(self.bound, self.exposed_bound, f"{src}, collective order {self.collective_order!r}")
                      + f"; exact: {self.result.status.value}")
+        if self.other_rows:
+            lines += ["", "Other graphs (a transformation of this one, such as bucketing: not orders of this graph, "
+                          "so the bound above does not apply):", "",
+                      "| method | graph | makespan | exposed | peak memory | valid |", "| --- | --- | ---: | ---: | ---: | --- |"]
+            for r in self.other_rows:
+                lines.append(f"| {r.method} | {r.note} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | "
+                             f"{fmt_bytes(r.peak_memory)} | {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
         return "\n".join(lines)
 
     def to_dataframe(self) -> Any:
@@ -99,13 +116,19 @@ class Comparison:
 def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
             collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
             on_progress: Callable[[Progress], None] | None = None,
-            extra_orders: dict[str, Any] | None = None) -> Comparison:
+            extra_orders: dict[str, Any] | None = None,
+            other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
     OverlapScheduler, a hand-written order); the exact row is never worse
-    than a valid one."""
+    than a valid one. `other_graphs` (name -> graph, or (graph, order)) are
+    rows of another graph, such as torch's bucketed result: evaluated on
+    their own graph (its input order by default) under the same budget and
+    policy, and kept apart from this graph's rows."""
     budget = resolve_budget(graph, memory_budget)
+    # checked (and cheap) before any solving
+    others = [_other_row(graph, nm, spec, budget, collective_order) for nm, spec in (other_graphs or {}).items()]
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
     heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
                    work_limit=steps)
@@ -121,4 +144,15 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     from overlapsat.bounds import lower_bound
 
     analytical = lower_bound(graph.relaxed(collective_order), collective_order).makespan  # type: ignore[arg-type]
-    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order)
+    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others)
+
+
+def _other_row(graph: Graph, name: str, spec: Graph | tuple[Graph, Any], budget: int | None,
+               collective_order: str) -> Row:
+    other, order = spec if isinstance(spec, tuple) else (spec, None)
+    if not isinstance(other, Graph):
+        raise GraphError(f"other_graphs[{name!r}]: expected a Graph or (Graph, order), got {type(other).__name__}")
+    ids = other.order_indices(order) if order is not None else list(range(len(other.nodes)))
+    n, m = len(graph.coll_seq), len(other.coll_seq)
+    row = evaluate(other, name, ids, budget=budget, collective_order=collective_order)
+    return replace(row, note=f"{other.name}: {len(other)} nodes, {m} collectives (this graph: {n})")

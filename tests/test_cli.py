@@ -100,3 +100,22 @@ def test_bad_input_one_line_no_traceback(tmp_path, args, code, msg):
     assert r.returncode == code, (r.stdout, r.stderr)
     assert msg in r.stderr and "Traceback" not in r.stderr
     assert r.stderr.startswith("overlapsat: error:")
+
+
+def test_compare_other_graph_row(tmp_path):
+    from overlapsat import GraphBuilder
+
+    b = GraphBuilder("merged")
+    b.compute("k", 1.0)
+    b.collective("c", group="g", duration=2.0)
+    b.wait("w", "c")
+    path = tmp_path / "merged.json"
+    b.build().save(str(path))
+    p = run("compare", "tp_small", "--time-limit", "1", "--other-graph", str(path), "--json")
+    assert p.returncode == 0, p.stderr
+    import json
+
+    rows = json.loads(p.stdout)["rows"]
+    assert rows[-1]["method"] == "other graph merged.json" and rows[-1]["makespan_us"] == 3.0
+    bad = run("compare", "tp_small", "--time-limit", "1", "--other-graph", str(tmp_path / "missing.json"))
+    assert bad.returncode == 2 and "missing.json" in bad.stderr and "Traceback" not in bad.stderr

@@ -61,3 +61,26 @@ def test_each_row_is_simulated_and_validated_once(monkeypatch):
     c = compare(g, time_limit=2)
     # each heuristic row once, plus the solver's answer once (it is the exact row)
     assert calls["sim"] == calls["val"] == len(c.rows)
+
+
+def test_another_graph_is_a_row_apart_and_never_ranked():
+    """torch's bucketed result is another graph: its row is simulated on that graph and kept out of the ranking."""
+    from overlapsat import GraphBuilder
+
+    g = tp_transformer(layers=1, seed=3)
+    b = GraphBuilder("merged")
+    b.compute("k", 1.0)
+    b.collective("c", group="g", duration=2.0)
+    b.wait("w", "c")
+    other = b.build()
+    c = compare(g, time_limit=2, other_graphs={"bucketed": other, "bucketed, hand order": (other, ["c", "k", "w"])})
+    assert [r.method for r in c.other_rows] == ["bucketed", "bucketed, hand order"]
+    assert [r.makespan for r in c.other_rows] == [3.0, 2.0]  # k then c: 1 + 2; c, k, w: the transfer hides k
+    assert all(r.method not in ("bucketed", "bucketed, hand order") for r in c.rows)
+    assert c.best_heuristic.sim.graph is g and c.exact.sim.graph is g
+    md = c.to_markdown()
+    assert "Other graphs" in md and "merged: 3 nodes, 1 collectives" in md
+    recs = c.records()
+    assert recs[-1]["other_graph"] == "merged" and recs[-1]["gap_to_bound"] is None
+    with pytest.raises(Exception, match="expected a Graph"):
+        compare(g, time_limit=1, other_graphs={"x": "not a graph"})
