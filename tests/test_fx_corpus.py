@@ -32,12 +32,18 @@ def test_overlapsat_against_the_peer_on_a_committed_fx_graph():
 
 
 @pytest.mark.parametrize("name", ["llama3_8b_L8_w64", "llama3_8b_L32_w64", "llama3_8b_L32_w256", "moe_L16_w64",
-                                  "llama3_8b_2d_L8_tp8_w64"])
+                                  "llama3_8b_2d_L8_tp8_w64", "moe_dsv3_L8_ep8_w64"])
 def test_the_larger_fx_graphs_load_and_their_peer_orders_are_permutations(name):
     with gzip.open(PATH.replace("llama3_8b_L4_w64", name), "rt", encoding="utf-8") as f:
         d = json.load(f)
     g = graph_from_dict(d["graph"])
     assert sorted(d["overlap_scheduler"]) == sorted(g.names)
     assert d["bucketed"]["collectives"] <= g.counts()["collective"]
-    if name.startswith("llama3_8b_2d"):  # two process groups: data parallel and tensor parallel
+    if name.startswith(("llama3_8b_2d", "moe_dsv3")):  # two process groups: data parallel and TP or EP
         assert len(g.groups) == 2
+    if name.startswith("moe_dsv3"):  # all_gather / reduce_scatter over data parallel, all_to_all over EP
+        ops = {nd.group: set() for nd in g.nodes if nd.group}
+        for nd in g.nodes:
+            if nd.group:
+                ops[nd.group].add(nd.op)
+        assert sorted(map(sorted, ops.values())) == [["all_gather", "reduce_scatter"], ["all_to_all"]]

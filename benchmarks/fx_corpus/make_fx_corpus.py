@@ -27,7 +27,7 @@ from overlapsat.simulate import simulate
 from overlapsat.torch.capture import ensure_fake_process_group
 from overlapsat.torch.fx import import_fx
 from overlapsat.torch.fx_peer import bucketed, overlap_scheduler_order
-from overlapsat.torch.models import fsdp_tp_llama, llama_fsdp, moe_ep
+from overlapsat.torch.models import fsdp_tp_llama, llama_fsdp, moe_ep, moe_fsdp_ep
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,6 +42,13 @@ CASES = {
     "llama3_70b_L80_w64": (64, dict(layers=80, dim=8192, heads=64, ffn=28672, seq=8192), 1),
     # expert parallel MoE (DeepSeek-like widths: dim 7168, expert FFN 2048, 4 experts per rank), all_to_all
     "moe_L16_w64": (64, dict(model="moe", layers=16, dim=7168, ffn=2048, experts_per_rank=4, seq=4096), 1),
+    # DeepSeek-V3-like: 61 layers, dim 7168, 56 heads of 128, expert FFN 2048, a shared expert, 8 routed
+    # experts per rank over an EP group of 8, every weight SimpleFSDP-sharded over the other 8 (64 ranks);
+    # about 16k nodes, generated on demand; the 8-layer cut is committed
+    "moe_dsv3_L8_ep8_w64": (64, dict(model="moe_fsdp", layers=8, dim=7168, heads=56, ffn=2048, experts_per_rank=8,
+                                     ep=8, seq=4096), 1),
+    "moe_dsv3_L61_ep8_w64": (64, dict(model="moe_fsdp", layers=61, dim=7168, heads=56, ffn=2048, experts_per_rank=8,
+                                      ep=8, seq=4096), 1),
     # 2-D: tensor parallel over 8 ranks, SimpleFSDP over 8 (64 ranks), Llama3-8B widths
     "llama3_8b_2d_L8_tp8_w64": (64, dict(model="2d", layers=8, dim=4096, heads=32, ffn=14336, tp=8, seq=8192), 1),
 }
@@ -55,7 +62,7 @@ def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
     ensure_fake_process_group(world)
     t0 = time.monotonic()
     kw = dict(kw)
-    builder = {"moe": moe_ep, "2d": fsdp_tp_llama}.get(kw.pop("model", "llama"), llama_fsdp)
+    builder = {"moe": moe_ep, "moe_fsdp": moe_fsdp_ep, "2d": fsdp_tp_llama}.get(kw.pop("model", "llama"), llama_fsdp)
     seq = kw.pop("seq") if builder is not llama_fsdp else kw["seq"]
     with FakeTensorMode():
         model = builder(**kw)

@@ -317,3 +317,60 @@ def fsdp_tp_llama(layers: int = 2, dim: int = 256, heads: int = 4, ffn: int = 68
             return x + ReduceOut.apply((torch.nn.functional.silu(g1) * g3) @ w2.t())
 
     return torch.nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def moe_fsdp_ep(layers: int = 2, dim: int = 256, heads: int = 4, ffn: int = 128, experts_per_rank: int = 2,
+                ep: int = 2) -> Any:
+    """DeepSeek-style MoE decoder on two process groups: routed experts spread over `ep` ranks (tokens
+    dispatched and combined with all_to_all over the EP group), and every weight (attention, router,
+    shared expert, routed experts) sharded SimpleFSDP-style over the data-parallel group of the other ranks
+    (all_gather forward, reduce_scatter backward). Rank 0's groups: ranks 0..ep-1 and every ep-th rank."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed._functional_collectives import all_gather_tensor_autograd, all_to_all_single_autograd
+
+    from overlapsat.torch.capture import ensure_fake_process_group
+
+    if not dist.is_initialized():
+        ensure_fake_process_group()
+    world = dist.get_world_size()
+    if world % ep:
+        raise ValueError(f"world size {world} is not a multiple of ep={ep}")
+    ep_group = dist.new_group(list(range(ep)))
+    dp_group = dist.new_group(list(range(0, world, ep)))
+    dp = world // ep
+    hd = dim // heads
+    e = experts_per_rank
+
+    def shard(rows: int, cols: int) -> Any:
+        return torch.nn.Parameter(torch.randn(rows // dp, cols) * 0.02)
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wqkv, self.wo, self.router = shard(3 * dim, dim), shard(dim, dim), shard(e * ep, dim)
+            self.s13, self.s2 = shard(2 * ffn, dim), shard(dim, ffn)  # the shared expert
+            self.w13, self.w2 = shard(e * 2 * ffn, dim), shard(e * dim, ffn)  # this rank's routed experts
+
+        def forward(self, x: Any) -> Any:
+            wqkv, wo, router, s13, s2, w13, w2 = (all_gather_tensor_autograd(p, 0, dp_group) for p in (
+                self.wqkv, self.wo, self.router, self.s13, self.s2, self.w13, self.w2))
+            b, s, _ = x.shape
+            h = torch.nn.functional.rms_norm(x, (dim,))
+            q, k, v = (h @ wqkv.t()).split(dim, dim=-1)
+            q, k, v = (t.reshape(b, s, heads, hd).transpose(1, 2) for t in (q, k, v))
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.transpose(1, 2).reshape(b, s, dim) @ wo.t()
+            h = torch.nn.functional.rms_norm(x, (dim,)).reshape(b * s, dim)
+            gate = torch.softmax(h @ router.t(), dim=-1)[:, :e]  # this rank's experts' share (static shapes)
+            g1, g3 = (h @ s13.t()).split(ffn, dim=-1)
+            shared = (torch.nn.functional.silu(g1) * g3) @ s2.t()
+            sent = all_to_all_single_autograd(h, None, None, ep_group)  # equal splits to every EP rank
+            u = torch.einsum("td,efd->etf", sent, w13.reshape(e, 2 * ffn, dim))
+            u1, u3 = u.split(ffn, dim=-1)
+            y = torch.einsum("etf,edf->etd", torch.nn.functional.silu(u1) * u3, w2.reshape(e, dim, ffn))
+            back = all_to_all_single_autograd((y * gate.t().unsqueeze(-1)).sum(0), None, None, ep_group)
+            return x + (shared + back).reshape(b, s, dim)
+
+    return torch.nn.Sequential(*[Block() for _ in range(layers)])
+
