@@ -122,12 +122,14 @@ def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) 
     anything that depends on it."""
     if pin == "none":
         return {}
-    from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
-    from torch.utils._ordered_set import OrderedSet
-
+    try:
+        from torch.utils._ordered_set import OrderedSet
+    except ImportError:  # an older torch: a plain ordered set does for preserve_node_ordering
+        OrderedSet = dict.fromkeys  # type: ignore[assignment]  # noqa: N806
+    compute = _compute_node_test(g)
     pos = {nm: i for i, nm in enumerate(order)}
     pinned = [pos[g.names[v]] for v in range(len(g.nodes)) if g.kind[v] == COMPUTE and g.dur[v] > 0
-              and (pin == "all" or is_compute_node(by_name[g.names[v]]))]
+              and (pin == "all" or compute(v, by_name[g.names[v]]))]
     pinned.sort()
     extra: dict[int, list[int]] = {}
     for c in g.coll_seq:
@@ -141,6 +143,15 @@ def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) 
             for w in waits:
                 extra.setdefault(pos[g.names[w]], []).append(i)
     return {by_name[order[i]]: OrderedSet(by_name[order[j]] for j in sorted(set(extra[i]))) for i in sorted(extra)}
+
+
+def _compute_node_test(g: Graph) -> Callable[[int, Any], bool]:
+    """What OverlapScheduler pins (torch's FLOP-counted ops), or overlapsat's GEMM test where torch lacks it."""
+    try:
+        from torch._inductor.fx_passes.overlap_scheduling import is_compute_node
+    except ImportError:
+        return lambda v, _n: g.nodes[v].gemm_like
+    return lambda _v, n: bool(is_compute_node(n))
 
 
 def _preserve_node_ordering(graph: Any, deps: dict[Any, Any]) -> Callable[..., None] | None:

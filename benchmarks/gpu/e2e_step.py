@@ -1,0 +1,346 @@
+"""A compiled SimpleFSDP training step on real GPUs, under each way of ordering it (#13, docs/gpu_results.md).
+
+    python benchmarks/gpu/e2e_step.py --out DIR [--configs a b_iter b_three c d] [--layers 8 ...]
+
+Per configuration, a fresh pair of processes (one per GPU, NCCL) compiles a
+Llama-style decoder whose weights are sharded SimpleFSDP-style (each weight
+all_gathered through functional collectives where it is used; reduce_scatter
+in backward), forward and backward, and times the step:
+
+- a       no communication reordering (Inductor's default);
+- b_iter  Inductor's iterative pair (sink_waits_iterative, reorder_communication_preserving_peak_memory);
+- b_three Inductor's older three passes (sink_waits, raise_comms, reorder_compute_for_overlap);
+- c       the FX-level OverlapScheduler (aten_distributed_optimizations.enable_overlap_scheduling);
+- d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply.
+
+Each: median step time over CUDA events after warm-up, peak memory, and from
+a profiler trace the exposed communication (time an NCCL kernel runs while
+no other kernel does) and the kernels' durations when overlapped and alone
+(interference as the step issues them). For d, overlapsat's predictions for
+the same graphs: the captured order (what a runs at the FX level) and the
+solved order, plain and with interference factors. `--device cpu` runs the
+same on gloo with a tiny model (a smoke test; no kernel timings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+CONFIGS = ("a", "b_iter", "b_three", "c", "d")
+
+
+def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, device: str, dtype) -> tuple:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed._functional_collectives import all_gather_tensor_autograd
+
+    hd = dim // heads
+    inv = 1.0 / (10000 ** (torch.arange(0, hd // 2, device=device).float() / (hd // 2)))
+    ang = torch.outer(torch.arange(seq, device=device).float(), inv)
+    cos, sin = ang.cos()[None, None].to(dtype), ang.sin()[None, None].to(dtype)
+
+    def rope(t):
+        a, b = t[..., : hd // 2], t[..., hd // 2:]
+        return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+
+    def norm(x, w):
+        return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * w
+
+    def shard(rows: int, cols: int | None = None):
+        shape = (rows // world,) if cols is None else (rows // world, cols)
+        return torch.nn.Parameter((torch.randn(shape, device=device) * 0.02 + (1.0 if cols is None else 0.0)).to(dtype))
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wq, self.wk, self.wv, self.wo = (shard(dim, dim) for _ in range(4))
+            self.w1, self.w3, self.w2 = shard(ffn, dim), shard(ffn, dim), shard(dim, ffn)
+            self.n1, self.n2 = shard(dim), shard(dim)
+
+        def forward(self, x):
+            grp = dist.group.WORLD
+            wq, wk, wv, wo, w1, w3, w2, n1, n2 = (all_gather_tensor_autograd(p, 0, grp) for p in (
+                self.wq, self.wk, self.wv, self.wo, self.w1, self.w3, self.w2, self.n1, self.n2))
+            b, s, _ = x.shape
+            h = norm(x, n1)
+            q, k, v = ((h @ w.t()).view(b, s, heads, hd).transpose(1, 2) for w in (wq, wk, wv))
+            a = torch.nn.functional.scaled_dot_product_attention(rope(q), rope(k), v, is_causal=True)
+            x = x + a.transpose(1, 2).reshape(b, s, dim) @ wo.t()
+            h = norm(x, n2)
+            return x + (torch.nn.functional.silu(h @ w1.t()) * (h @ w3.t())) @ w2.t()
+
+    return torch.nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def set_config(cfg: str, gpu: bool) -> None:
+    import torch._inductor.config as icfg
+
+    icfg.reorder_for_compute_comm_overlap = cfg in ("b_iter", "b_three")
+    if cfg == "b_iter":
+        icfg.reorder_for_compute_comm_overlap_passes = ["sink_waits_iterative",
+                                                        "reorder_communication_preserving_peak_memory"]
+    elif cfg == "b_three":
+        icfg.reorder_for_compute_comm_overlap_passes = ["sink_waits", "raise_comms", "reorder_compute_for_overlap"]
+    if cfg == "c":
+        icfg.aten_distributed_optimizations.enable_overlap_scheduling = True
+        if not gpu:
+            icfg.aten_distributed_optimizations.compute_estimator = "analytical"
+
+
+def union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(iv):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def overlap_with(s: float, e: float, merged: list[tuple[float, float]]) -> float:
+    """Length of [s, e) covered by merged (sorted, disjoint) intervals."""
+    import bisect
+
+    tot = 0.0
+    i = max(0, bisect.bisect_right([m[0] for m in merged], s) - 1)
+    while i < len(merged) and merged[i][0] < e:
+        a, b = merged[i]
+        tot += max(0.0, min(b, e) - max(a, s))
+        i += 1
+    return tot
+
+
+def analyse_trace(path: str, steps: int) -> dict:
+    """Exposed communication and in-step interference from a profiler trace (us, per step)."""
+    with open(path, encoding="utf-8") as f:
+        ev = json.load(f)
+    ev = ev.get("traceEvents", ev) if isinstance(ev, dict) else ev
+    kern = [e for e in ev if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"]
+    comm = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in kern if "nccl" in e["name"].lower()]
+    comp = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in kern if "nccl" not in e["name"].lower()]
+    uc, up = union([(s, e) for s, e, _ in comm]), union([(s, e) for s, e, _ in comp])
+    comm_busy = sum(e - s for s, e in uc)
+    exposed = sum((e - s) - overlap_with(s, e, up) for s, e in uc)
+    span = (max(e for _, e, _ in kern) - min(s for s, _, _ in kern)) if kern else 0.0
+
+    def slowdown(mine, other) -> dict:
+        by: dict[str, dict[str, list[float]]] = {}
+        for s, e, nm in mine:
+            frac = overlap_with(s, e, other) / (e - s) if e > s else 0.0
+            key = "over" if frac >= 0.5 else "alone" if frac <= 0.05 else None
+            if key:
+                by.setdefault(nm, {"over": [], "alone": []})[key].append(e - s)
+        num = den = 0.0
+        pairs = 0
+        for d in by.values():
+            if d["over"] and d["alone"]:
+                mo, ma = statistics.median(d["over"]), statistics.median(d["alone"])
+                num += mo * len(d["over"])
+                den += ma * len(d["over"])
+                pairs += 1
+        frac_over = sum(overlap_with(s, e, other) for s, e, _ in mine) / max(1e-9, sum(e - s for s, e, _ in mine))
+        return {"slowdown": num / den if den else None, "kernel_names_compared": pairs,
+                "time_us": sum(e - s for s, e, _ in mine) / steps, "fraction_overlapped": frac_over}
+
+    return {"exposed_comm_us": exposed / steps, "comm_busy_us": comm_busy / steps, "kernel_span_us": span / steps,
+            "compute_kernels": slowdown(comp, uc), "nccl_kernels": slowdown(comm, up),
+            "nccl_kernel_count": len(comm) // max(1, steps)}
+
+
+def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, store: str, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    gpu = a.device == "cuda"
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"ind_{cfg}_{rank}_")
+    if gpu:
+        torch.cuda.set_device(rank)
+    dist.init_process_group("nccl" if gpu else "gloo", rank=rank, world_size=world)
+    import torch._inductor.config as icfg
+
+    icfg.force_disable_caches = True
+    device = f"cuda:{rank}" if gpu else "cpu"
+    dtype = torch.bfloat16 if gpu else torch.float32
+    torch.manual_seed(0)
+    model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype)
+    x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
+    set_config(cfg, gpu)
+    res: dict = {"config": cfg, "rank": rank}
+    applied: list = []
+    if cfg == "d":
+        from overlapsat.store import solve_store
+        from overlapsat.torch.fx_apply import install_fx
+
+        install_fx("capture", store, profile=a.profile)
+        t0 = time.monotonic()
+        f = torch.compile(model)
+        f(x).float().pow(2).mean().backward()
+        res["capture_s"] = time.monotonic() - t0
+        dist.barrier()
+        if rank == 0:
+            t0 = time.monotonic()
+            outs = solve_store(store, time_limit=a.solve_s)
+            res["solve_s"] = time.monotonic() - t0
+            res["solved"] = [o.as_dict() for o in outs]
+        dist.barrier()
+        p = install_fx("apply", store, profile=a.profile, pin=a.pin)
+        p.on_apply = lambda g, order: applied.append(len(order))
+        torch._dynamo.reset()
+        for prm in model.parameters():
+            prm.grad = None
+    compiled = torch.compile(model)
+
+    def step():
+        loss = compiled(x).float().pow(2).mean()
+        loss.backward()
+        for prm in model.parameters():
+            prm.grad = None
+
+    t0 = time.monotonic()
+    for _ in range(a.warmup):
+        step()
+    if gpu:
+        torch.cuda.synchronize()
+    res["compile_and_warmup_s"] = time.monotonic() - t0
+    res["applied_graphs"] = applied
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(a.steps):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            step()
+            e.record()
+            torch.cuda.synchronize()
+            times.append(s.elapsed_time(e))
+        res["step_ms_median"] = statistics.median(times)
+        res["step_ms_all"] = times
+        res["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(a.prof_steps):
+                step()
+            torch.cuda.synchronize()
+        tr = os.path.join(tempfile.mkdtemp(), "trace.json")
+        prof.export_chrome_trace(tr)
+        res["profile"] = analyse_trace(tr, a.prof_steps)
+        if rank == 0 and cfg in a.keep_traces:
+            with open(tr, "rb") as fi, gzip.open(os.path.join(out, f"trace_{cfg}.json.gz"), "wb") as fo:
+                fo.write(fi.read())
+    else:
+        t0 = time.monotonic()
+        for _ in range(a.steps):
+            step()
+        res["step_ms_median"] = 1e3 * (time.monotonic() - t0) / a.steps
+    ref = model(x).float().pow(2).mean().item()  # eager loss of the same weights: the compiled one must match
+    res["loss_eager"] = ref
+    res["loss_compiled"] = compiled(x).float().pow(2).mean().item()
+    with open(os.path.join(out, f"res_{cfg}_{rank}.json"), "w", encoding="utf-8") as fo:
+        json.dump(res, fo)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def predict(store: str) -> dict:
+    """overlapsat's figures for the captured graphs: their captured order (a) and the solved one (d)."""
+    from overlapsat import load_graph, simulate
+    from overlapsat.cost.interference import H200_NVLINK, Interference, simulate_with_interference
+    from overlapsat.store import usable_schedule
+
+    out: dict = {"graphs": []}
+    for fn in sorted(os.listdir(store)):
+        if not fn.endswith(".graph.json"):
+            continue
+        g = load_graph(os.path.join(store, fn))
+        order, _why = usable_schedule(store, fn[: -len(".graph.json")], g)
+        row = {"file": fn, "nodes": len(g), "collectives": len(g.coll_seq), "compute_us": g.compute_total}
+        for label, o in (("captured", None), ("solved", order)):
+            if label == "solved" and o is None:
+                continue
+            r = simulate(g, o)
+            row[label] = {"makespan_us": r.makespan, "exposed_us": r.exposed, "peak_bytes": r.peak_memory}
+            for nm, inter in (("nvlink_pre_enqueued", H200_NVLINK), ("issue_alternating", Interference(1.22, 1.47))):
+                ri = simulate_with_interference(g, o, inter)
+                row[label][f"makespan_with_{nm}_us"] = ri.makespan
+                row[label][f"exposed_with_{nm}_us"] = ri.exposed
+        row["primals_bytes"] = g.meta.get("primals_bytes")
+        out["graphs"].append(row)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--dim", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--ffn", type=int, default=11008)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--prof-steps", type=int, default=3)
+    ap.add_argument("--solve-s", type=float, default=20.0)
+    ap.add_argument("--profile", default="h200")
+    ap.add_argument("--pin", default="compute")
+    ap.add_argument("--keep-traces", nargs="*", default=["d"])
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    import torch
+    import torch.multiprocessing as mp
+
+    meta = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "args": vars(a)}
+    if a.device == "cuda":
+        meta["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        meta["gpu"] = torch.cuda.get_device_name(0)
+    print(json.dumps(meta), flush=True)
+    store = tempfile.mkdtemp(prefix="osat_store_")
+    results: dict = {"meta": meta, "configs": {}}
+    for cfg in a.configs:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        t0 = time.monotonic()
+        try:
+            mp.spawn(worker, args=(a.world, cfg, a, port, store, a.out), nprocs=a.world, join=True)
+            rows = [json.load(open(os.path.join(a.out, f"res_{cfg}_{r}.json"), encoding="utf-8"))
+                    for r in range(a.world)]
+            for r in range(a.world):
+                os.remove(os.path.join(a.out, f"res_{cfg}_{r}.json"))
+            results["configs"][cfg] = {"wall_s": time.monotonic() - t0, "ranks": rows}
+        except Exception as e:  # noqa: BLE001 - the other configurations still run
+            results["configs"][cfg] = {"error": f"{type(e).__name__}: {e}"[-3000:]}
+        r0 = results["configs"][cfg].get("ranks", [{}])[0]
+        print(cfg, json.dumps({k: r0.get(k) for k in ("step_ms_median", "peak_memory_bytes", "applied_graphs",
+                                                       "loss_eager", "loss_compiled")}),
+              json.dumps(r0.get("profile", {}))[:600], results["configs"][cfg].get("error", ""), flush=True)
+        with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as fo:
+            json.dump(results, fo, indent=1)
+    if "d" in a.configs and os.listdir(store):
+        results["prediction"] = predict(store)
+        import tarfile
+
+        with tarfile.open(os.path.join(a.out, "store.tar.gz"), "w:gz") as t:
+            t.add(store, arcname="store")
+        with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as fo:
+            json.dump(results, fo, indent=1)
+        print("prediction", json.dumps(results["prediction"])[:3000], flush=True)
+
+
+if __name__ == "__main__":
+    main()
