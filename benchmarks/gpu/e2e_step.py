@@ -132,7 +132,8 @@ def analyse_trace(path: str, steps: int) -> dict:
     uc, up = union([(s, e) for s, e, _ in comm]), union([(s, e) for s, e, _ in comp])
     comm_busy = sum(e - s for s, e in uc)
     exposed = sum((e - s) - overlap_with(s, e, up) for s, e in uc)
-    span = (max(e for _, e, _ in kern) - min(s for s, _, _ in kern)) if kern else 0.0
+    both = comm + comp
+    span = (max(e for _, e, _ in both) - min(s for s, _, _ in both)) if both else 0.0
 
     def slowdown(mine, other) -> dict:
         by: dict[str, dict[str, list[float]]] = {}
@@ -236,7 +237,10 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             torch.cuda.synchronize()
         tr = os.path.join(tempfile.mkdtemp(), "trace.json")
         prof.export_chrome_trace(tr)
-        res["profile"] = analyse_trace(tr, a.prof_steps)
+        try:
+            res["profile"] = analyse_trace(tr, a.prof_steps)
+        except Exception as e:  # noqa: BLE001 - the step timings stand without it
+            res["profile"] = {"error": f"{type(e).__name__}: {e}"}
         if rank == 0 and cfg in a.keep_traces:
             with open(tr, "rb") as fi, gzip.open(os.path.join(out, f"trace_{cfg}.json.gz"), "wb") as fo:
                 fo.write(fi.read())
