@@ -13,6 +13,7 @@ import bisect
 import json
 import math
 import os
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,8 +129,7 @@ def _merge_points(points: list[tuple[float, float]]) -> list[tuple[float, float]
     xs = sorted(by)
     blocks: list[list[float]] = []  # [sum, count]
     for x in xs:
-        ts = sorted(by[x])
-        blocks.append([ts[len(ts) // 2], 1.0])
+        blocks.append([statistics.median(by[x]), 1.0])  # of two repeats, their mean (not the larger one)
         while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
             s, c = blocks.pop()
             blocks[-1][0] += s

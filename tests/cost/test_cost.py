@@ -172,3 +172,11 @@ def test_interference_hand_computed():
     assert simulate_with_interference(g, None, Interference()).makespan == 10
     with pytest.raises(GraphError):
         Interference(compute_slowdown=0.5)
+
+
+def test_repeats_merge_to_their_median():
+    """Two repeats give their mean, three their middle value (it took the larger of two once: #13)."""
+    from overlapsat.cost.calibration import _merge_points
+
+    assert _merge_points([(8, 9.0), (8, 11.0)]) == [(8.0, 10.0)]
+    assert _merge_points([(8, 9.0), (8, 30.0), (8, 11.0)]) == [(8.0, 11.0)]
