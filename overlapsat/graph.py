@@ -311,6 +311,13 @@ class Graph:
         new = tuple(self.fake_edges) + tuple(sorted(extra - have))
         return replace(self, fake_edges=new, meta=dict(self.meta))
 
+    def with_comm_scale(self, factor: float) -> Graph:
+        """A copy whose transfers take `factor` times as long: collectives priced as they run beside compute
+        (interference measured in a training step, docs/gpu_results.md), for a solve that plans for it."""
+        nodes = [replace(nd, duration=nd.duration * factor) if nd.kind is NodeKind.COLLECTIVE else nd
+                 for nd in self.nodes]
+        return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
+
     def with_stream_costs(self, launch_us: float, wait_us: float) -> Graph:
         """A copy where every collective's launch and every wait's own time are these (decisions.md 17)."""
         nodes = [replace(nd, launch=launch_us) if nd.kind is NodeKind.COLLECTIVE

@@ -180,3 +180,9 @@ def test_with_stream_costs_prices_every_collective_and_wait():
     g = b.build().with_stream_costs(1.0, 0.5)
     assert g.node("c").launch == 1.0 and g.node("w").duration == 0.5 and g.node("k").launch == 0.0
     assert simulate(g).makespan == 2 + 1 + 5 + 0.5
+
+
+def test_with_comm_scale_stretches_transfers_only():
+    g = one_collective().with_comm_scale(1.5)
+    assert g.node("c").duration == 7.5 and g.node("k1").duration == 2.0 and g.node("c").launch == 1.0
+    assert simulate(g).makespan == 2 + 1 + 7.5 + 2 + 1  # the transfer ends at 10.5, then w and k3

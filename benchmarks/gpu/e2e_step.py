@@ -11,7 +11,8 @@ in backward), forward and backward, and times the step:
 - b_iter  Inductor's iterative pair (sink_waits_iterative, reorder_communication_preserving_peak_memory);
 - b_three Inductor's older three passes (sink_waits, raise_comms, reorder_compute_for_overlap);
 - c       the FX-level OverlapScheduler (aten_distributed_optimizations.enable_overlap_scheduling);
-- d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply.
+- d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
+- d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`).
 
 Each: median step time over CUDA events after warm-up, peak memory, and from
 a profiler trace the exposed communication (time an NCCL kernel runs while
@@ -37,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-CONFIGS = ("a", "b_iter", "b_three", "c", "d")
+CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int")
 
 
 def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, device: str, dtype) -> tuple:
@@ -180,11 +181,13 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     set_config(cfg, gpu)
     res: dict = {"config": cfg, "rank": rank}
     applied: list = []
-    if cfg == "d":
+    if cfg in ("d", "d_int"):
         from overlapsat.store import solve_store
         from overlapsat.torch.fx_apply import install_fx
 
-        install_fx("capture", store, profile=a.profile)
+        slow = a.comm_slowdown if cfg == "d_int" else 1.0
+        store = os.path.join(store, cfg)
+        install_fx("capture", store, profile=a.profile, comm_slowdown=slow)
         t0 = time.monotonic()
         f = torch.compile(model)
         f(x).float().pow(2).mean().backward()
@@ -196,7 +199,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             res["solve_s"] = time.monotonic() - t0
             res["solved"] = [o.as_dict() for o in outs]
         dist.barrier()
-        p = install_fx("apply", store, profile=a.profile, pin=a.pin)
+        p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow)
         p.on_apply = lambda g, order: applied.append(len(order))
         torch._dynamo.reset()
         for prm in model.parameters():
@@ -302,6 +305,7 @@ def main() -> None:
     ap.add_argument("--solve-s", type=float, default=20.0)
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--pin", default="compute")
+    ap.add_argument("--comm-slowdown", type=float, default=1.5)
     ap.add_argument("--keep-traces", nargs="*", default=["d"])
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -335,8 +339,10 @@ def main() -> None:
               json.dumps(r0.get("profile", {}))[:600], results["configs"][cfg].get("error", ""), flush=True)
         with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as fo:
             json.dump(results, fo, indent=1)
-    if "d" in a.configs and os.listdir(store):
-        results["prediction"] = predict(store)
+    if os.path.isdir(os.path.join(store, "d")) or os.path.isdir(os.path.join(store, "d_int")):
+        for cfg, key in (("d", "prediction"), ("d_int", "prediction_d_int")):  # d_int: on its stretched graphs
+            if os.path.isdir(os.path.join(store, cfg)):
+                results[key] = predict(os.path.join(store, cfg))
         import tarfile
 
         with tarfile.open(os.path.join(a.out, "store.tar.gz"), "w:gz") as t:

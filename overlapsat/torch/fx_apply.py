@@ -47,13 +47,16 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     """Inductor's post-grad custom pass: reorders the FX graph to a stored (or inline-solved) schedule."""
 
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
-                 profile: str = "h200", pin: str = "compute",
+                 profile: str = "h200", pin: str = "compute", comm_slowdown: float = 1.0,
                  on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
         check_pass_options(store, mode, collective_order)
         if pin not in PINS:
             raise GraphError(f"pin must be one of {', '.join(PINS)}, got {pin!r}")
         self.store, self.mode, self.time_limit = os.path.abspath(store), mode, float(time_limit)
         self.collective_order, self.profile, self.pin, self.on_apply = collective_order, profile, pin, on_apply
+        if not (isinstance(comm_slowdown, (int, float)) and 1.0 <= comm_slowdown < 100):
+            raise GraphError(f"comm_slowdown must be a number in [1, 100), got {comm_slowdown!r}")
+        self.comm_slowdown = float(comm_slowdown)
 
     def __call__(self, graph: Any) -> None:
         before = list(graph.nodes)
@@ -67,6 +70,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         from overlapsat.torch.fx import import_fx
 
         g = import_fx(graph, name="fx graph", profile=self.profile)
+        if self.comm_slowdown != 1.0:  # collectives priced as they run beside compute (docs/gpu_results.md)
+            g = g.with_comm_scale(self.comm_slowdown)
         fp = g.fingerprint()
         if self.mode != "capture":
             order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
@@ -103,16 +108,18 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def uuid(self) -> str:
         """Inductor's cache key for a custom pass: version, options and the store's schedules."""
         return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-{self.pin}-"
+                f"{self.comm_slowdown}-"
                 f"{self.time_limit}-{schedules_digest(self.store)}")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,
-                "collective_order": self.collective_order, "profile": self.profile, "pin": self.pin}
+                "collective_order": self.collective_order, "profile": self.profile, "pin": self.pin,
+                "comm_slowdown": self.comm_slowdown}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.time_limit = state["store"], state["mode"], state["time_limit"]
         self.collective_order, self.profile, self.on_apply = state["collective_order"], state["profile"], None
-        self.pin = state.get("pin", "compute")
+        self.pin, self.comm_slowdown = state.get("pin", "compute"), state.get("comm_slowdown", 1.0)
 
 
 def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) -> dict[Any, Any]:
@@ -183,7 +190,8 @@ def _restore(graph: Any, before: list[Any]) -> None:
 
 
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
-               collective_order: str = "group", profile: str = "h200", pin: str = "compute") -> FxSchedulePass:
+               collective_order: str = "group", profile: str = "h200", pin: str = "compute",
+               comm_slowdown: float = 1.0) -> FxSchedulePass:
     """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off."""
     from overlapsat.torch.need import torch_module
 
@@ -192,7 +200,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
 
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
-                       pin=pin)
+                       pin=pin, comm_slowdown=comm_slowdown)
     icfg.post_grad_custom_post_pass = p
     icfg.reorder_for_peak_memory = False
     icfg.reorder_for_compute_comm_overlap = False

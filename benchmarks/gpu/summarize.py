@@ -1,0 +1,86 @@
+"""Tables for docs/gpu_results.md from the raw files of benchmarks/gpu/e2e_step.py runs.
+
+    python benchmarks/gpu/summarize.py benchmarks/results/gpu_2026-11-22/run*/results.json
+
+Per run: each configuration's median step time, its change against no reordering and against the best of
+torch's reorderings (b_iter, b_three, c), the exposed communication the profiler saw, kernel time, the
+in-step slowdowns, peak memory and whether the compiled loss matched; then overlapsat's predictions for
+the captured order (what a runs) and the solved one (what d runs) against the measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+NAMES = {"a": "a: no reordering", "b_iter": "b: iterative pair", "b_three": "b: three passes",
+         "c": "c: FX OverlapScheduler", "d": "d: overlapsat (FX)"}
+
+
+def ms(us: float | None) -> str:
+    return "-" if us is None else f"{us / 1e3:.2f}"
+
+
+def main(paths: list[str]) -> None:
+    wins: list[float] = []
+    for path in paths:
+        d = json.load(open(path, encoding="utf-8"))
+        meta, cfgs = d["meta"], d["configs"]
+        args = meta["args"]
+        print(f"\n### {path}\n\n{meta['date']}, torch {meta['torch']}, NCCL {meta.get('nccl')}, {meta.get('gpu')} x "
+              f"{args['world']}; {args['layers']} layers, dim {args['dim']}, ffn {args['ffn']}, seq {args['seq']}, "
+              f"bf16; median of {args['steps']} steps after {args['warmup']}; profiler over {args['prof_steps']} steps\n")
+        step = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items() if "ranks" in v}
+        torch_best = min((step[c], c) for c in ("b_iter", "b_three", "c") if c in step)
+        print("| configuration | step ms (rank 0 / 1) | vs a | vs best of b, c | exposed comm ms | NCCL kernels ms | "
+              "compute kernels ms | slowdown overlapped: compute / NCCL | peak memory GB | loss = eager (bf16) |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |")
+        for c in ("a", "b_iter", "b_three", "c", "d"):
+            if c not in cfgs:
+                continue
+            if "ranks" not in cfgs[c]:
+                print(f"| {NAMES[c]} | failed: {cfgs[c]['error'][-120:]} |")
+                continue
+            r0, r1 = cfgs[c]["ranks"][0], cfgs[c]["ranks"][-1]
+            p = r0.get("profile", {})
+            ck, nk = p.get("compute_kernels", {}), p.get("nccl_kernels", {})
+            sd = " / ".join("-" if k.get("slowdown") is None else f"{k['slowdown']:.2f}" for k in (ck, nk))
+            rel_a = 100 * (step[c] / step["a"] - 1) if "a" in step else 0.0
+            rel_b = 100 * (step[c] / torch_best[0] - 1)
+            same = abs(r0["loss_compiled"] - r0["loss_eager"]) <= 0.01 * abs(r0["loss_eager"])
+            print(f"| {NAMES[c]} | {step[c]:.2f} / {r1['step_ms_median']:.2f} | {rel_a:+.1f} % | {rel_b:+.1f} % | "
+                  f"{ms(p.get('exposed_comm_us'))} | {ms(nk.get('time_us'))} | {ms(ck.get('time_us'))} | {sd} | "
+                  f"{r0['peak_memory_bytes'] / 1e9:.3f} | {'yes' if same else 'NO'} ({r0['loss_compiled']:.4f} / "
+                  f"{r0['loss_eager']:.4f}) |")
+        if "d" in step:
+            wins.append(100 * (step["d"] / torch_best[0] - 1))
+        pred = d.get("prediction")
+        if not pred:
+            continue
+        gs = pred["graphs"]
+        print("\nPredicted (overlapsat's simulator on the captured FX graphs, forward + backward) against measured:\n")
+        print("| order | predicted makespan ms | measured step ms | predicted exposed ms | with interference "
+              "(pre-enqueued 1.016 / 1.044) | (alternating 1.22 / 1.47) | measured exposed ms |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for label, c in (("captured", "a"), ("solved", "d")):
+            if not all(label in g for g in gs) or c not in cfgs or "ranks" not in cfgs[c]:
+                continue
+            tot = {k: sum(g[label][k] for g in gs) for k in gs[0][label]}
+            meas = cfgs[c]["ranks"][0].get("profile", {}).get("exposed_comm_us")
+            print(f"| {label} ({c}) | {ms(tot['makespan_us'])} | {step[c]:.2f} | {ms(tot['exposed_us'])} | "
+                  f"{ms(tot['exposed_with_nvlink_pre_enqueued_us'])} | {ms(tot['exposed_with_issue_alternating_us'])} | "
+                  f"{ms(meas)} |")
+        comp = sum(g["compute_us"] for g in gs)
+        meas_comp = cfgs["a"]["ranks"][0].get("profile", {}).get("compute_kernels", {}).get("time_us") if "a" in cfgs else None
+        print(f"\nCompute the model prices: {ms(comp)} ms; compute kernels measured in a (little overlap): "
+              f"{ms(meas_comp)} ms. Predicted peaks (captured / solved, parameters excluded): "
+              + ", ".join(f"{g['captured']['peak_bytes'] / 1e9:.2f} / {g['solved']['peak_bytes'] / 1e9:.2f} GB"
+                          for g in gs if "solved" in g))
+    if wins:
+        print(f"\noverlapsat against the best of torch's reorderings, per run: "
+              f"{', '.join(f'{w:+.1f} %' for w in wins)} (median {statistics.median(wins):+.1f} %)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
