@@ -23,7 +23,7 @@ def ms(us: float | None) -> str:
 
 
 def main(paths: list[str]) -> None:
-    wins: list[float] = []
+    wins: dict[str, list[float]] = {}
     for path in paths:
         d = json.load(open(path, encoding="utf-8"))
         meta, cfgs = d["meta"], d["configs"]
@@ -32,6 +32,8 @@ def main(paths: list[str]) -> None:
               f"{args['world']}; {args['layers']} layers, dim {args['dim']}, ffn {args['ffn']}, seq {args['seq']}, "
               f"bf16; median of {args['steps']} steps after {args['warmup']}; profiler over {args['prof_steps']} steps\n")
         step = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items() if "ranks" in v}
+        if "a" not in step:
+            print("(no run without reordering in this file)\n")
         torch_best = min((step[c], c) for c in ("b_iter", "b_three", "c") if c in step)
         print("| configuration | step ms (rank 0 / 1) | vs a | vs best of b, c | exposed comm ms | NCCL kernels ms | "
               "compute kernels ms | slowdown overlapped: compute / NCCL | peak memory GB | loss = eager (bf16) |")
@@ -46,15 +48,16 @@ def main(paths: list[str]) -> None:
             p = r0.get("profile", {})
             ck, nk = p.get("compute_kernels", {}), p.get("nccl_kernels", {})
             sd = " / ".join("-" if k.get("slowdown") is None else f"{k['slowdown']:.2f}" for k in (ck, nk))
-            rel_a = 100 * (step[c] / step["a"] - 1) if "a" in step else 0.0
+            rel_a = f"{100 * (step[c] / step['a'] - 1):+.1f} %" if "a" in step else "-"
             rel_b = 100 * (step[c] / torch_best[0] - 1)
             same = abs(r0["loss_compiled"] - r0["loss_eager"]) <= 0.01 * abs(r0["loss_eager"])
-            print(f"| {NAMES[c]} | {step[c]:.2f} / {r1['step_ms_median']:.2f} | {rel_a:+.1f} % | {rel_b:+.1f} % | "
+            print(f"| {NAMES[c]} | {step[c]:.2f} / {r1['step_ms_median']:.2f} | {rel_a} | {rel_b:+.1f} % | "
                   f"{ms(p.get('exposed_comm_us'))} | {ms(nk.get('time_us'))} | {ms(ck.get('time_us'))} | {sd} | "
                   f"{r0['peak_memory_bytes'] / 1e9:.3f} | {'yes' if same else 'NO'} ({r0['loss_compiled']:.4f} / "
                   f"{r0['loss_eager']:.4f}) |")
         if "d" in step:
-            wins.append(100 * (step["d"] / torch_best[0] - 1))
+            key = f"{args['layers']} layers, seq {args['seq']}"
+            wins.setdefault(key, []).append(100 * (step["d"] / torch_best[0] - 1))
         pred = d.get("prediction")
         if not pred:
             continue
@@ -77,9 +80,9 @@ def main(paths: list[str]) -> None:
               f"{ms(meas_comp)} ms. Predicted peaks (captured / solved, parameters excluded): "
               + ", ".join(f"{g['captured']['peak_bytes'] / 1e9:.2f} / {g['solved']['peak_bytes'] / 1e9:.2f} GB"
                           for g in gs if "solved" in g))
-    if wins:
-        print(f"\noverlapsat against the best of torch's reorderings, per run: "
-              f"{', '.join(f'{w:+.1f} %' for w in wins)} (median {statistics.median(wins):+.1f} %)")
+    for key, ws in wins.items():
+        print(f"\n{key}: overlapsat against the best of torch's reorderings, per run: "
+              f"{', '.join(f'{w:+.1f} %' for w in ws)} (median {statistics.median(ws):+.1f} %)")
 
 
 if __name__ == "__main__":
