@@ -184,3 +184,20 @@ def test_bucketed_peer_is_another_graph():
     assert b is not None and b.name.endswith("(bucketed)")
     assert b.counts()["collective"] <= g.counts()["collective"]
     assert validate(b, b.input_order) == [] and simulate(b).makespan > 0
+
+
+def test_fx_pass_options_are_checked_and_keyed(tmp_path):
+    """comm_slowdown and pin are validated, part of Inductor's cache key, and survive pickling."""
+    import pickle
+
+    from overlapsat.torch.fx_apply import FxSchedulePass
+
+    base = FxSchedulePass(str(tmp_path))
+    slow = FxSchedulePass(str(tmp_path), comm_slowdown=1.5, pin="all")
+    assert base.uuid() != slow.uuid()
+    back = pickle.loads(pickle.dumps(slow))
+    assert (back.comm_slowdown, back.pin, back.uuid()) == (1.5, "all", slow.uuid())
+    with pytest.raises(GraphError, match="comm_slowdown"):
+        FxSchedulePass(str(tmp_path), comm_slowdown=0.5)
+    with pytest.raises(GraphError, match="pin must be one of"):
+        FxSchedulePass(str(tmp_path), pin="some")
