@@ -226,7 +226,7 @@ class Graph:
         return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
 
     def reprice(self, cost_model: Any) -> Graph:
-        """A copy priced by `cost_model` (anything with `duration(node) -> us`); waits stay 0."""
+        """A copy priced by `cost_model` (anything with `duration(node) -> us`); waits and launches keep theirs."""
         if not hasattr(cost_model, "duration"):
             raise GraphError(f"reprice: {cost_model!r} is not a cost model (it needs a duration(node) method)")
         durations = {}

@@ -261,19 +261,9 @@ def fsdp_tp_llama(layers: int = 2, dim: int = 256, heads: int = 4, ffn: int = 68
     SimpleFSDP across them (each weight shard all_gathered over the data-parallel group, reduce_scatter in
     backward). Rank 0's two process groups: ranks 0..tp-1 and every tp-th rank."""
     import torch
-    import torch.distributed as dist
     from torch.distributed._functional_collectives import all_gather_tensor_autograd, all_reduce
 
-    from overlapsat.torch.capture import ensure_fake_process_group
-
-    if not dist.is_initialized():
-        ensure_fake_process_group()
-    world = dist.get_world_size()
-    if world % tp:
-        raise ValueError(f"world size {world} is not a multiple of tp={tp}")
-    tp_group = dist.new_group(list(range(tp)))
-    dp_group = dist.new_group(list(range(0, world, tp)))
-    dp = world // tp
+    tp_group, dp_group, dp = _mesh_2d(tp, "tp")
     hd = dim // heads
 
     class ReduceOut(torch.autograd.Function):  # row-parallel output: all_reduce forward, identity backward
@@ -326,19 +316,9 @@ def moe_fsdp_ep(layers: int = 2, dim: int = 256, heads: int = 4, ffn: int = 128,
     shared expert, routed experts) sharded SimpleFSDP-style over the data-parallel group of the other ranks
     (all_gather forward, reduce_scatter backward). Rank 0's groups: ranks 0..ep-1 and every ep-th rank."""
     import torch
-    import torch.distributed as dist
     from torch.distributed._functional_collectives import all_gather_tensor_autograd, all_to_all_single_autograd
 
-    from overlapsat.torch.capture import ensure_fake_process_group
-
-    if not dist.is_initialized():
-        ensure_fake_process_group()
-    world = dist.get_world_size()
-    if world % ep:
-        raise ValueError(f"world size {world} is not a multiple of ep={ep}")
-    ep_group = dist.new_group(list(range(ep)))
-    dp_group = dist.new_group(list(range(0, world, ep)))
-    dp = world // ep
+    ep_group, dp_group, dp = _mesh_2d(ep, "ep")
     hd = dim // heads
     e = experts_per_rank
 
@@ -373,4 +353,19 @@ def moe_fsdp_ep(layers: int = 2, dim: int = 256, heads: int = 4, ffn: int = 128,
             return x + (shared + back).reshape(b, s, dim)
 
     return torch.nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def _mesh_2d(inner: int, what: str) -> tuple[Any, Any, int]:
+    """Rank 0's two groups of a 2-D mesh (the fake process group unless one is up): ranks 0..inner-1, and
+    every inner-th rank (the data-parallel group), with the data-parallel size."""
+    import torch.distributed as dist
+
+    from overlapsat.torch.capture import ensure_fake_process_group
+
+    if not dist.is_initialized():
+        ensure_fake_process_group()
+    world = dist.get_world_size()
+    if world % inner:
+        raise ValueError(f"world size {world} is not a multiple of {what}={inner}")
+    return dist.new_group(list(range(inner))), dist.new_group(list(range(0, world, inner))), world // inner
 
