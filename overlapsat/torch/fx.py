@@ -113,19 +113,12 @@ def _flops(n: Any) -> float:
         if fn is None:
             return 0.0
 
-        def val(a: Any) -> Any:
-            import torch.fx as fx
+        import torch.fx as fx
 
-            if isinstance(a, fx.Node):
-                v = a.meta.get("val")
-                return v.shape if hasattr(v, "shape") else v
-            return a
-
-        args = [val(a) for a in n.args]
-        kwargs = {k: val(v) for k, v in n.kwargs.items()}
-        out = n.meta.get("val")
-        out_shape = out.shape if hasattr(out, "shape") else [t.shape for t in _tensors(out)]
-        return float(fn(*args, out_shape=out_shape, **kwargs))
+        # the registry's formulas take the op's own (fake) tensors and `out_val`, and read the shapes
+        # themselves; they once got shapes and `out_shape`, raised, and every GEMM was priced by bytes alone
+        args, kwargs = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
+        return float(fn(*args, out_val=n.meta.get("val"), **kwargs))
     except Exception:  # noqa: BLE001 - a formula that does not fit these arguments: no FLOPs, bytes only
         return 0.0
 

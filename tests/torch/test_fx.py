@@ -76,6 +76,9 @@ def test_each_collective_kind_and_two_groups():
     assert [g.names[w] for w in g.waits_of[co]] == ["wait_tensor_4", "wait_tensor_5"]  # one collective, two waits
     assert colls["all_gather_into_tensor_coalesced"].nbytes == (16 * 16 + 8 * 16) * 4  # both tensors, one transfer
     assert g.nodes[g.index["permute"]].duration == 0.0 and g.nodes[g.index["mm"]].duration > 0  # a view is free
+    # a GEMM's FLOPs from torch's formula: x (8x16) @ gathered.T (16 x 8w) = 2 * 8 * 16 * 8w (they were 0 once,
+    # a silent failure, which priced every GEMM by its bytes alone)
+    assert g.nodes[g.index["mm"]].flops == 2 * 8 * 16 * 8 * w
     assert all(nd.duration > 0 for nd in colls.values())
     assert validate(g, g.input_order) == []
 
