@@ -125,7 +125,7 @@ def _flops(n: Any) -> float:
 
 def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
               group_sizes: dict[str, int] | None = None, profile: str = "h200",
-              launch_us: float | None = None, wait_us: float | None = None) -> Graph:
+              launch_us: float | None = None, wait_us: float | None = None, fusion: bool = True) -> Graph:
     """The overlapsat Graph of a post-grad FX GraphModule (or fx.Graph), in its node order.
 
     `durations`: None prices nodes with overlapsat's cost model for `profile`;
@@ -134,6 +134,9 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     `(fx_node, node) -> us` prices each node itself. `launch_us` and
     `wait_us` are what issuing a collective and a `wait_tensor` cost the
     compute stream (decisions.md 17); None takes the profile's values.
+    `fusion`: ops without FLOPs are priced as Inductor fuses them (a chain
+    reads its outside inputs and writes its escaping outputs once; docs/fx.md);
+    False prices each alone.
     """
     torch_module()
     import torch.fx as fx
@@ -217,6 +220,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
 
     price = _pricer(durations, profile)
     launch, wait = _stream_costs(profile, launch_us, wait_us)
+    flops = {n: _flops(n) for n in calls if kind[n] is NodeKind.COMPUTE}
+    fused = _fused_bytes(calls, kind, flops, graph) if fusion else {}
     nodes: list[Node] = []
     for n in calls:
         k = kind[n]
@@ -231,10 +236,16 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             if free:
                 nodes.append(Node(n.name, k, 0.0))
                 continue
-            nbytes = sum(_tensor_bytes(t) for a in n.all_input_nodes for t in _tensors(a.meta.get("val")))
-            nbytes += sum(_tensor_bytes(t) for t in _tensors(n.meta.get("val")))
+            if n in fused:
+                nbytes = fused[n]
+                if not nbytes:  # inside a fused chain: no kernel of its own
+                    nodes.append(Node(n.name, k, 0.0))
+                    continue
+            else:
+                nbytes = sum(_tensor_bytes(t) for a in n.all_input_nodes for t in _tensors(a.meta.get("val")))
+                nbytes += sum(_tensor_bytes(t) for t in _tensors(n.meta.get("val")))
             op = str(getattr(getattr(n.target, "overloadpacket", None), "__name__", n.target))
-            nd = Node(n.name, k, 0.0, flops=_flops(n), bytes_accessed=float(nbytes), gemm_like=op in GEMM_OPS)
+            nd = Node(n.name, k, 0.0, flops=flops[n], bytes_accessed=float(nbytes), gemm_like=op in GEMM_OPS)
         nodes.append(Node(nd.name, nd.kind, round(max(0.0, float(price(n, nd))), 3), nd.group, nd.op, nd.nbytes,
                           nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like,
                           launch=launch if k is NodeKind.COLLECTIVE else 0.0))
@@ -270,6 +281,48 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
                                                   if o.op == "placeholder" and o.name.startswith("primals"))}
     return Graph(nodes, buffers, edges, (), name, meta)
+
+
+def _is_view(n: Any) -> bool:
+    return n.op == "call_function" and (n.target is operator.getitem or getattr(n.target, "is_view", False))
+
+
+def _fused_bytes(calls: list[Any], kind: dict[Any, NodeKind], flops: dict[Any, float], graph: Any) -> dict[Any, float]:
+    """Bytes a fused kernel moves for each op without FLOPs (pointwise, reductions): Inductor fuses chains of
+    them, so a chain reads what comes from outside it once and writes what leaves it once. An op's input
+    counts when its producer (through views) is not such an op; its output when a reader (through views) is
+    not, or it is a graph output. An op that moves nothing is inside a chain."""
+    def fusable(x: Any) -> bool:
+        return kind.get(x) is NodeKind.COMPUTE and not _is_view(x) and not flops.get(x)
+
+    def source(a: Any) -> Any:
+        while _is_view(a) and a.all_input_nodes:
+            a = a.all_input_nodes[0]
+        return a
+
+    def escapes(x: Any) -> bool:
+        stack, seen = list(x.users), set()
+        while stack:
+            u = stack.pop()
+            if u in seen:
+                continue
+            seen.add(u)
+            if u.op == "output" or not fusable(u) and not _is_view(u):
+                return True
+            if _is_view(u):
+                stack.extend(u.users)
+        return False
+
+    out: dict[Any, float] = {}
+    for n in calls:
+        if not fusable(n):
+            continue
+        b = sum(_tensor_bytes(t) for a in n.all_input_nodes if not fusable(source(a))
+                for t in _tensors(a.meta.get("val")))
+        if escapes(n):
+            b += sum(_tensor_bytes(t) for t in _tensors(n.meta.get("val")))
+        out[n] = float(b)
+    return out
 
 
 def _stream_costs(profile: str, launch_us: float | None, wait_us: float | None) -> tuple[float, float]:

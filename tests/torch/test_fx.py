@@ -204,3 +204,21 @@ def test_fx_pass_options_are_checked_and_keyed(tmp_path):
         FxSchedulePass(str(tmp_path), comm_slowdown=0.5)
     with pytest.raises(GraphError, match="pin must be one of"):
         FxSchedulePass(str(tmp_path), pin="some")
+
+
+def test_pointwise_chains_are_priced_as_fused():
+    """mm -> relu -> mul -> add -> mm: the chain reads mm's output once and writes add's once; mul moves
+    nothing of its own (fusion=False prices each op alone: read and write 64x32 fp32 each)."""
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, w):
+        return ((torch.relu(x @ w) * 2 + 1) @ w.T).sum()
+
+    gm = _trace(f, torch.randn(64, 32), torch.randn(32, 32))
+    fused = {nd.name: nd for nd in import_fx(gm).nodes}
+    alone = {nd.name: nd for nd in import_fx(gm, fusion=False).nodes}
+    block = 64 * 32 * 4
+    assert [fused[k].bytes_accessed for k in ("relu", "mul", "add")] == [block, 0, block]
+    assert fused["mul"].duration == 0.0 and fused["relu"].duration > 0
+    assert [alone[k].bytes_accessed for k in ("relu", "mul", "add")] == [2 * block] * 3
+    assert fused["mm"].flops == alone["mm"].flops == 2 * 64 * 32 * 32
