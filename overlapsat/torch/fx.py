@@ -107,9 +107,16 @@ def _group(n: Any, name: str, group_sizes: dict[str, int] | None) -> tuple[str, 
 def _flops(n: Any) -> float:
     """FLOPs of an ATen op from torch's FLOP counter registry (0 when it has no formula)."""
     try:
+        import torch
         from torch.utils.flop_counter import flop_registry
 
-        fn = flop_registry.get(getattr(n.target, "overloadpacket", None))
+        packet = getattr(n.target, "overloadpacket", None)
+        fn = flop_registry.get(packet)
+        if fn is None:  # the CPU flash kernels (a fake-tensor trace on CPU) take the GPU flash kernels' arguments
+            alias = {"_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_flash_attention",
+                     "_scaled_dot_product_flash_attention_for_cpu_backward":
+                         "_scaled_dot_product_flash_attention_backward"}.get(getattr(packet, "__name__", ""))
+            fn = flop_registry.get(getattr(torch.ops.aten, alias)) if alias else None
         if fn is None:
             return 0.0
 
@@ -292,8 +299,9 @@ def _fused_bytes(calls: list[Any], kind: dict[Any, NodeKind], flops: dict[Any, f
     them, so a chain reads what comes from outside it once and writes what leaves it once. An op's input
     counts when its producer (through views) is not such an op; its output when a reader (through views) is
     not, or it is a graph output. An op that moves nothing is inside a chain."""
-    def fusable(x: Any) -> bool:
-        return kind.get(x) is NodeKind.COMPUTE and not _is_view(x) and not flops.get(x)
+    def fusable(x: Any) -> bool:  # attention kernels without a FLOP formula are still kernels of their own
+        return (kind.get(x) is NodeKind.COMPUTE and not _is_view(x) and not flops.get(x)
+                and "attention" not in str(x.target))
 
     def source(a: Any) -> Any:
         while _is_view(a) and a.all_input_nodes:

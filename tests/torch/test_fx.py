@@ -222,3 +222,22 @@ def test_pointwise_chains_are_priced_as_fused():
     assert fused["mul"].duration == 0.0 and fused["relu"].duration > 0
     assert [alone[k].bytes_accessed for k in ("relu", "mul", "add")] == [2 * block] * 3
     assert fused["mm"].flops == alone["mm"].flops == 2 * 64 * 32 * 32
+
+
+def test_cpu_flash_attention_gets_the_flash_formula():
+    """A fake-tensor trace on CPU gives the CPU flash kernels, which torch's FLOP counter lacks: they take the
+    GPU flash formulas (forward 4 b h s^2 d; backward 2.5 times that)."""
+    from overlapsat.torch.fx import import_fx
+
+    qkv = [torch.randn(2, 4, 128, 32, requires_grad=True) for _ in range(3)]
+
+    def step(q, k, v):
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).sum()
+        return torch.autograd.grad(out, [q, k, v])
+
+    g = import_fx(_trace(step, *qkv))
+    att = {nd.name: nd.flops for nd in g.nodes if "attention" in nd.name}
+    fwd = 4 * 2 * 4 * 128 * 128 * 32
+    assert att == {"_scaled_dot_product_flash_attention_for_cpu": fwd,
+                   "_scaled_dot_product_flash_attention_for_cpu_backward": 2.5 * fwd}
+
