@@ -68,14 +68,20 @@ def bucketed(gm: Any, graph: Graph) -> Graph | None:
     Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`."""
     if not available():
         return None
+    import torch._inductor.config as icfg
     from torch._inductor.fx_passes import overlap_scheduling as osched
 
     from overlapsat.torch.fx import import_fx
 
     sizes = {nd.group: nd.group_size for nd in graph.nodes if nd.group}
     dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
+    # torch's bucketer can meet a cycle among its own added dependencies and asks for this switch (seen on
+    # llama3_8b_L32_w256, torch 2.13); where the installed torch has it, it is on for this run only
+    autofix = {"overlap_scheduling_autofix_cycles": True} if hasattr(
+        icfg.aten_distributed_optimizations, "overlap_scheduling_autofix_cycles") else {}
     try:
-        with _on_overlapsat_terms(dur_ms):
+        with _on_overlapsat_terms(dur_ms), icfg.patch({f"aten_distributed_optimizations.{k}": v
+                                                       for k, v in autofix.items()}):
             # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
             out = osched.schedule_overlap_bucketing(
                 gm, collective_bucketing=True, compute_estimator="analytical",
