@@ -1,0 +1,30 @@
+"""The GPU scripts' trace analysis on synthetic profiler traces (the first GPU run failed in it; #13)."""
+
+import json
+
+from benchmarks.gpu.e2e_step import analyse_trace
+from benchmarks.gpu.interference import summarise
+
+
+def _trace(tmp_path, name, events):
+    p = tmp_path / name
+    p.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "kernel", "name": n, "ts": ts, "dur": d,
+                                              "args": {"grid": [g, 1, 1]}} for n, ts, d, g in events]}))
+    return str(p)
+
+
+def test_exposed_communication_and_in_step_slowdown(tmp_path):
+    # an all_gather [0,10) half hidden by a GEMM [5,15); a GEMM alone [20,28); an all_gather alone [30,36)
+    t = _trace(tmp_path, "t.json", [("ncclDevKernel_AllGather", 0, 10, 24), ("sm90_gemm", 5, 10, 132),
+                                     ("sm90_gemm", 20, 8, 132), ("ncclDevKernel_AllGather", 30, 6, 24)])
+    r = analyse_trace(t, steps=1)
+    assert r["exposed_comm_us"] == 5 + 6 and r["comm_busy_us"] == 16 and r["kernel_span_us"] == 36
+    assert r["compute_kernels"]["slowdown"] == 10 / 8  # the overlapped GEMM against the one alone
+    assert r["nccl_kernels"]["slowdown"] == 10 / 6  # the half-hidden all_gather (50 % counts) against the lone one
+
+
+def test_interference_pairs_against_alone(tmp_path):
+    alone = _trace(tmp_path, "a.json", [("ncclAllGather", 0, 10, 24), ("sm90_gemm", 20, 8, 132)])
+    paired = _trace(tmp_path, "p.json", [("sm90_gemm", 0, 12, 132), ("ncclAllGather", 1, 15, 24)])
+    r = summarise(alone, paired)
+    assert r["gemm"]["slowdown"] == 12 / 8 and r["comm"]["slowdown"] == 1.5 and r["nccl_ctas"] == 24
