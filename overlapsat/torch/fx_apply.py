@@ -144,7 +144,7 @@ def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) 
         if not waits:
             continue
         lo, hi = pos[g.names[c]], min(pos[g.names[w]] for w in waits)
-        inside = [i for i in pinned[bisect_right(pinned, lo):bisect_left(pinned, hi)]]
+        inside = pinned[bisect_right(pinned, lo):bisect_left(pinned, hi)]
         for i in inside:
             extra.setdefault(i, []).append(lo)
             for w in waits:
