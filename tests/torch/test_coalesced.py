@@ -4,11 +4,9 @@ A collective may now have several waits (docs/decisions.md 15): the pass imports
 them, applies the order (no warning), and the compile matches eager.
 """
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.torch.scripts import CATCH_WARNINGS, run_script
 
 SCRIPT = """
 import os, sys, tempfile, logging
@@ -18,12 +16,7 @@ tmp = tempfile.mkdtemp()
 dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "pg"), rank=0, world_size=1)
 from overlapsat.torch.apply import SchedulePass
 from overlapsat.torch.capture import _inductor_capture
-warnings = []
-class Catch(logging.Handler):
-    def emit(self, record):
-        if record.levelno >= logging.WARNING:
-            warnings.append(record.getMessage())
-logging.getLogger("overlapsat").addHandler(Catch())
+""" + CATCH_WARNINGS + """
 store = os.path.join(tmp, "store"); os.makedirs(store)
 case = sys.argv[1]
 def f(a, b):
@@ -47,8 +40,5 @@ print("allclose", bool(torch.allclose(out, ref)), "warnings", len(warnings), "ap
 @pytest.mark.parametrize("case", ["all_reduce", "all_gather"])
 def test_coalesced_collectives_compile_and_match_eager(case):
     pytest.importorskip("torch")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", SCRIPT, case], capture_output=True, text=True, timeout=600, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = run_script(SCRIPT, case)
     assert p.stdout.strip().splitlines()[-1] == "allclose True warnings 0 applied [2]", (p.stdout, p.stderr[-2000:])

@@ -1,11 +1,9 @@
 """Every fault inside the pass, injected into a real torch.compile: the compile runs, matches eager, and
 overlapsat logs exactly one warning (gloo, world size 1, CPU; one subprocess for all faults)."""
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.torch.scripts import CATCH_WARNINGS, run_script
 
 SCRIPT = r"""
 import importlib, json, logging, os, sys, tempfile
@@ -19,12 +17,7 @@ from overlapsat.torch.apply import SchedulePass
 apply = importlib.import_module("overlapsat.torch.apply")
 io = importlib.import_module("overlapsat.io")
 
-warnings = []
-class Catch(logging.Handler):
-    def emit(self, record):
-        if record.levelno >= logging.WARNING:
-            warnings.append(record.getMessage())
-logging.getLogger("overlapsat").addHandler(Catch())
+""" + CATCH_WARNINGS + r"""
 
 def f(a, b):
     h = torch.relu(a @ b)
@@ -114,10 +107,7 @@ FAULTS = ["import", "lookup", "validation", "bad_schedule_file", "solver", "stor
 @pytest.mark.compile
 def test_every_fault_keeps_the_compile_and_matches_eager():
     pytest.importorskip("torch")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", SCRIPT, *FAULTS], capture_output=True, text=True, timeout=900, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = run_script(SCRIPT, *FAULTS, timeout=900)
     rows = {line.split()[0]: line for line in p.stdout.strip().splitlines() if line.split()[0] in FAULTS}
     assert sorted(rows) == sorted(FAULTS), p.stdout
     for line in rows.values():

@@ -1,11 +1,9 @@
 """The FX-level pass (#12): capture, solve, apply on a real compile (gloo, one rank, CPU); numerics match eager,
 the generated code issues collectives, waits and extern kernels in the solved order; a fault keeps the compile."""
 
-import os
-import subprocess
-import sys
-
 import pytest
+
+from tests.torch.scripts import CATCH_WARNINGS, run_script
 
 SCRIPT = r"""
 import importlib, logging, os, re, sys, tempfile
@@ -18,12 +16,7 @@ icfg.force_disable_caches = True
 from torch._inductor.utils import run_and_get_code
 from overlapsat.store import solve_store
 from overlapsat.torch.fx_apply import install_fx
-warnings = []
-class Catch(logging.Handler):
-    def emit(self, r):
-        if r.levelno >= logging.WARNING:
-            warnings.append(r.getMessage())
-logging.getLogger("overlapsat").addHandler(Catch())
+""" + CATCH_WARNINGS + r"""
 
 def step(w1, w2, x):
     a = funcol.all_gather_tensor(w1, 0, dist.group.WORLD)
@@ -44,39 +37,30 @@ p.on_apply = lambda g, order: applied.append((g, order))
 torch._dynamo.reset()
 out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
 g, order = applied[0]
-body = codes[0][codes[0].find("def call("):]
-prod = {b.name.split("#")[0]: b.producer for b in g.buffers}
-events = []
-for line in body.splitlines():
-    if line.strip().startswith(("assert", "#")):
-        continue
-    if "all_gather_into_tensor.default(" in line:
-        events.append("ag")
-    elif "wait_tensor.default" in line:
-        events.append("wait")
-    elif "extern_kernels.mm" in line:
-        events.append("mm")
-want = ["ag" if n.startswith("all_gather") else "wait" if n.startswith("wait") else "mm"
-        for n in order if n.startswith(("all_gather", "wait", "mm"))]
-print("RESULT", bool(torch.allclose(out, ref, atol=1e-4)), events == want, order[:2], len(warnings))
+# (FX node name prefix, what its kernel's line in the generated code contains, event)
+EVENTS = [("all_gather", "all_gather_into_tensor.default(", "ag"), ("wait", "wait_tensor.default", "wait"),
+          ("mm", "extern_kernels.mm", "mm"), ("relu", "relu", "relu"), ("tanh", "tanh", "tanh")]
+def emitted(code, kinds):  # the events of `kinds` in the order the generated code issues them
+    body, out = code[code.find("def call("):], []
+    for line in body.splitlines():
+        if line.strip().startswith(("assert", "#", "del ")):
+            continue
+        out += [ev for _, key, ev in EVENTS if ev in kinds and key in line][:1]
+    return out
+def planned(order, kinds):  # the same events in the solved order
+    return [ev for n in order for prefix, _, ev in EVENTS if ev in kinds and n.startswith(prefix)]
+KERNELS = ("ag", "wait", "mm")
+print("RESULT", bool(torch.allclose(out, ref, atol=1e-4)), emitted(codes[0], KERNELS) == planned(order, KERNELS),
+      order[:2], len(warnings))
 
 # pin="all": pointwise kernels are pinned too, so the relu and the tanh stay inside the overlap the order planned
 p = install_fx("apply", store, pin="all")
 torch._dynamo.reset()
 out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
-body = codes[0][codes[0].find("def call("):]
-events = []
-for line in body.splitlines():
-    if line.strip().startswith(("assert", "#")):
-        continue
-    for key, ev in (("all_gather_into_tensor.default(", "ag"), ("wait_tensor.default", "wait"),
-                    ("extern_kernels.mm", "mm"), ("relu", "relu"), ("tanh", "tanh")):
-        if key in line and "del " not in line:
-            events.append(ev)
-            break
-want = [k for n in order for k in ("ag", "wait", "mm", "relu", "tanh") if n.startswith(("all_gather", "wait", "mm",
-        "relu", "tanh")) and (n.startswith(k) or (k == "ag" and n.startswith("all_gather")))]
-print("PINNED", bool(torch.allclose(out, ref, atol=1e-4)), events == want, "relu" in events, len(warnings))
+ALL = KERNELS + ("relu", "tanh")
+events = emitted(codes[0], ALL)
+print("PINNED", bool(torch.allclose(out, ref, atol=1e-4)), events == planned(order, ALL), "relu" in events,
+      len(warnings))
 
 # a fault inside the pass: the compile runs, matches eager, one warning, the graph as it came
 fx = importlib.import_module("overlapsat.torch.fx")
@@ -92,10 +76,7 @@ print("FAULT", bool(torch.allclose(out2, ref, atol=1e-4)), len(warnings))
 @pytest.mark.compile
 def test_fx_pass_applies_the_solved_order_and_survives_a_fault():
     pytest.importorskip("torch")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = run_script(SCRIPT)
     lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines()
              if ln.startswith(("RESULT", "PINNED", "FAULT"))}
     res = lines["RESULT"]

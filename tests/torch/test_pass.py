@@ -8,6 +8,7 @@ import pytest
 
 from overlapsat import GraphError
 from overlapsat.torch import SchedulePass, schedule_pass
+from tests.torch.scripts import run_script
 
 
 def test_pass_pickles_with_its_version_options_and_schedules(tmp_path):
@@ -94,14 +95,8 @@ with icfg.patch(reorder_for_compute_comm_overlap=True, reorder_for_compute_comm_
 
 @pytest.mark.compile
 def test_second_compile_with_the_pass_hits_inductors_cache():
-    import subprocess
-    import sys
-
     pytest.importorskip("torch")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    p = subprocess.run([sys.executable, "-c", CACHE_SCRIPT], capture_output=True, text=True, timeout=600, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
+    p = run_script(CACHE_SCRIPT)
     rows = [line.split() for line in p.stdout.strip().splitlines()]
     assert rows == [["0", "0", "0"], ["1", "1", "0"], ["2", "0", "0"]], (rows, p.stderr[-2000:])
 
