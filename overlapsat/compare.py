@@ -64,20 +64,16 @@ class Comparison:
         return self.row("exact")
 
     def records(self) -> list[dict[str, Any]]:
-        out = []
-        for r in self.rows:
-            out.append({"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
-                        "exposed_pct": r.exposed_pct, "peak_memory": r.peak_memory,
-                        "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
-                        "gap_to_bound": self.gap(r), "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
-                        "violations": r.violations})
-        for r in self.other_rows:
-            out.append({"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
-                        "exposed_pct": r.exposed_pct, "peak_memory": r.peak_memory,
-                        "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
-                        "gap_to_bound": None, "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
-                        "violations": r.violations, "other_graph": r.sim.graph.name})
-        return out
+        def record(r: Row, gap: float | None) -> dict[str, Any]:
+            return {"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
+                    "exposed_pct": r.exposed_pct, "peak_memory": r.peak_memory,
+                    "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
+                    "gap_to_bound": gap, "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
+                    "violations": r.violations}
+
+        # another graph's row has no gap: this graph's bound does not apply to it
+        return ([record(r, self.gap(r)) for r in self.rows]
+                + [{**record(r, None), "other_graph": r.sim.graph.name} for r in self.other_rows])
 
     def to_markdown(self) -> str:
         from overlapsat.fmt import bound_line, clip, fmt_bytes, fmt_us

@@ -82,12 +82,12 @@ def evaluate(g: Graph, name: str, order: Sequence[int], *, budget: int | None = 
     return Evaluated(name, ids, simulate(g, ids), [str(v) for v in vs], runtime_s, dict(stats or {}), note)
 
 
-
 def evaluate_named(g: Graph, orders: dict[str, Sequence[str | int]], *, budget: int | None = None,
                    collective_order: str = "group") -> list[Evaluated]:
     """Orders from elsewhere (torch's FX OverlapScheduler, a hand-written one), by name, evaluated as rows."""
     return [evaluate(g, nm, g.order_indices(o), budget=budget, collective_order=collective_order)
             for nm, o in orders.items()]
+
 
 def rank_key(e: Evaluated) -> tuple[bool, float, int, tuple[int, ...]]:
     """Valid first, then makespan, peak, and the order itself: a total, deterministic ranking."""

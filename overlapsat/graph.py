@@ -314,9 +314,8 @@ class Graph:
     def with_comm_scale(self, factor: float) -> Graph:
         """A copy whose transfers take `factor` times as long: collectives priced as they run beside compute
         (interference measured in a training step, docs/gpu_results.md), for a solve that plans for it."""
-        nodes = [replace(nd, duration=nd.duration * factor) if nd.kind is NodeKind.COLLECTIVE else nd
-                 for nd in self.nodes]
-        return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
+        return self.with_durations({nd.name: nd.duration * factor for nd in self.nodes
+                                    if nd.kind is NodeKind.COLLECTIVE})
 
     def with_stream_costs(self, launch_us: float, wait_us: float) -> Graph:
         """A copy where every collective's launch and every wait's own time are these (decisions.md 17)."""
@@ -480,6 +479,7 @@ def _check_prefusion(g: Graph, index: dict[str, int]) -> None:
         seen.add(m)
     if problems:
         raise GraphError.from_problems(f"invalid graph {g.name!r}: prefusion", problems)
+
 
 def _build_index(g: Graph) -> None:
     """The integer index of a graph whose input passed `_check_input`."""

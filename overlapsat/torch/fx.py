@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -228,7 +229,7 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     price = _pricer(durations, profile)
     launch, wait = _stream_costs(profile, launch_us, wait_us)
     flops = {n: _flops(n) for n in calls if kind[n] is NodeKind.COMPUTE}
-    fused = _fused_bytes(calls, kind, flops, graph) if fusion else {}
+    fused = _fused_bytes(calls, kind, flops) if fusion else {}
     nodes: list[Node] = []
     for n in calls:
         k = kind[n]
@@ -239,8 +240,7 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             nd = Node(n.name, k, 0.0, **fields[n])
         else:
             fresh = any(produced.get(s, (None,))[0] is n for s in out_storages[n])
-            free = n.target is operator.getitem or getattr(n.target, "is_view", False) or not fresh
-            if free:
+            if _is_view(n) or not fresh:
                 nodes.append(Node(n.name, k, 0.0))
                 continue
             if n in fused:
@@ -253,9 +253,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
                 nbytes += sum(_tensor_bytes(t) for t in _tensors(n.meta.get("val")))
             op = str(getattr(getattr(n.target, "overloadpacket", None), "__name__", n.target))
             nd = Node(n.name, k, 0.0, flops=flops[n], bytes_accessed=float(nbytes), gemm_like=op in GEMM_OPS)
-        nodes.append(Node(nd.name, nd.kind, round(max(0.0, float(price(n, nd))), 3), nd.group, nd.op, nd.nbytes,
-                          nd.group_size, nd.collective, nd.flops, nd.bytes_accessed, nd.gemm_like,
-                          launch=launch if k is NodeKind.COLLECTIVE else 0.0))
+        nodes.append(replace(nd, duration=round(max(0.0, float(price(n, nd))), 3),
+                             launch=launch if k is NodeKind.COLLECTIVE else 0.0))
 
     in_graph = set(calls)
     edges = sorted({(a.name, n.name) for n in calls for a in n.all_input_nodes if a in in_graph})
@@ -294,7 +293,7 @@ def _is_view(n: Any) -> bool:
     return n.op == "call_function" and (n.target is operator.getitem or getattr(n.target, "is_view", False))
 
 
-def _fused_bytes(calls: list[Any], kind: dict[Any, NodeKind], flops: dict[Any, float], graph: Any) -> dict[Any, float]:
+def _fused_bytes(calls: list[Any], kind: dict[Any, NodeKind], flops: dict[Any, float]) -> dict[Any, float]:
     """Bytes a fused kernel moves for each op without FLOPs (pointwise, reductions): Inductor fuses chains of
     them, so a chain reads what comes from outside it once and writes what leaves it once. An op's input
     counts when its producer (through views) is not such an op; its output when a reader (through views) is
