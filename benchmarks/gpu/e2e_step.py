@@ -337,19 +337,20 @@ def main() -> None:
         print(cfg, json.dumps({k: r0.get(k) for k in ("step_ms_median", "peak_memory_bytes", "applied_graphs",
                                                        "loss_eager", "loss_compiled")}),
               json.dumps(r0.get("profile", {}))[:600], results["configs"][cfg].get("error", ""), flush=True)
-        with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as fo:
-            json.dump(results, fo, indent=1)
-    if os.path.isdir(os.path.join(store, "d")) or os.path.isdir(os.path.join(store, "d_int")):
-        for cfg, key in (("d", "prediction"), ("d_int", "prediction_d_int")):  # d_int: on its stretched graphs
-            if os.path.isdir(os.path.join(store, cfg)):
+        if cfg in ("d", "d_int") and os.path.isdir(os.path.join(store, cfg)):
+            # predicted right away, so a run cut short still keeps the store and the prediction
+            key = "prediction" if cfg == "d" else "prediction_d_int"  # d_int: on its stretched graphs
+            try:
                 results[key] = predict(os.path.join(store, cfg))
-        import tarfile
+            except Exception as e:  # noqa: BLE001 - the timings stand without it
+                results[key] = {"error": f"{type(e).__name__}: {e}"}
+            import tarfile
 
-        with tarfile.open(os.path.join(a.out, "store.tar.gz"), "w:gz") as t:
-            t.add(store, arcname="store")
+            with tarfile.open(os.path.join(a.out, "store.tar.gz"), "w:gz") as t:
+                t.add(store, arcname="store")
+            print(key, json.dumps(results[key])[:3000], flush=True)
         with open(os.path.join(a.out, "results.json"), "w", encoding="utf-8") as fo:
             json.dump(results, fo, indent=1)
-        print("prediction", json.dumps(results["prediction"])[:3000], flush=True)
 
 
 if __name__ == "__main__":
