@@ -28,3 +28,33 @@ def test_interference_pairs_against_alone(tmp_path):
     paired = _trace(tmp_path, "p.json", [("sm90_gemm", 0, 12, 132), ("ncclAllGather", 1, 15, 24)])
     r = summarise(alone, paired)
     assert r["gemm"]["slowdown"] == 12 / 8 and r["comm"]["slowdown"] == 1.5 and r["nccl_ctas"] == 24
+
+
+def test_contention_fit_recovers_known_slowdowns():
+    """Kernel times made by the contention model at known factors are fitted back to those factors; a run
+    made at other factors moves the fit (so the fit reads the measurements)."""
+    from benchmarks.gpu.contention import fit
+    from overlapsat import GraphBuilder
+    from overlapsat.cost.interference import Interference, simulate_contended
+
+    b = GraphBuilder()
+    b.collective("c1", group="g", duration=30.0)
+    b.compute("x1", 20.0)
+    b.wait("w1", "c1")
+    b.collective("c2", group="g", duration=10.0)
+    b.compute("x2", 40.0)
+    b.wait("w2", "c2")
+    g = b.build()
+    order = list(range(len(g.nodes)))
+
+    def run(kc, kn):
+        r = simulate_contended(g, order, Interference(kc, kn))
+        res = {"configs": {"d": {"ranks": [{"step_ms_median": r.makespan / 1e3, "profile": {
+            "exposed_comm_us": r.exposed, "compute_kernels": {"time_us": r.compute_busy},
+            "nccl_kernels": {"time_us": r.comm_busy}}}]}}}
+        return res, [(g, None, order)]
+
+    got = fit([run(1.3, 1.2)])
+    assert (got.compute_slowdown, got.comm_slowdown) == (1.3, 1.2)
+    got = fit([run(1.6, 1.1)])
+    assert (got.compute_slowdown, got.comm_slowdown) == (1.6, 1.1)

@@ -264,7 +264,13 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
 def predict(store: str) -> dict:
     """overlapsat's figures for the captured graphs: their captured order (a) and the solved one (d)."""
     from overlapsat import load_graph, simulate
-    from overlapsat.cost.interference import H200_NVLINK, Interference, simulate_with_interference
+    from overlapsat.cost.interference import (
+        H200_NVLINK,
+        H200_STEP,
+        Interference,
+        simulate_contended,
+        simulate_with_interference,
+    )
     from overlapsat.store import usable_schedule
 
     out: dict = {"graphs": []}
@@ -283,6 +289,9 @@ def predict(store: str) -> dict:
                 ri = simulate_with_interference(g, o, inter)
                 row[label][f"makespan_with_{nm}_us"] = ri.makespan
                 row[label][f"exposed_with_{nm}_us"] = ri.exposed
+            rc = simulate_contended(g, o, H200_STEP)  # the contention model, fitted 2026-11-22
+            row[label].update(contended_makespan_us=rc.makespan, contended_exposed_us=rc.exposed,
+                              contended_compute_us=rc.compute_busy, contended_comm_us=rc.comm_busy)
         row["primals_bytes"] = g.meta.get("primals_bytes")
         out["graphs"].append(row)
     return out

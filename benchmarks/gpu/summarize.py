@@ -56,7 +56,7 @@ def main(paths: list[str]) -> None:
                   f"{r0['peak_memory_bytes'] / 1e9:.3f} | {'yes' if same else 'NO'} ({r0['loss_compiled']:.4f} / "
                   f"{r0['loss_eager']:.4f}) |")
         if "d" in step:
-            key = f"{args['layers']} layers, seq {args['seq']}"
+            key = f"{args['world']} GPUs, {args['layers']} layers, seq {args['seq']}"
             wins.setdefault(key, []).append(100 * (step["d"] / torch_best[0] - 1))
         pred = d.get("prediction")
         if not pred:

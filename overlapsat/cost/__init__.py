@@ -2,11 +2,20 @@
 
 from overlapsat.cost.calibration import Calibration, Table, build_calibration, builtin_calibration, load_calibration
 from overlapsat.cost.hardware import HardwareProfile, builtin_profiles, load_profile, profile_from_dict
+from overlapsat.cost.interference import (
+    H200_NVLINK,
+    H200_STEP,
+    ContendedResult,
+    Interference,
+    simulate_contended,
+    simulate_with_interference,
+)
 from overlapsat.cost.model import AnalyticalCostModel, CalibratedCostModel, CostModel, cost_model, reprice
 from overlapsat.cost.nccl import CollectiveEstimate, estimate
 
 __all__ = [
-    "AnalyticalCostModel", "CalibratedCostModel", "Calibration", "CollectiveEstimate", "CostModel", "HardwareProfile",
+    "AnalyticalCostModel", "CalibratedCostModel", "Calibration", "CollectiveEstimate", "ContendedResult", "CostModel",
+    "H200_NVLINK", "H200_STEP", "HardwareProfile", "Interference", "simulate_contended", "simulate_with_interference",
     "Table", "build_calibration", "builtin_calibration", "builtin_profiles", "cost_model", "estimate",
     "load_calibration", "load_profile", "profile_from_dict", "reprice",
 ]

@@ -1,22 +1,32 @@
 """Comm/compute interference: slow down work that overlaps, as measured on real GPUs.
 
 Off by default everywhere (MODEL.md's simulator has no interference, and the
-solver does not model it). `simulate_with_interference` is a first-order,
-two-pass model: pass 1 is the plain simulation; each compute node is then
-stretched by `compute_slowdown` over the part of it that overlapped a transfer
-in pass 1, and each collective by `comm_slowdown` over the part that
-overlapped compute; pass 2 re-simulates the same order with those durations.
+solver does not model it). Two models of the same order:
+
+- `simulate_contended` (use this one): an event-driven walk at rates. While a
+  transfer runs, compute-stream work progresses at 1/compute_slowdown; while
+  the stream works, each running transfer progresses at 1/comm_slowdown. It
+  is MODEL.md's walk otherwise, and equals it when both factors are 1. Its
+  `exposed` is what a profiler reads: time a transfer runs while the stream
+  does no work (docs/gpu_results.md checks it against 2 and 4 H200s).
+- `simulate_with_interference`: a first-order, two-pass model (stretch each
+  node by its overlap in the plain walk, then walk again). It charges every
+  stretch as if it were exposed, so it over-predicts exposure; kept because
+  earlier results quote it.
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
-from overlapsat.simulate import SimResult, simulate
+from overlapsat.simulate import SimResult, order_array, simulate
 
 
 @dataclass(frozen=True)
@@ -31,8 +41,13 @@ class Interference:
                 raise GraphError(f"Interference.{f} must be in [1, 100), got {v!r}")
 
 
-# measured on 2 H200s (NVLink, NCCL 2.28.9): 1 GiB all_gather beside 8192^3 bf16 GEMMs, 2026-11-22
+# measured on 2 H200s (NVLink, NCCL 2.28.9): 1 GiB all_gather beside 8192^3 bf16 GEMMs, 2026-11-22. A best
+# case (two long pre-enqueued runs): a training step slows both far more (H200_STEP)
 H200_NVLINK = Interference(compute_slowdown=1.016, comm_slowdown=1.044)
+# fitted with simulate_contended to the compute and NCCL kernel time of overlapsat's order in three 2-H200 runs
+# of a compiled Llama-style SimpleFSDP step, and held out on three 4-H200 runs (compute kernel time within 1 %):
+# docs/gpu_results.md, benchmarks/gpu/contention.py, 2026-11-22
+H200_STEP = Interference(compute_slowdown=1.67, comm_slowdown=1.36)
 
 
 def _merged(intervals: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -78,3 +93,119 @@ def simulate_with_interference(graph: Graph, order: Sequence[int | str] | None =
     return SimResult(graph, second.order, second.start, second.end, second.stall, second.makespan,
                      second.makespan - graph.compute_total, second.peak_memory, second.mem_post_alloc,
                      second.mem_post_free, second.issue)
+
+
+@dataclass(frozen=True)
+class ContendedResult:
+    """One order walked at contended rates (us). `compute_busy`: time the stream does work (stretched);
+    `comm_busy`: time some transfer runs; `exposed`: a transfer runs and the stream does no work."""
+
+    makespan: float
+    exposed: float
+    compute_busy: float
+    comm_busy: float
+    start: np.ndarray  # per node id: when its stream work (a collective: its transfer) starts
+    end: np.ndarray
+
+
+_DONE = 1e-9  # us of work left that counts as finished (rates make the last subtraction inexact)
+
+
+class _Walk:
+    """State of `simulate_contended`'s walk: the stream's step and each group's FIFO of issued transfers."""
+
+    def __init__(self, graph: Graph) -> None:
+        n = len(graph.nodes)
+        self.g = graph
+        self.now = 0.0
+        self.queue: list[deque[int]] = [deque() for _ in graph.groups]  # issued, unfinished; the head runs
+        self.left = list(graph.dur)  # a transfer's remaining work
+        self.issued = [False] * n
+        self.done = [False] * n
+        self.start = np.zeros(n)
+        self.end = np.zeros(n)
+
+    def issue(self, c: int) -> None:
+        q = self.queue[self.g.group_id[c]]
+        q.append(c)
+        self.issued[c] = True
+        if len(q) == 1:
+            self.start[c] = self.now
+        self.settle()
+
+    def settle(self) -> None:
+        """End every head transfer with no work left, starting the next one in its group."""
+        for q in self.queue:
+            while q and self.left[q[0]] <= _DONE:
+                c = q.popleft()
+                self.left[c] = 0.0
+                self.done[c] = True
+                self.end[c] = self.now
+                if q:
+                    self.start[q[0]] = self.now
+
+    def running(self) -> list[int]:
+        return [q[0] for q in self.queue if q]
+
+
+def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
+                       interference: Interference = H200_NVLINK) -> ContendedResult:
+    """Walk `order` with overlapping work slowed at the given rates (see the module's docstring).
+
+    The stream visits the order as MODEL.md says: a compute node is work; a collective's launch is work,
+    after which its transfer joins its group's queue (one transfer at a time per group, in issue order);
+    a wait stalls until its transfer ends, then does its own work. Between two events every rate is
+    constant, so the walk jumps from one finish to the next: O(events x groups)."""
+    ids = order_array(graph, order).tolist()
+    kc, kn = float(interference.compute_slowdown), float(interference.comm_slowdown)
+    w = _Walk(graph)
+    exposed = busy = comm_busy = 0.0
+    k = 0
+    cur, work, stalled = -1, 0.0, False  # the stream's node, its work left, whether it waits on a transfer
+    while True:
+        if cur >= 0 and stalled and w.done[graph.coll_of[cur]]:
+            stalled = False
+            w.start[cur] = w.now
+        if cur >= 0 and not stalled and work <= _DONE:  # the stream's step ends
+            if graph.kind[cur] == COLLECTIVE:
+                w.issue(cur)
+            else:
+                w.end[cur] = w.now
+            cur = -1
+        if cur < 0:
+            if k == len(ids):
+                if not w.running():
+                    break
+            else:
+                cur = ids[k]
+                k += 1
+                kind = graph.kind[cur]
+                work = graph.launch[cur] if kind == COLLECTIVE else graph.dur[cur]
+                stalled = False
+                if kind == COMPUTE:
+                    w.start[cur] = w.now
+                elif kind != COLLECTIVE:
+                    c = graph.coll_of[cur]
+                    if not w.issued[c]:
+                        raise GraphError(f"wait {graph.names[cur]!r} comes before its collective "
+                                         f"{graph.names[c]!r} in the order")
+                    stalled = True
+                continue
+        run = w.running()
+        working = cur >= 0 and not stalled
+        rs = 1.0 / kc if run else 1.0
+        rt = 1.0 / kn if working else 1.0
+        dt = min([work / rs] if working else [], default=float("inf"))
+        dt = min([dt, *(w.left[c] / rt for c in run)])
+        w.now += dt
+        if run:
+            comm_busy += dt
+            if not working:
+                exposed += dt
+        if working:
+            busy += dt
+            work -= dt * rs
+        for c in run:
+            w.left[c] -= dt * rt
+        w.settle()
+    return ContendedResult(w.now, exposed, busy, comm_busy, w.start, w.end)

@@ -17,8 +17,8 @@ from overlapsat.cost import (
     load_profile,
     reprice,
 )
-from overlapsat.cost.interference import Interference, simulate_with_interference
-from overlapsat.graph import Node, NodeKind
+from overlapsat.cost.interference import Interference, simulate_contended, simulate_with_interference
+from overlapsat.graph import WAIT, Node, NodeKind
 
 
 def test_nccl_model_hand_computed():
@@ -172,6 +172,56 @@ def test_interference_hand_computed():
     assert simulate_with_interference(g, None, Interference()).makespan == 10
     with pytest.raises(GraphError):
         Interference(compute_slowdown=0.5)
+
+
+def test_contended_hand_computed():
+    """Both streams at their contended rates until one finishes, then alone (figures worked by hand)."""
+    b = GraphBuilder()
+    b.collective("c", group="g", duration=10.0)
+    b.compute("x", 10.0)
+    b.wait("w", "c")
+    g = b.build()
+    # x at 1/1.5 and c at 1/1.2: c ends at 12, when x has done 8 of 10; x's last 2 run alone -> 14
+    r = simulate_contended(g, None, Interference(compute_slowdown=1.5, comm_slowdown=1.2))
+    assert (r.makespan, r.exposed, r.compute_busy, r.comm_busy) == pytest.approx((14.0, 0.0, 14.0, 12.0))
+    assert r.end[g.index["c"]] == pytest.approx(12.0)
+    b = GraphBuilder()
+    b.collective("c", group="g", duration=10.0)
+    b.compute("x", 4.0)
+    b.wait("w", "c")
+    g = b.build()
+    # x at 1/2 ends at 8; c at 1/1.5 has done 16/3 by then, and its last 14/3 run alone and exposed
+    r = simulate_contended(g, None, Interference(compute_slowdown=2.0, comm_slowdown=1.5))
+    assert (r.makespan, r.exposed, r.compute_busy) == pytest.approx((8 + 14 / 3, 14 / 3, 8.0))
+    b = GraphBuilder()
+    b.collective("c", group="g", duration=1.0)
+    b.compute("x", 1.0)
+    b.wait("w", "c")
+    g = b.build()
+    with pytest.raises(GraphError, match="before its collective"):
+        simulate_contended(g, ["w", "c", "x"], Interference())
+
+
+def test_contended_without_slowdown_is_the_plain_walk():
+    """At factors of 1 the contended walk is MODEL.md's (tests/brute.py's graphs: several groups, coalesced
+    collectives, launch and wait costs, unwaited collectives), node by node, with the profiler's exposure."""
+    from tests.brute import random_graph
+
+    for seed in range(300):
+        g, _ = random_graph(seed, max_nodes=12)
+        ref = simulate(g)
+        r = simulate_contended(g, None, Interference())
+        assert r.makespan == pytest.approx(ref.makespan, abs=1e-9), seed
+        assert r.exposed == pytest.approx(ref.exposed, abs=1e-9), seed
+        assert r.compute_busy == pytest.approx(g.compute_total, abs=1e-9), seed
+        for v in range(len(g.nodes)):
+            assert r.end[v] == pytest.approx(ref.end[v], abs=1e-9), (seed, v)
+            if g.kind[v] != WAIT:  # the plain walk dates a wait from its issue, this one from its stall's end
+                assert r.start[v] == pytest.approx(ref.start[v], abs=1e-9), (seed, v)
+        slow = simulate_contended(g, None, Interference(1.4, 1.7))
+        assert slow.compute_busy >= g.compute_total - 1e-9
+        assert slow.compute_busy <= 1.4 * g.compute_total + 1e-9
+        assert slow.makespan == pytest.approx(slow.compute_busy + slow.exposed, abs=1e-9)
 
 
 def test_repeats_merge_to_their_median():

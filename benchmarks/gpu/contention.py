@@ -1,0 +1,127 @@
+"""Fit the contention model's two slowdowns on some GPU runs and test it on others (#13, docs/gpu_results.md).
+
+    python benchmarks/gpu/contention.py --fit RUN [RUN ...] --test RUN [RUN ...]
+
+A RUN is a directory of benchmarks/gpu/e2e_step.py's output (results.json and
+store.tar.gz), or `DIR:STORE_DIR` to borrow the graphs of another run of the
+same configuration (solves are deterministic, so its captured and solved
+orders are the ones that ran). For (a) the captured order and for (d) the
+solved one, `simulate_contended` predicts the step, the exposed
+communication, the compute-stream busy time and the NCCL busy time; the fit
+picks the compute and NCCL slowdowns (a 0.01 grid) that best match the
+measured compute and NCCL kernel times of the fit runs' (d), the only order
+that overlaps much. The test runs are held out: their errors are the model's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from overlapsat import load_graph  # noqa: E402
+from overlapsat.cost.interference import Interference, simulate_contended  # noqa: E402
+from overlapsat.store import usable_schedule  # noqa: E402
+
+
+def load_run(spec: str) -> tuple[dict, list]:
+    """The run's results and its (graph, captured order, solved order) triples."""
+    run, _, graphs_from = spec.partition(":")
+    res = json.load(open(os.path.join(run, "results.json"), encoding="utf-8"))
+    tmp = tempfile.mkdtemp()
+    with tarfile.open(os.path.join(graphs_from or run, "store.tar.gz")) as t:
+        t.extractall(tmp, filter="data")
+    store = os.path.join(tmp, "store", "d")
+    out = []
+    for fn in sorted(os.listdir(store)):
+        if fn.endswith(".graph.json"):
+            g = load_graph(os.path.join(store, fn))
+            order, why = usable_schedule(store, fn[: -len(".graph.json")], g)
+            if order is None:
+                raise SystemExit(f"{spec}: no usable schedule for {fn}: {why}")
+            out.append((g, None, order))
+    return res, out
+
+
+def measured(res: dict, cfg: str) -> dict | None:
+    c = res["configs"].get(cfg)
+    if not c or "ranks" not in c:
+        return None
+    r0 = c["ranks"][0]
+    p = r0.get("profile", {})
+    return {"step": r0["step_ms_median"] * 1e3, "exposed": p.get("exposed_comm_us"),
+            "compute": p.get("compute_kernels", {}).get("time_us"), "comm": p.get("nccl_kernels", {}).get("time_us")}
+
+
+def predicted(graphs: list, cfg: str, inter: Interference) -> dict:
+    tot = {"step": 0.0, "exposed": 0.0, "compute": 0.0, "comm": 0.0}
+    for g, captured, solved in graphs:
+        r = simulate_contended(g, captured if cfg == "a" else solved, inter)
+        for k, v in (("step", r.makespan), ("exposed", r.exposed), ("compute", r.compute_busy), ("comm", r.comm_busy)):
+            tot[k] += v
+    return tot
+
+
+def fit(runs: list) -> Interference:
+    best = None
+    for i in range(0, 101):
+        for j in range(0, 151):
+            inter = Interference(1 + i / 100, 1 + j / 100)
+            err = 0.0
+            for res, graphs in runs:
+                m = measured(res, "d")
+                p = predicted(graphs, "d", inter)
+                err += ((p["compute"] - m["compute"]) / m["compute"]) ** 2 + ((p["comm"] - m["comm"]) / m["comm"]) ** 2
+            if best is None or err < best[0]:
+                best = (err, inter)
+    return best[1]
+
+
+def report(label: str, specs: list[str], runs: list, inter: Interference) -> list[dict]:
+    rows = []
+    print(f"\n{label}: compute x{inter.compute_slowdown:.2f}, NCCL x{inter.comm_slowdown:.2f}\n")
+    print("| run | world | order | step ms meas / plain / contended | exposed ms meas / plain / contended | "
+          "compute ms meas / contended | NCCL ms meas / contended |")
+    print("| --- | ---: | --- | --- | --- | --- | --- |")
+    for spec, (res, graphs) in zip(specs, runs):
+        for cfg in ("a", "d"):
+            m = measured(res, cfg)
+            if m is None:
+                continue
+            plain, cont = predicted(graphs, cfg, Interference()), predicted(graphs, cfg, inter)
+
+            def e(k, m=m, cont=cont):
+                return f"{100 * (cont[k] / m[k] - 1):+.0f} %"
+            name = os.path.basename(spec.partition(":")[0].rstrip("/"))
+            print(f"| {name} | {res['meta']['args']['world']} | {cfg} | {m['step'] / 1e3:.2f} / {plain['step'] / 1e3:.2f} / "
+                  f"{cont['step'] / 1e3:.2f} ({e('step')}) | {m['exposed'] / 1e3:.2f} / {plain['exposed'] / 1e3:.2f} / "
+                  f"{cont['exposed'] / 1e3:.2f} ({e('exposed')}) | {m['compute'] / 1e3:.2f} / {cont['compute'] / 1e3:.2f} "
+                  f"({e('compute')}) | {m['comm'] / 1e3:.2f} / {cont['comm'] / 1e3:.2f} ({e('comm')}) |")
+            rows.append({"run": name, "config": cfg, "measured": m, "plain": plain, "contended": cont})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fit", nargs="+", required=True)
+    ap.add_argument("--test", nargs="+", required=True)
+    ap.add_argument("--json", help="write the figures here")
+    a = ap.parse_args()
+    fit_runs = [load_run(s) for s in a.fit]
+    test_runs = [load_run(s) for s in a.test]
+    inter = fit(fit_runs)
+    out = {"interference": [inter.compute_slowdown, inter.comm_slowdown],
+           "fit": report("Fitted on", a.fit, fit_runs, inter), "test": report("Held out", a.test, test_runs, inter)}
+    if a.json:
+        with open(a.json, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
