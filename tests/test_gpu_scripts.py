@@ -58,3 +58,16 @@ def test_contention_fit_recovers_known_slowdowns():
     assert (got.compute_slowdown, got.comm_slowdown) == (1.3, 1.2)
     got = fit([run(1.6, 1.1)])
     assert (got.compute_slowdown, got.comm_slowdown) == (1.6, 1.1)
+
+
+def test_interference_table_ranges_over_ranks():
+    from benchmarks.gpu.interference import table
+
+    def row(rank, order, gs, cs, over):
+        return {"gemm_n": 64, "kind": "all_gather", "payload_mib": 8, "order": order, "rank": rank, "nccl_ctas": 24,
+                "gemm": {"alone_us": 10.0, "slowdown": gs, "overlapped_count": over, "count": 20},
+                "comm": {"alone_us": 5.0, "slowdown": cs, "overlapped_count": 0, "count": 20}}
+
+    rows = [row(0, "comm_first", 1.5, 2.0, 20), row(1, "comm_first", 1.25, None, 20), row(0, "gemm_first", None, None, 1),
+            row(1, "gemm_first", None, None, 0)]
+    assert table(rows)[2] == "| 64^3 | all_gather | 8 | 10 | 1.25-1.50 | 5 | 2.00 | 24 | 1 of 80 |"

@@ -1,6 +1,7 @@
 """Compute/communication interference as a training step issues it, by size, kind and launch order (#13).
 
     python benchmarks/gpu/interference.py --out DIR [--world 2] [--pairs 20]
+    python benchmarks/gpu/interference.py --table DIR/interference.json   (docs/gpu_results.md's table)
 
 For each GEMM size, collective kind and payload, and launch order (GEMM
 first or collective first), two ranks issue `--pairs` GEMM/collective pairs
@@ -10,9 +11,8 @@ profiler trace gives each kernel's duration; the result is the median
 duration beside the other stream over the median alone, for both sides, and
 the NCCL kernels' grid (CTAs, one per channel: the SMs NCCL takes). Written
 as `interference.json` beside a log; docs/gpu_results.md says what is known
-so far (in-step figures from the end-to-end runs). Not run yet: prepared for
-the next GPU session. `--device cpu` runs the control flow on gloo (no
-kernels, so no figures).
+so far. First run on 2 H200s on 2026-11-22 (benchmarks/results/). `--device
+cpu` runs the control flow on gloo (no kernels, so no figures).
 """
 
 from __future__ import annotations
@@ -150,15 +150,46 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int, out: str) ->
     dist.destroy_process_group()
 
 
+def table(rows: list[dict]) -> list[str]:
+    """Markdown: per GEMM size, kind and payload, the slowdowns of the collective-first pairs (range over
+    ranks) and how many kernels overlapped at all in the GEMM-first pairs."""
+    by: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by.setdefault((r["gemm_n"], r["kind"], r["payload_mib"]), []).append(r)
+
+    def span(v: list[float]) -> str:
+        return "-" if not v else f"{min(v):.2f}" if len(v) == 1 else f"{min(v):.2f}-{max(v):.2f}"
+
+    out = ["| GEMM | collective | MiB | GEMM alone us | GEMM slowdown | NCCL alone us | NCCL slowdown | "
+           "NCCL CTAs | overlapping kernels, GEMM first |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for (n, kind, mib), rs in sorted(by.items()):
+        first = [r for r in rs if r["order"] == "comm_first"]
+        after = [r for r in rs if r["order"] == "gemm_first"]
+        gs = [r["gemm"]["slowdown"] for r in first if r["gemm"].get("slowdown")]
+        cs = [r["comm"]["slowdown"] for r in first if r["comm"].get("slowdown")]
+        ov = sum(r["gemm"]["overlapped_count"] + r["comm"]["overlapped_count"] for r in after)
+        ctas = sorted({r["nccl_ctas"] for r in rs})
+        out.append(f"| {n}^3 | {kind} | {mib} | {statistics.median(r['gemm']['alone_us'] for r in rs):.0f} | {span(gs)} | "
+                   f"{statistics.median(r['comm']['alone_us'] for r in rs):.0f} | {span(cs)} | "
+                   f"{'/'.join(map(str, ctas))} | {ov} of {sum(r['gemm']['count'] + r['comm']['count'] for r in after)} |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
+    ap.add_argument("--table", help="print the table of an interference.json and stop")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--gemms", type=int, nargs="+", default=list(GEMMS))
     ap.add_argument("--payloads-mib", type=int, nargs="+", default=list(PAYLOADS_MIB))
     a = ap.parse_args()
+    if a.table:
+        print("\n".join(table(json.load(open(a.table, encoding="utf-8"))["rows"])))
+        return
+    if not a.out:
+        ap.error("--out is required")
     os.makedirs(a.out, exist_ok=True)
     import torch
     import torch.multiprocessing as mp
