@@ -161,6 +161,26 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
 
 
+def _interference(spec: str | None):
+    """--interference: a measured preset's name or 'F_COMPUTE,F_COMM'."""
+    if spec is None:
+        return None
+    from overlapsat.cost.interference import H200_NVLINK, H200_STEP, Interference
+
+    presets = {"h200-step": H200_STEP, "h200-pre-enqueued": H200_NVLINK}
+    if spec in presets:
+        return presets[spec]
+    try:
+        fc, fn = (float(x) for x in spec.split(","))
+    except ValueError:
+        raise GraphError(f"--interference {spec!r}: expected {' or '.join(presets)} or two factors "
+                         "'F_COMPUTE,F_COMM' such as '1.5,1.3'") from None
+    try:
+        return Interference(fc, fn)
+    except GraphError as e:
+        raise GraphError(f"--interference {spec!r}: {e}") from None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -170,11 +190,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise GraphError("--plot needs matplotlib, which is not installed: pip install 'overlapsat[plot]'")
     if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
         raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
+    inter = _interference(args.interference)
     g = _priced(_load(args.graph), args)
     others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                workers=args.workers, on_progress=tick, other_graphs=others)
+                workers=args.workers, on_progress=tick, other_graphs=others, interference=inter)
     tick.done()
     interrupted = bool(c.result.stats.get("interrupted"))
     if args.plot:
@@ -432,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     _pricing_args(sp)
     sp.add_argument("--plot", metavar="OUT", help="timeline picture (.png or .svg) of input, best heuristic and exact")
     sp.add_argument("--trace", metavar="OUT", help="Chrome/Perfetto trace JSON of the exact schedule")
+    sp.add_argument("--interference", metavar="PRESET|F_COMPUTE,F_COMM",
+                    help="add each order's contended makespan: h200-step (fitted on H200 training steps), "
+                         "h200-pre-enqueued, or two slowdown factors (docs/cost_model.md)")
     sp.add_argument("--other-graph", action="append", default=[], metavar="GRAPH",
                     help="a row for another graph in its input order, such as torch's bucketed result; shown "
                          "apart from this graph's rows (repeatable)")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.cost.interference import ContendedResult, Interference, simulate_contended
 from overlapsat.errors import GraphError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
 from overlapsat.graph import Graph
@@ -32,6 +33,10 @@ class Comparison:
     # rows of other graphs (torch's bucketing merges collectives: another problem, not an order of this one);
     # shown beside the table, never ranked with it
     other_rows: list[Row] = field(default_factory=list)
+    # each row's order walked at contended rates (`compare(interference=)`): an estimate of the step on the GPU,
+    # beside MODEL.md's figures, never a bound or a certificate
+    interference: Interference | None = None
+    contended: dict[str, ContendedResult] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (f"Comparison(graph={self.graph.name!r}, rows={len(self.rows)}, exact={self.result.status.value!r}, "
@@ -65,11 +70,15 @@ class Comparison:
 
     def records(self) -> list[dict[str, Any]]:
         def record(r: Row, gap: float | None) -> dict[str, Any]:
-            return {"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
+            rec = {"method": r.method, "makespan_us": r.makespan, "exposed_us": r.exposed,
                     "exposed_pct": r.exposed_pct, "peak_memory": r.peak_memory,
                     "peak_vs_budget": (r.peak_memory / self.memory_budget) if self.memory_budget else None,
                     "gap_to_bound": gap, "runtime_s": r.runtime_s, "valid": r.valid, "note": r.note,
                     "violations": r.violations}
+            c = self.contended.get(r.method)
+            if c is not None:
+                rec.update(contended_makespan_us=c.makespan, contended_exposed_us=c.exposed)
+            return rec
 
         # another graph's row has no gap: this graph's bound does not apply to it
         return ([record(r, self.gap(r)) for r in self.rows]
@@ -78,8 +87,10 @@ class Comparison:
     def to_markdown(self) -> str:
         from overlapsat.fmt import bound_line, clip, fmt_bytes, fmt_us
 
-        head = "| method | makespan | exposed | exposed % | peak memory | gap to bound | runtime | valid |"
-        lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        cont = bool(self.contended)
+        head = "| method | makespan | exposed | exposed % | peak memory | gap to bound | runtime |"
+        head += " contended makespan | contended exposed | valid |" if cont else " valid |"
+        lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if cont else "") + " --- |"]
         for r in self.rows:
             mem = fmt_bytes(r.peak_memory)
             if self.memory_budget:
@@ -87,11 +98,18 @@ class Comparison:
             gap = f"{100 * self.gap(r):.1f}%" if r.valid else "-"
             if r.method == "exact" and self.result.proven:
                 gap = "optimal"
+            c = self.contended.get(r.method)
+            extra = f" {fmt_us(c.makespan)} | {fmt_us(c.exposed)} |" if c is not None else ""
             lines.append(f"| {r.method} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | {r.exposed_pct:.1f}% | {mem} | "
-                         f"{gap} | {r.runtime_s:.2f} s | {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
+                         f"{gap} | {r.runtime_s:.2f} s |{extra} {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
         src = "analytical and CP-SAT" if self.bound > self.analytical_bound + 1e-9 else "analytical"
         lines.append("\n" + bound_line(self.bound, self.exposed_bound, f"{src}, collective order {self.collective_order!r}")
                      + f"; exact: {self.result.status.value}")
+        if self.interference is not None:
+            inter = self.interference
+            lines.append(f"contended: each order walked with compute {inter.compute_slowdown:g}x slower while a "
+                         f"transfer runs and transfers {inter.comm_slowdown:g}x slower while compute runs "
+                         "(simulate_contended); an estimate, which the bound and 'optimal' above do not cover")
         if self.other_rows:
             lines += ["", "Other graphs (a transformation of this one, such as bucketing: not orders of this graph, "
                           "so the bound above does not apply):", "",
@@ -113,7 +131,8 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
             collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
             on_progress: Callable[[Progress], None] | None = None,
             extra_orders: dict[str, Any] | None = None,
-            other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None) -> Comparison:
+            other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
+            interference: Interference | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
@@ -121,8 +140,12 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     than a valid one. `other_graphs` (name -> graph, or (graph, order)) are
     rows of another graph, such as torch's bucketed result: evaluated on
     their own graph (its input order by default) under the same budget and
-    policy, and kept apart from this graph's rows."""
+    policy, and kept apart from this graph's rows. `interference` adds each
+    row's contended makespan and exposure (`simulate_contended`): what the
+    GPU's slowdowns under overlap make of the order, an estimate only."""
     budget = resolve_budget(graph, memory_budget)
+    if interference is not None and not isinstance(interference, Interference):
+        raise GraphError(f"interference: expected an Interference, got {type(interference).__name__}")
     # checked (and cheap) before any solving
     others = [_other_row(graph, nm, spec, budget, collective_order) for nm, spec in (other_graphs or {}).items()]
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
@@ -140,7 +163,8 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     from overlapsat.bounds import lower_bound
 
     analytical = lower_bound(graph.relaxed(collective_order), collective_order).makespan  # type: ignore[arg-type]
-    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others)
+    contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows} if interference else {}
+    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others, interference, contended)
 
 
 def _other_row(graph: Graph, name: str, spec: Graph | tuple[Graph, Any], budget: int | None,

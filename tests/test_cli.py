@@ -119,3 +119,19 @@ def test_compare_other_graph_row(tmp_path):
     assert rows[-1]["method"] == "other graph merged.json" and rows[-1]["makespan_us"] == 3.0
     bad = run("compare", "tp_small", "--time-limit", "1", "--other-graph", str(tmp_path / "missing.json"))
     assert bad.returncode == 2 and "missing.json" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_compare_interference_option():
+    """--interference adds the contended columns (a preset or two factors); a bad value is refused before any
+    solving, naming the option."""
+    import json
+
+    p = run("compare", "tp_small", "--time-limit", "1", "--interference", "h200-step", "--json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["rows"]
+    assert all("contended_makespan_us" in r for r in rows)
+    p = run("compare", "tp_small", "--time-limit", "1", "--interference", "1.5,1.2")
+    assert p.returncode == 0 and "contended makespan" in p.stdout and "1.5x slower" in p.stdout
+    for bad in ("1.5", "x,1", "0.5,1"):
+        r = run("compare", "tp_small", "--time-limit", "1", "--interference", bad)
+        assert r.returncode == 2 and "--interference" in r.stderr and "Traceback" not in r.stderr, r.stderr

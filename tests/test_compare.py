@@ -2,7 +2,7 @@
 
 import pytest
 
-from overlapsat import compare, simulate, validate
+from overlapsat import GraphError, compare, simulate, validate
 from overlapsat.examples import tp_transformer
 
 
@@ -84,3 +84,22 @@ def test_another_graph_is_a_row_apart_and_never_ranked():
     assert recs[-1]["other_graph"] == "merged" and recs[-1]["gap_to_bound"] is None
     with pytest.raises(Exception, match="expected a Graph"):
         compare(g, time_limit=1, other_graphs={"x": "not a graph"})
+
+
+def test_contended_columns_are_simulate_contended_of_each_row():
+    """compare(interference=) adds, per row, the contended walk of that row's order; the plain figures, the
+    bound and the certificate stay MODEL.md's, and the table says the new columns are an estimate."""
+    from overlapsat.cost import Interference, simulate_contended
+
+    g = tp_transformer(layers=1, seed=3)
+    inter = Interference(1.5, 1.25)
+    plain = compare(g, time_limit=2)
+    c = compare(g, time_limit=2, interference=inter)
+    assert [r.makespan for r in c.rows] == [r.makespan for r in plain.rows] and c.bound == plain.bound
+    for r, rec in zip(c.rows, c.records()):
+        ref = simulate_contended(g, r.order, inter)
+        assert rec["contended_makespan_us"] == ref.makespan and rec["contended_exposed_us"] == ref.exposed
+    md = c.to_markdown()
+    assert "contended makespan" in md and "an estimate" in md and "contended" not in plain.to_markdown()
+    with pytest.raises(GraphError, match="interference"):
+        compare(g, time_limit=1, interference=(1.5, 1.2))
