@@ -41,11 +41,74 @@ sys.path.insert(0, ROOT)
 CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int")
 
 
-def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, device: str, dtype) -> tuple:
+_TP: dict = {}  # the tensor-parallel group, for the two autograd functions below (module level for dynamo)
+
+
+def _tp_functions():
+    """Megatron's pair for a tensor-parallel block, through functional collectives: `enter` is the identity
+    forward and an all_reduce of the gradient backward; `leave` all_reduces the partial sums forward and
+    passes the gradient through."""
+    import torch
+    import torch.distributed._functional_collectives as funcol
+
+    def all_reduce(t):
+        return funcol.wait_tensor(funcol.all_reduce(t, "sum", _TP["group"]))
+
+    class Enter(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.view_as(t)
+
+        @staticmethod
+        def backward(ctx, g):
+            return all_reduce(g)
+
+    class Leave(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return all_reduce(t)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Enter.apply, Leave.apply
+
+
+def _groups(world: int, tp: int):
+    """(data-parallel group, tensor-parallel group) of this rank on a (world / tp) x tp mesh; every rank
+    creates every group, in the same order, as torch requires."""
+    import torch.distributed as dist
+
+    rank, dp_of, tp_of = dist.get_rank(), None, None
+    for d in range(world // tp):
+        g = dist.new_group([d * tp + t for t in range(tp)])
+        tp_of = g if rank // tp == d else tp_of
+    for t in range(tp):
+        g = dist.new_group([d * tp + t for d in range(world // tp)])
+        dp_of = g if rank % tp == t else dp_of
+    return dp_of, tp_of
+
+
+def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, device: str, dtype, tp: int = 1,
+          regather: bool = False) -> tuple:
+    """The decoder. tp > 1: Megatron tensor parallelism over groups of `tp` ranks (attention heads and the
+    FFN split, an all_reduce after each half-block) with SimpleFSDP over the rest; regather: each block in
+    a selective-checkpoint region that recomputes its all_gathers, so backward gathers every weight again
+    (the issue's baseline). The defaults build the step of runs 1-12."""
     import torch
     import torch.distributed as dist
     from torch.distributed._functional_collectives import all_gather_tensor_autograd
 
+    dp = world // tp
+    dp_grp = None
+    if tp > 1:
+        dp_grp, _TP["group"] = _groups(world, tp)
+        enter, leave = _tp_functions()
+    else:
+        def enter(t):
+            return t
+        leave = enter
     hd = dim // heads
     inv = 1.0 / (10000 ** (torch.arange(0, hd // 2, device=device).float() / (hd // 2)))
     ang = torch.outer(torch.arange(seq, device=device).float(), inv)
@@ -59,29 +122,61 @@ def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, dev
         return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype) * w
 
     def shard(rows: int, cols: int | None = None):
-        shape = (rows // world,) if cols is None else (rows // world, cols)
+        shape = (rows // dp,) if cols is None else (rows // dp, cols)
         return torch.nn.Parameter((torch.randn(shape, device=device) * 0.02 + (1.0 if cols is None else 0.0)).to(dtype))
+
+    def gather(p):
+        if dp == 1:
+            return p
+        return all_gather_tensor_autograd(p, 0, dp_grp if dp_grp is not None else dist.group.WORLD)
+
+    lh = heads // tp  # this rank's heads
 
     class Block(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.wq, self.wk, self.wv, self.wo = (shard(dim, dim) for _ in range(4))
-            self.w1, self.w3, self.w2 = shard(ffn, dim), shard(ffn, dim), shard(dim, ffn)
+            self.wq, self.wk, self.wv = (shard(dim // tp, dim) for _ in range(3))
+            self.wo = shard(dim, dim // tp)
+            self.w1, self.w3, self.w2 = shard(ffn // tp, dim), shard(ffn // tp, dim), shard(dim, ffn // tp)
             self.n1, self.n2 = shard(dim), shard(dim)
 
-        def forward(self, x):
-            grp = dist.group.WORLD
-            wq, wk, wv, wo, w1, w3, w2, n1, n2 = (all_gather_tensor_autograd(p, 0, grp) for p in (
+        def body(self, x):
+            wq, wk, wv, wo, w1, w3, w2, n1, n2 = (gather(p) for p in (
                 self.wq, self.wk, self.wv, self.wo, self.w1, self.w3, self.w2, self.n1, self.n2))
             b, s, _ = x.shape
-            h = norm(x, n1)
-            q, k, v = ((h @ w.t()).view(b, s, heads, hd).transpose(1, 2) for w in (wq, wk, wv))
+            h = enter(norm(x, n1))
+            q, k, v = ((h @ w.t()).view(b, s, lh, hd).transpose(1, 2) for w in (wq, wk, wv))
             a = torch.nn.functional.scaled_dot_product_attention(rope(q), rope(k), v, is_causal=True)
-            x = x + a.transpose(1, 2).reshape(b, s, dim) @ wo.t()
-            h = norm(x, n2)
-            return x + (torch.nn.functional.silu(h @ w1.t()) * (h @ w3.t())) @ w2.t()
+            x = x + leave(a.transpose(1, 2).reshape(b, s, lh * hd) @ wo.t())
+            h = enter(norm(x, n2))
+            return x + leave((torch.nn.functional.silu(h @ w1.t()) * (h @ w3.t())) @ w2.t())
+
+        def forward(self, x):
+            if not regather:
+                return self.body(x)
+            from functools import partial
+
+            from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+            return checkpoint(self.body, x, use_reentrant=False,
+                              context_fn=partial(create_selective_checkpoint_contexts, _regather_policy))
 
     return torch.nn.Sequential(*[Block() for _ in range(layers)])
+
+
+def _regather_policy(ctx, op, *args, **kwargs):
+    """SimpleFSDP's selective checkpointing: recompute the parameter all_gathers (and their waits) in
+    backward, save everything else."""
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    gathers = set()
+    for ns in ("_c10d_functional", "_c10d_functional_autograd"):  # the autograd namespace has no wait_tensor
+        for name in ("all_gather_into_tensor", "wait_tensor"):
+            packet = getattr(getattr(torch.ops, ns), name, None)
+            if packet is not None:
+                gathers.add(packet.default)
+    return CheckpointPolicy.MUST_RECOMPUTE if op in gathers else CheckpointPolicy.PREFER_SAVE
 
 
 def set_config(cfg: str, gpu: bool) -> None:
@@ -176,7 +271,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     device = f"cuda:{rank}" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32
     torch.manual_seed(0)
-    model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype)
+    model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype, a.tp, a.regather)
     x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
     set_config(cfg, gpu)
     res: dict = {"config": cfg, "rank": rank}
@@ -187,7 +282,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
 
         slow = a.comm_slowdown if cfg == "d_int" else 1.0
         store = os.path.join(store, cfg)
-        install_fx("capture", store, profile=a.profile, comm_slowdown=slow)
+        install_fx("capture", store, profile=a.profile, comm_slowdown=slow, collective_order=a.collective_order)
         t0 = time.monotonic()
         f = torch.compile(model)
         f(x).float().pow(2).mean().backward()
@@ -195,11 +290,12 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         dist.barrier()
         if rank == 0:
             t0 = time.monotonic()
-            outs = solve_store(store, time_limit=a.solve_s)
+            outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order)
             res["solve_s"] = time.monotonic() - t0
             res["solved"] = [o.as_dict() for o in outs]
         dist.barrier()
-        p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow)
+        p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
+                       collective_order=a.collective_order)
         p.on_apply = lambda g, order: applied.append(len(order))
         torch._dynamo.reset()
         for prm in model.parameters():
@@ -303,6 +399,8 @@ def main() -> None:
     ap.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=CONFIGS)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks per group (Megatron; FSDP over the rest)")
+    ap.add_argument("--regather", action="store_true", help="re-gather every weight in backward (selective checkpointing)")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--dim", type=int, default=4096)
     ap.add_argument("--heads", type=int, default=32)
@@ -314,6 +412,8 @@ def main() -> None:
     ap.add_argument("--solve-s", type=float, default=20.0)
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--pin", default="compute")
+    ap.add_argument("--collective-order", default="group", choices=("group", "chain"),
+                    help="chain: one issue order over all groups, as Inductor's (for several process groups)")
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
     ap.add_argument("--keep-traces", nargs="*", default=["d"])
     a = ap.parse_args()

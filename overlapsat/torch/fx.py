@@ -184,6 +184,28 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
         else:
             kind[n] = NodeKind.COMPUTE
 
+    def collective_behind(a: Any) -> Any | None:
+        for _ in range(3):  # the wait's input, or the getitem that unpacks a coalesced result
+            if kind.get(a) is NodeKind.COLLECTIVE:
+                return a
+            if a.op == "call_function" and a.target is operator.getitem and a.all_input_nodes:
+                a = a.all_input_nodes[0]
+            else:
+                return None
+        return None
+
+    coll_of: dict[Any, Any] = {}
+    no_op: set[Any] = set()  # a second wait on a waited result returns its input at once: a no-op
+    for n in calls:
+        if kind[n] is NodeKind.WAIT:
+            c = next((c for c in map(collective_behind, n.all_input_nodes) if c is not None), None)
+            if c is not None:
+                coll_of[n] = c
+            elif n.all_input_nodes and all(kind.get(a) is NodeKind.WAIT for a in n.all_input_nodes):
+                no_op.add(n)
+            else:  # e.g. a collective issued in another graph: its remaining time is unknown here
+                raise GraphError(f"FX node {n.name!r}: wait_tensor of {[a.name for a in n.all_input_nodes]} "
+                                 "waits on no collective of this graph")
     # storages: the first node whose output holds one allocates it
     produced: dict[int, tuple[Any, int]] = {}  # storage -> (allocating fx node, bytes)
     out_storages: dict[Any, list[int]] = {}
@@ -205,24 +227,6 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
                 produced.setdefault(sid, (n, nb))
         out_storages[n] = sts
 
-    def collective_behind(a: Any) -> Any | None:
-        for _ in range(3):  # the wait's input, or the getitem that unpacks a coalesced result
-            if kind.get(a) is NodeKind.COLLECTIVE:
-                return a
-            if a.op == "call_function" and a.target is operator.getitem and a.all_input_nodes:
-                a = a.all_input_nodes[0]
-            else:
-                return None
-        return None
-
-    coll_of: dict[Any, Any] = {}
-    for n in calls:
-        if kind[n] is NodeKind.WAIT:
-            c = next((c for c in map(collective_behind, n.all_input_nodes) if c is not None), None)
-            if c is None:
-                raise GraphError(f"FX node {n.name!r}: wait_tensor of {[a.name for a in n.all_input_nodes]} "
-                                 "waits on no collective of this graph")
-            coll_of[n] = c
     unpack = {n for n in calls if n.target is operator.getitem and n.all_input_nodes
               and kind.get(n.all_input_nodes[0]) is NodeKind.COLLECTIVE}
 
@@ -233,6 +237,9 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     nodes: list[Node] = []
     for n in calls:
         k = kind[n]
+        if n in no_op:
+            nodes.append(Node(n.name, NodeKind.COMPUTE, 0.0))
+            continue
         if k is NodeKind.WAIT:
             nodes.append(Node(n.name, k, wait, collective=coll_of[n].name))
             continue

@@ -151,6 +151,41 @@ def test_unsupported_and_unmatched_nodes_are_named():
         import_fx(gr)
 
 
+def test_a_second_wait_is_a_no_op_and_a_foreign_wait_is_refused():
+    """wait_tensor(wait_tensor(all_reduce(x))), as an explicit wait after a traced funcol call gives (found
+    by the tensor-parallel GPU step): the second wait returns its input at once, so it is a free node that
+    aliases the collective's buffer. A wait on a graph input (a collective of another graph) stays refused."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    import torch.fx as fx
+
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, w):
+        r = funcol.wait_tensor(funcol.all_reduce(x, "sum", dist.group.WORLD))
+        return (r @ w).sum()
+
+    gm = _trace(f, torch.randn(8, 16), torch.randn(16, 4))
+    waits = [n.name for n in gm.graph.nodes if "wait_tensor" in str(n.target)]
+    assert len(waits) == 2  # the trace really holds two waits
+    g = import_fx(gm)
+    kinds = {nd.name: nd.kind for nd in g.nodes}
+    assert [kinds[w] for w in waits] == [NodeKind.WAIT, NodeKind.COMPUTE]
+    assert g.nodes[g.index[waits[1]]].duration == 0
+    assert validate(g, g.input_order) == []
+    (buf,) = [b for b in g.buffers if b.producer is not None and b.producer.startswith("all_reduce")]
+    mm = next(nd.name for nd in g.nodes if nd.name.startswith("mm"))
+    assert mm in buf.consumers  # the matmul reads the collective's buffer through both waits
+
+    gr = fx.Graph()
+    x = gr.placeholder("x")
+    w = gr.call_function(torch.ops._c10d_functional.wait_tensor.default, (x,))
+    gr.output(w)
+    x.meta["val"] = w.meta["val"] = torch.empty(4)
+    with pytest.raises(GraphError, match="waits on no collective"):
+        import_fx(gr)
+
+
 @pytest.mark.filterwarnings("ignore::FutureWarning")
 def test_overlap_scheduler_is_a_row_and_never_beats_the_result():
     from overlapsat.torch.fx import import_fx
