@@ -165,18 +165,22 @@ def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, dev
 
 
 def _regather_policy(ctx, op, *args, **kwargs):
-    """SimpleFSDP's selective checkpointing: recompute the parameter all_gathers (and their waits) in
-    backward, save everything else."""
+    """SimpleFSDP's selective checkpointing: recompute the parameter all_gathers and their waits in
+    backward, save everything else. A wait is a parameter's when it waits on a 1-D or 2-D tensor; the
+    tensor-parallel all_reduces wait on 3-D activations, which stay saved (recomputing their wait alone
+    would wait in backward on a collective of the forward graph)."""
     import torch
     from torch.utils.checkpoint import CheckpointPolicy
 
-    gathers = set()
+    gathers, waits = set(), set()
     for ns in ("_c10d_functional", "_c10d_functional_autograd"):  # the autograd namespace has no wait_tensor
-        for name in ("all_gather_into_tensor", "wait_tensor"):
+        for name, into in (("all_gather_into_tensor", gathers), ("wait_tensor", waits)):
             packet = getattr(getattr(torch.ops, ns), name, None)
             if packet is not None:
-                gathers.add(packet.default)
-    return CheckpointPolicy.MUST_RECOMPUTE if op in gathers else CheckpointPolicy.PREFER_SAVE
+                into.add(packet.default)
+    if op in gathers or (op in waits and args and getattr(args[0], "dim", lambda: 3)() <= 2):
+        return CheckpointPolicy.MUST_RECOMPUTE
+    return CheckpointPolicy.PREFER_SAVE
 
 
 def set_config(cfg: str, gpu: bool) -> None:
