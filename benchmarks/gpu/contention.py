@@ -1,6 +1,7 @@
 """Fit the contention model's two slowdowns on some GPU runs and test it on others (#13, docs/gpu_results.md).
 
     python benchmarks/gpu/contention.py --fit RUN [RUN ...] --test RUN [RUN ...]
+    python benchmarks/gpu/contention.py --objective RUN [RUN ...]
 
 A RUN is a directory of benchmarks/gpu/e2e_step.py's output (results.json and
 store.tar.gz), or `DIR:STORE_DIR` to borrow the graphs of another run of the
@@ -11,6 +12,12 @@ communication, the compute-stream busy time and the NCCL busy time; the fit
 picks the compute and NCCL slowdowns (a 0.01 grid) that best match the
 measured compute and NCCL kernel times of the fit runs' (d), the only order
 that overlaps much. The test runs are held out: their errors are the model's.
+
+`--objective` asks whether the contention model would change the solver's
+decisions on a run's graphs: it ranks the valid portfolio orders and the
+solved one by plain and by contended makespan (at H200_STEP), and tries every
+move of a collective or a wait by 1 to 40 places from the solved order that
+keeps it valid, counting the moves that shorten the contended makespan.
 """
 
 from __future__ import annotations
@@ -25,8 +32,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from overlapsat import load_graph  # noqa: E402
-from overlapsat.cost.interference import Interference, simulate_contended  # noqa: E402
+from overlapsat import is_valid, load_graph, simulate  # noqa: E402
+from overlapsat.cost.interference import H200_STEP, Interference, simulate_contended  # noqa: E402
+from overlapsat.graph import COMPUTE  # noqa: E402
+from overlapsat.heuristics.portfolio import run_all  # noqa: E402
 from overlapsat.store import usable_schedule  # noqa: E402
 
 
@@ -107,12 +116,50 @@ def report(label: str, specs: list[str], runs: list, inter: Interference) -> lis
     return rows
 
 
+def objective_check(graphs: list, inter: Interference = H200_STEP) -> list[dict]:
+    """Per graph: the orders whose plain and contended rankings disagree, and the improving moves found."""
+    out = []
+    for g, _, stored in graphs:
+        solved = g.order_indices(stored)
+        rows = [(e.name, list(e.order)) for e in run_all(g) if e.valid] + [("solved", list(solved))]
+        figs = [(nm, simulate(g, o).makespan, simulate_contended(g, o, inter).makespan) for nm, o in rows]
+        swapped = sorted({(a[0], b[0]) for a in figs for b in figs if a[1] < b[1] and a[2] > b[2]})
+        base = figs[-1][2]
+        moves = better = worse = 0
+        for v in [x for x in solved if g.kind[x] != COMPUTE]:
+            i = solved.index(v)
+            for d in (-40, -20, -10, -5, -2, -1, 1, 2, 5, 10, 20, 40):
+                if not 0 <= i + d < len(solved):
+                    continue
+                cand = solved[:i] + solved[i + 1:]
+                cand.insert(i + d, v)
+                if not is_valid(g, cand):
+                    continue
+                moves += 1
+                m = simulate_contended(g, cand, inter).makespan
+                better += m < base - 1e-6
+                worse += m > base + 1e-6
+        best_plain, best_cont = min(figs, key=lambda f: f[1]), min(figs, key=lambda f: f[2])
+        out.append({"graph": g.name, "nodes": len(g), "orders": len(figs), "swapped_pairs": swapped,
+                    "same_best": best_plain[1] == min(f[1] for f in figs if f[2] == best_cont[2]),
+                    "valid_moves": moves, "improving_moves": better, "worse_moves": worse})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--fit", nargs="+", required=True)
-    ap.add_argument("--test", nargs="+", required=True)
+    ap.add_argument("--fit", nargs="+")
+    ap.add_argument("--test", nargs="+")
+    ap.add_argument("--objective", nargs="+", metavar="RUN")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
+    if a.objective:
+        for spec in a.objective:
+            objective_check(load_run(spec)[1])
+        return
+    if not (a.fit and a.test):
+        ap.error("--fit and --test (or --objective) are required")
     fit_runs = [load_run(s) for s in a.fit]
     test_runs = [load_run(s) for s in a.test]
     inter = fit(fit_runs)
