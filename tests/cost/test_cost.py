@@ -158,12 +158,17 @@ def test_reprice_with_user_model():
         reprice(g, object())
 
 
-def test_interference_hand_computed():
+def _beside(transfer: float, compute: float):
+    """A collective c, a kernel x beside it, and c's wait w."""
     b = GraphBuilder()
-    b.collective("c", group="g", duration=10.0)
-    b.compute("x", 10.0)
+    b.collective("c", group="g", duration=transfer)
+    b.compute("x", compute)
     b.wait("w", "c")
-    g = b.build()
+    return b.build()
+
+
+def test_interference_hand_computed():
+    g = _beside(10.0, 10.0)
     assert simulate(g).makespan == 10
     r = simulate_with_interference(g, None, Interference(compute_slowdown=1.5, comm_slowdown=1.2))
     # x overlapped the transfer for all 10 us -> 15; the transfer overlapped compute for 10 us -> 12
@@ -176,28 +181,16 @@ def test_interference_hand_computed():
 
 def test_contended_hand_computed():
     """Both streams at their contended rates until one finishes, then alone (figures worked by hand)."""
-    b = GraphBuilder()
-    b.collective("c", group="g", duration=10.0)
-    b.compute("x", 10.0)
-    b.wait("w", "c")
-    g = b.build()
+    g = _beside(10.0, 10.0)
     # x at 1/1.5 and c at 1/1.2: c ends at 12, when x has done 8 of 10; x's last 2 run alone -> 14
     r = simulate_contended(g, None, Interference(compute_slowdown=1.5, comm_slowdown=1.2))
     assert (r.makespan, r.exposed, r.compute_busy, r.comm_busy) == pytest.approx((14.0, 0.0, 14.0, 12.0))
     assert r.end[g.index["c"]] == pytest.approx(12.0)
-    b = GraphBuilder()
-    b.collective("c", group="g", duration=10.0)
-    b.compute("x", 4.0)
-    b.wait("w", "c")
-    g = b.build()
+    g = _beside(10.0, 4.0)
     # x at 1/2 ends at 8; c at 1/1.5 has done 16/3 by then, and its last 14/3 run alone and exposed
     r = simulate_contended(g, None, Interference(compute_slowdown=2.0, comm_slowdown=1.5))
     assert (r.makespan, r.exposed, r.compute_busy) == pytest.approx((8 + 14 / 3, 14 / 3, 8.0))
-    b = GraphBuilder()
-    b.collective("c", group="g", duration=1.0)
-    b.compute("x", 1.0)
-    b.wait("w", "c")
-    g = b.build()
+    g = _beside(1.0, 1.0)
     with pytest.raises(GraphError, match="before its collective"):
         simulate_contended(g, ["w", "c", "x"], Interference())
 
