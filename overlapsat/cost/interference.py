@@ -149,7 +149,7 @@ class _Walk:
 
 
 def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
-                       interference: Interference = H200_NVLINK) -> ContendedResult:
+                       interference: Interference = H200_STEP) -> ContendedResult:
     """Walk `order` with overlapping work slowed at the given rates (see the module's docstring).
 
     The stream visits the order as MODEL.md says: a compute node is work; a collective's launch is work,
