@@ -155,7 +155,8 @@ def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
     The stream visits the order as MODEL.md says: a compute node is work; a collective's launch is work,
     after which its transfer joins its group's queue (one transfer at a time per group, in issue order);
     a wait stalls until its transfer ends, then does its own work. Between two events every rate is
-    constant, so the walk jumps from one finish to the next: O(events x groups)."""
+    constant, so the walk jumps from one finish to the next: O(events x groups). Every rate lies in
+    [1/max(f), 1], so the makespan lies between the plain walk's and max(f) times it (tested)."""
     ids = order_array(graph, order).tolist()
     kc, kn = float(interference.compute_slowdown), float(interference.comm_slowdown)
     w = _Walk(graph)

@@ -215,6 +215,9 @@ def test_contended_without_slowdown_is_the_plain_walk():
         assert slow.compute_busy >= g.compute_total - 1e-9
         assert slow.compute_busy <= 1.4 * g.compute_total + 1e-9
         assert slow.makespan == pytest.approx(slow.compute_busy + slow.exposed, abs=1e-9)
+        # every rate lies in [1/1.7, 1], so each event is no earlier than in the plain walk and no later
+        # than in the plain walk with every duration 1.7 times longer
+        assert ref.makespan - 1e-9 <= slow.makespan <= 1.7 * ref.makespan + 1e-9, seed
 
 
 def test_repeats_merge_to_their_median():
