@@ -159,6 +159,10 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
                          "applies the same solved order; docs/solver.md)")
     sp.add_argument("--workers", type=int, default=None, help="CP-SAT workers (default: cores, at most 8)")
     sp.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
+    sp.add_argument("--interference", metavar="PRESET|F_COMPUTE,F_COMM",
+                    help="GPU slowdowns under overlap: h200-step (fitted on H200 training steps), h200-pre-enqueued, "
+                         "or two factors. solve breaks the plain model's ties by them; compare adds each order's "
+                         "contended makespan and the tie-broken exact order (docs/cost_model.md)")
 
 
 def _interference(spec: str | None):
@@ -226,7 +230,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                 workers=args.workers, on_progress=tick)
+                 workers=args.workers, on_progress=tick, interference=_interference(args.interference))
     tick.done()
     base = r.baseline
     valid_h = [h["exposed"] for h in r.heuristics if h["valid"]]
@@ -269,9 +273,10 @@ def _corpus(paths: list[str]) -> list[str]:
 def cmd_bench(args: argparse.Namespace) -> int:
     import csv
 
-    from overlapsat.compare import compare
+    from overlapsat.compare import TIE_BROKEN, compare
     from overlapsat.io import atomic_write_text, load_graph
 
+    inter = _interference(args.interference)
     files = _corpus(args.paths)
     recs: list[dict[str, Any]] = []
     bad: list[dict[str, str]] = []
@@ -289,13 +294,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
         names[g.name] = names.get(g.name, 0) + 1
         label = g.name if names[g.name] == 1 else f"{g.name} ({g.fingerprint()[:8]})"
         c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
-                    collective_order=args.collective_order, workers=args.workers)
+                    collective_order=args.collective_order, workers=args.workers, interference=inter)
         ex, bh, inp = c.exact, c.best_heuristic, c.input_row
         recs.append({"graph": label, "file": f, "nodes": len(g), "input_exposed_us": inp.exposed,
                      "best_heuristic": bh.method, "heuristic_exposed_us": bh.exposed, "exact_exposed_us": ex.exposed,
                      "exposed_bound_us": c.exposed_bound, "status": c.result.status.value, "gap": c.gap(ex),
                      "reduction_vs_heuristic": 1 - ex.exposed / bh.exposed if bh.exposed > 0 else 0.0,
                      "reduction_vs_input": 1 - ex.exposed / inp.exposed if inp.exposed > 0 else 0.0})
+        if c.contended:  # the exact order's contended makespan, and the tie-broken one's (the same when none moved)
+            tie = c.contended.get(TIE_BROKEN, c.contended["exact"])
+            recs[-1].update(exact_contended_us=c.contended["exact"].makespan, tie_broken_contended_us=tie.makespan)
     if show:
         sys.stderr.write("\r" + " " * 100 + "\r")
     if not recs:
@@ -339,7 +347,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_solve_cache(args: argparse.Namespace) -> int:
     from overlapsat.store import solve_store
 
-    opts: dict[str, Any] = {"collective_order": args.collective_order}
+    opts: dict[str, Any] = {"collective_order": args.collective_order,
+                            "interference": _interference(args.interference)}
     if args.memory_budget is not None:
         opts["memory_budget"] = args.memory_budget
     if args.workers:
@@ -453,9 +462,6 @@ def build_parser() -> argparse.ArgumentParser:
     _pricing_args(sp)
     sp.add_argument("--plot", metavar="OUT", help="timeline picture (.png or .svg) of input, best heuristic and exact")
     sp.add_argument("--trace", metavar="OUT", help="Chrome/Perfetto trace JSON of the exact schedule")
-    sp.add_argument("--interference", metavar="PRESET|F_COMPUTE,F_COMM",
-                    help="add each order's contended makespan: h200-step (fitted on H200 training steps), "
-                         "h200-pre-enqueued, or two slowdown factors (docs/cost_model.md)")
     sp.add_argument("--other-graph", action="append", default=[], metavar="GRAPH",
                     help="a row for another graph in its input order, such as torch's bucketed result; shown "
                          "apart from this graph's rows (repeatable)")

@@ -91,11 +91,19 @@ def test_contended_columns_are_simulate_contended_of_each_row():
     bound and the certificate stay MODEL.md's, and the table says the new columns are an estimate."""
     from overlapsat.cost import Interference, simulate_contended
 
+    from overlapsat.compare import TIE_BROKEN
+
     g = tp_transformer(layers=1, seed=3)
     inter = Interference(1.5, 1.25)
     plain = compare(g, time_limit=2)
     c = compare(g, time_limit=2, interference=inter)
-    assert [r.makespan for r in c.rows] == [r.makespan for r in plain.rows] and c.bound == plain.bound
+    ours = [r for r in c.rows if r.method != TIE_BROKEN]
+    assert [r.makespan for r in ours] == [r.makespan for r in plain.rows] and c.bound == plain.bound
+    assert c.best_heuristic.method == plain.best_heuristic.method
+    for r in c.rows:
+        if r.method == TIE_BROKEN:  # the exact order's ties broken: no longer, no higher, shorter contended
+            assert r.valid and r.makespan <= c.exact.makespan and r.peak_memory <= c.exact.peak_memory
+            assert c.contended[r.method].makespan < c.contended["exact"].makespan
     for r, rec in zip(c.rows, c.records()):
         ref = simulate_contended(g, r.order, inter)
         assert rec["contended_makespan_us"] == ref.makespan and rec["contended_exposed_us"] == ref.exposed
@@ -103,3 +111,20 @@ def test_contended_columns_are_simulate_contended_of_each_row():
     assert "contended makespan" in md and "an estimate" in md and "contended" not in plain.to_markdown()
     with pytest.raises(GraphError, match="interference"):
         compare(g, time_limit=1, interference=(1.5, 1.2))
+
+
+def test_tie_broken_row_appears_where_the_polish_moves():
+    """A graph (tests/brute.py seed 139) whose exact order has a plain-model tie that contention breaks: the
+    row is there, no longer in MODEL.md's terms than exact, valid, and shorter contended."""
+    from overlapsat.compare import TIE_BROKEN
+    from overlapsat.cost import Interference, simulate_contended
+    from tests.brute import random_graph
+
+    g, co = random_graph(139, max_nodes=8)
+    inter = Interference(1.67, 1.36)
+    c = compare(g, time_limit=1, collective_order=co, interference=inter)
+    row = c.row(TIE_BROKEN)
+    assert validate(g, row.order, c.memory_budget, collective_order=co) == []
+    assert row.makespan <= c.exact.makespan and row.peak_memory <= c.exact.peak_memory
+    assert simulate_contended(g, row.order, inter).makespan < simulate_contended(g, c.exact.order, inter).makespan
+    assert TIE_BROKEN in c.to_markdown() and c.best_heuristic.method != TIE_BROKEN

@@ -12,10 +12,12 @@ from overlapsat.cost.interference import (
 )
 from overlapsat.cost.model import AnalyticalCostModel, CalibratedCostModel, CostModel, cost_model, reprice
 from overlapsat.cost.nccl import CollectiveEstimate, estimate
+from overlapsat.cost.polish import Polished, polish_contended
 
 __all__ = [
     "AnalyticalCostModel", "CalibratedCostModel", "Calibration", "CollectiveEstimate", "ContendedResult", "CostModel",
-    "H200_NVLINK", "H200_STEP", "HardwareProfile", "Interference", "simulate_contended", "simulate_with_interference",
+    "H200_NVLINK", "H200_STEP", "HardwareProfile", "Interference", "Polished", "polish_contended", "simulate_contended",
+    "simulate_with_interference",
     "Table", "build_calibration", "builtin_calibration", "builtin_profiles", "cost_model", "estimate",
     "load_calibration", "load_profile", "profile_from_dict", "reprice",
 ]

@@ -372,6 +372,8 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                   final.makespan)
         bound = graph.compute_total
         message = message or "internal error: inconsistent bound dropped"
+    if params.interference is not None and not tb.interrupted:
+        final = _polish(graph, final, params, budget, stats)
     status = _status(final.makespan, bound, method, solver_error)
     if tb.interrupted:
         stats["interrupted"] = True
@@ -386,6 +388,25 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     heur_orig = [h.as_dict() for h in from_input]
     return Result(given, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
                   baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final)
+
+
+def _polish(graph: Graph, final: Evaluated, params: SolveParams, budget: int | None, stats: dict[str, Any]) -> Evaluated:
+    """Break the plain model's ties by the contended makespan (cost/polish.py): the order that comes back
+    is valid, no longer in the plain model and no higher in memory, so the status and bound still hold."""
+    from overlapsat.cost.polish import polish_contended
+
+    p = polish_contended(graph, final.order, params.interference, memory_budget=budget,
+                         collective_order=params.collective_order, max_evaluations=params.polish_moves(len(graph.nodes)))
+    stats["contention_polish"] = {"contended_before_us": p.contended_before, "contended_after_us": p.contended_after,
+                                  "moves": p.moves, "evaluated": p.evaluated}
+    if not p.moves:
+        return final
+    out = evaluate(graph, final.name, p.order, budget=budget, collective_order=params.collective_order)
+    if not out.valid or out.makespan > final.makespan or out.peak_memory > final.peak_memory:
+        raise RuntimeError("internal error: the contention polish broke its promise")  # polish checks each move
+    log.info("contention polish: %d moves, contended makespan %.1f -> %.1f us", p.moves, p.contended_before,
+             p.contended_after)
+    return out
 
 
 def _status(makespan: float, bound: float, method: str, solver_error: bool) -> Status:
