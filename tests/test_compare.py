@@ -89,9 +89,8 @@ def test_another_graph_is_a_row_apart_and_never_ranked():
 def test_contended_columns_are_simulate_contended_of_each_row():
     """compare(interference=) adds, per row, the contended walk of that row's order; the plain figures, the
     bound and the certificate stay MODEL.md's, and the table says the new columns are an estimate."""
-    from overlapsat.cost import Interference, simulate_contended
-
     from overlapsat.compare import TIE_BROKEN
+    from overlapsat.cost import Interference, simulate_contended
 
     g = tp_transformer(layers=1, seed=3)
     inter = Interference(1.5, 1.25)
