@@ -180,11 +180,12 @@ def _polished_row(graph: Graph, res: Result, interference: Interference, budget:
 
     t = time.monotonic()
     moves = SolveParams(time_limit=time_limit).polish_moves(len(graph.nodes))
-    p = polish_contended(graph.relaxed(collective_order), res.order, interference, memory_budget=budget,
-                         collective_order=collective_order, max_evaluations=moves)
+    relaxed = graph.relaxed(collective_order)  # what optimize solved and judged the exact row on
+    p = polish_contended(relaxed, res.order, interference, memory_budget=budget, collective_order=collective_order,
+                         max_evaluations=moves)
     if not p.moves:
         return None
-    row = evaluate(graph, TIE_BROKEN, p.order, budget=budget, collective_order=collective_order)
+    row = evaluate(relaxed, TIE_BROKEN, p.order, budget=budget, collective_order=collective_order)
     return replace(row, runtime_s=time.monotonic() - t, note=f"{p.moves} moves")
 
 
