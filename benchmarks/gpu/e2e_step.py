@@ -12,7 +12,8 @@ in backward), forward and backward, and times the step:
 - b_three Inductor's older three passes (sink_waits, raise_comms, reorder_compute_for_overlap);
 - c       the FX-level OverlapScheduler (aten_distributed_optimizations.enable_overlap_scheduling);
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
-- d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`).
+- d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
+- d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP).
 
 Each: median step time over CUDA events after warm-up, peak memory, and from
 a profiler trace the exposed communication (time an NCCL kernel runs while
@@ -38,7 +39,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int")
+CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie")
 
 
 _TP: dict = {}  # the tensor-parallel group, for the two autograd functions below (module level for dynamo)
@@ -280,7 +281,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     set_config(cfg, gpu)
     res: dict = {"config": cfg, "rank": rank}
     applied: list = []
-    if cfg in ("d", "d_int"):
+    if cfg in ("d", "d_int", "d_tie"):
         from overlapsat.store import solve_store
         from overlapsat.torch.fx_apply import install_fx
 
@@ -294,7 +295,10 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         dist.barrier()
         if rank == 0:
             t0 = time.monotonic()
-            outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order)
+            from overlapsat.cost import H200_STEP
+
+            tie = {"interference": H200_STEP} if cfg == "d_tie" else {}
+            outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
             res["solve_s"] = time.monotonic() - t0
             res["solved"] = [o.as_dict() for o in outs]
         dist.barrier()
@@ -450,9 +454,9 @@ def main() -> None:
         print(cfg, json.dumps({k: r0.get(k) for k in ("step_ms_median", "peak_memory_bytes", "applied_graphs",
                                                        "loss_eager", "loss_compiled")}),
               json.dumps(r0.get("profile", {}))[:600], results["configs"][cfg].get("error", ""), flush=True)
-        if cfg in ("d", "d_int") and os.path.isdir(os.path.join(store, cfg)):
+        if cfg in ("d", "d_int", "d_tie") and os.path.isdir(os.path.join(store, cfg)):
             # predicted right away, so a run cut short still keeps the store and the prediction
-            key = "prediction" if cfg == "d" else "prediction_d_int"  # d_int: on its stretched graphs
+            key = "prediction" if cfg == "d" else f"prediction_{cfg}"  # d_int: on its stretched graphs
             try:
                 results[key] = predict(os.path.join(store, cfg))
             except Exception as e:  # noqa: BLE001 - the timings stand without it
