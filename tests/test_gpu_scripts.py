@@ -71,3 +71,22 @@ def test_interference_table_ranges_over_ranks():
     rows = [row(0, "comm_first", 1.5, 2.0, 20), row(1, "comm_first", 1.25, None, 20), row(0, "gemm_first", None, None, 1),
             row(1, "gemm_first", None, None, 0)]
     assert table(rows)[2] == "| 64^3 | all_gather | 8 | 10 | 1.25-1.50 | 5 | 2.00 | 24 | 1 of 80 |"
+
+
+def test_step_exposure_skips_nothing_and_separates_kernel_gaps(tmp_path):
+    """Two steps, listed out of time order as traces are: step 1's collective starts 20 us before any compute
+    (a profiler-start wait), step 2's is hidden but for a 4 us gap between two kernels. Mean, median, and the
+    part inside kernel gaps, worked by hand."""
+    t = _trace(tmp_path, "s.json", [("sm90_gemm", 120, 30, 132), ("ncclAllGather", 100, 40, 24),
+                                     ("sm90_gemm", 20, 10, 132), ("ncclAllGather", 0, 25, 24),
+                                     ("sm90_gemm", 154, 20, 132)])
+    r = analyse_trace(t, steps=2)
+    # step 1: [0,25) against compute [20,30): 20 exposed; step 2: [100,140) against [120,150) and [154,174): 20
+    assert r["exposed_comm_us"] == (20 + 20) / 2
+    assert r["exposed_median_step_us"] == 20
+    assert r["exposed_in_kernel_gaps_us"] == 0  # the 4 us gap [150,154) has no NCCL kernel in it
+    t = _trace(tmp_path, "g.json", [("sm90_gemm", 0, 10, 132), ("sm90_gemm", 14, 10, 132),
+                                     ("ncclAllGather", 5, 15, 24)])
+    r = analyse_trace(t, steps=1)
+    assert r["exposed_comm_us"] == 4 and r["exposed_in_kernel_gaps_us"] == 4
+    assert r["exposed_median_step_outside_kernel_gaps_us"] == 0
