@@ -90,3 +90,14 @@ def test_step_exposure_skips_nothing_and_separates_kernel_gaps(tmp_path):
     r = analyse_trace(t, steps=1)
     assert r["exposed_comm_us"] == 4 and r["exposed_in_kernel_gaps_us"] == 4
     assert r["exposed_median_step_outside_kernel_gaps_us"] == 0
+
+
+def test_holes_at_collective_starts(tmp_path):
+    """A collective starting inside a 6 us gap between two kernels, another while a kernel runs."""
+    from benchmarks.gpu.launch_check import holes
+
+    t = _trace(tmp_path, "h.json", [("gemm", 0, 10, 132), ("gemm", 16, 10, 132), ("gemm", 28, 10, 132),
+                                     ("ncclAllGather", 12, 30, 24), ("ncclAllGather", 30, 5, 24)])
+    r = holes(t)
+    assert r["hole_at_nccl_start_mean_us"] == 3 and r["nccl_starts_in_a_hole"] == 0.5
+    assert r["compute_gap_median_us"] == 4 and r["compute_gap_mean_us"] == 4
