@@ -121,7 +121,7 @@ def test_compare_other_graph_row(tmp_path):
     assert bad.returncode == 2 and "missing.json" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_compare_interference_option():
+def test_compare_interference_option(tmp_path):
     """--interference adds the contended columns (a preset or two factors); a bad value is refused before any
     solving, naming the option."""
     import json
@@ -132,6 +132,9 @@ def test_compare_interference_option():
     assert all("contended_makespan_us" in r for r in rows)
     p = run("compare", "tp_small", "--time-limit", "1", "--interference", "1.5,1.2")
     assert p.returncode == 0 and "contended makespan" in p.stdout and "1.5x slower" in p.stdout
+    out = tmp_path / "s.json"
+    p = run("solve", "tp_small", "--time-limit", "1", "--interference", "h200-step", "--out", str(out))
+    assert p.returncode == 0 and "interference tie-break: contended makespan" in p.stdout and out.exists()
     for bad in ("1.5", "x,1", "0.5,1"):
         r = run("compare", "tp_small", "--time-limit", "1", "--interference", bad)
         assert r.returncode == 2 and "--interference" in r.stderr and "Traceback" not in r.stderr, r.stderr
