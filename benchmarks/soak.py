@@ -9,6 +9,7 @@ picked by the seed (none, impossible, the least feasible peak, or a random
 feasible one). Seeds run in child processes, so an abort is counted, not fatal.
 Counted: false bounds, false optimal claims, false infeasibility claims,
 results over budget or invalid, results worse than the best heuristic, and aborts.
+`--interference` solves with the contention tie-break on (the same claims must hold).
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ sys.path.insert(0, ROOT)
 from tests.brute import FAILURES, check  # noqa: E402
 
 
-def run_chunk(seeds: list[int], time_limit: float) -> list[dict]:
+def run_chunk(seeds: list[int], time_limit: float, interference: bool = False) -> list[dict]:
     """Run seeds in a child process; on an abort, rerun one by one to find the culprit."""
     cmd = [sys.executable, __file__, "--child", ",".join(map(str, seeds)), "--time-limit", str(time_limit)]
+    cmd += ["--interference"] if interference else []
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if p.returncode == 0:
         return json.loads(p.stdout.strip().splitlines()[-1])
     if len(seeds) == 1:
         return [{"seed": seeds[0], "counts": {"abort": 1}, "failures": [f"abort: rc {p.returncode}"]}]
-    return [r for s in seeds for r in run_chunk([s], time_limit)]
+    return [r for s in seeds for r in run_chunk([s], time_limit, interference)]
 
 
 def main() -> None:
@@ -48,10 +50,11 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=50)
     ap.add_argument("--out", default="")
     ap.add_argument("--child", default="")
+    ap.add_argument("--interference", action="store_true", help="solve with the contention tie-break on")
     a = ap.parse_args()
     logging.disable(logging.WARNING)
     if a.child:
-        print(json.dumps([check(int(s), a.time_limit) for s in a.child.split(",")]))
+        print(json.dumps([check(int(s), a.time_limit, a.interference) for s in a.child.split(",")]))
         return
     seeds = list(range(a.first, a.first + a.graphs))
     chunks = [seeds[i:i + a.chunk] for i in range(0, len(seeds), a.chunk)]
@@ -59,12 +62,13 @@ def main() -> None:
     totals: dict[str, int] = {}
     failures: list[str] = []
     with ThreadPoolExecutor(a.jobs) as ex:
-        for rs in ex.map(lambda c: run_chunk(c, a.time_limit), chunks):
+        for rs in ex.map(lambda c: run_chunk(c, a.time_limit, a.interference), chunks):
             for r in rs:
                 for k, v in r["counts"].items():
                     totals[k] = totals.get(k, 0) + v
                 failures += [f"seed {r['seed']}: {f}" for f in r["failures"]]
     summary = {"date": time.strftime("%Y-%m-%d"), "graphs": a.graphs, "first_seed": a.first,
+               "interference": a.interference,
                "time_limit_s": a.time_limit, "wall_s": round(time.time() - t0, 1),
                "failures_total": sum(totals.get(k, 0) for k in FAILURES),
                "counts": dict(sorted(totals.items())), "failures": failures[:100]}

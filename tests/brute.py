@@ -268,10 +268,14 @@ FAILURES = ("false_bound", "false_optimal", "false_infeasible", "invalid_result"
             "status_gap_mismatch", "sim_mismatch", "crash", "abort")
 
 
-def check(seed: int, time_limit: float) -> dict:
-    """One graph: returns counters (failures, outcomes) and details of any failure."""
+def check(seed: int, time_limit: float, interference: bool = False) -> dict:
+    """One graph: returns counters (failures, outcomes) and details of any failure. `interference`: solve with
+    the contention tie-break on (docs/solver.md), whose result must meet every same claim."""
     import overlapsat as osat
     from overlapsat.bounds import lower_bound
+    from overlapsat.cost import H200_STEP
+
+    extra = {"interference": H200_STEP} if interference else {}
 
     g, co = random_graph(seed)
     truth = brute_force(g, co)
@@ -307,7 +311,7 @@ def check(seed: int, time_limit: float) -> dict:
         budget = None
     best = truth.best(budget)
     try:
-        r = osat.optimize(g, time_limit=time_limit, memory_budget=budget, collective_order=co, workers=2)
+        r = osat.optimize(g, time_limit=time_limit, memory_budget=budget, collective_order=co, workers=2, **extra)
     except osat.InfeasibleBudgetError:
         count("infeasible_claimed")
         if best is not None:
@@ -336,6 +340,8 @@ def check(seed: int, time_limit: float) -> dict:
     if (r.gap == 0.0) != r.proven or (r.status.value in ("optimal", "heuristic_optimal")) != r.proven:
         count("status_gap_mismatch", f"{r.status.value} gap {r.gap}")
     count("status_" + r.status.value)
+    if r.stats.get("contention_polish", {}).get("moves"):
+        count("tie_broken")
     if abs(ms - best) <= 1e-9 * max(1.0, best):
         count("result_is_optimum")
     return out
