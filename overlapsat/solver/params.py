@@ -7,9 +7,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from overlapsat.errors import GraphError
+
+if TYPE_CHECKING:
+    from overlapsat.cost.interference import Interference
 
 CollectiveOrder = Literal["chain", "global", "group", "free"]
 POLISH_NODE_VISITS_PER_SECOND = 2e6  # one polish move walks the graph about once (measured, 2 cores, 2026-11-22)
@@ -79,7 +82,7 @@ class SolveParams:
     lns_restarts: int = 2
     portfolio_share: float = 0.1
     log_search: bool = False
-    interference: Any = None
+    interference: Interference | None = None
     polish_evaluations: int | None = None
 
     def __post_init__(self) -> None:
