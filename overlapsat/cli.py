@@ -227,10 +227,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_solve(args: argparse.Namespace) -> int:
     from overlapsat.solver import optimize
 
+    inter = _interference(args.interference)
     g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                 workers=args.workers, on_progress=tick, interference=_interference(args.interference))
+                 workers=args.workers, on_progress=tick, interference=inter)
     tick.done()
     base = r.baseline
     valid_h = [h["exposed"] for h in r.heuristics if h["valid"]]

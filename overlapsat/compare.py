@@ -13,7 +13,7 @@ from overlapsat.errors import GraphError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
-from overlapsat.solver.optimize import Progress, Result, optimize
+from overlapsat.solver.optimize import Progress, Result, optimize, tie_break
 from overlapsat.solver.params import SolveParams
 
 Row = Evaluated  # one row of the table: an evaluated order
@@ -174,19 +174,17 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
 
 def _polished_row(graph: Graph, res: Result, interference: Interference, budget: int | None, collective_order: str,
                   time_limit: float) -> Row | None:
-    """The exact order with the plain model's ties broken by the contended makespan (cost/polish.py), as its own
-    row: no longer in MODEL.md's terms, so the exact row's certificate covers it too. None when nothing moved."""
-    from overlapsat.cost.polish import polish_contended
-
+    """The exact order with the plain model's ties broken by the contended makespan, as optimize(interference=)
+    breaks them, as its own row: no longer in MODEL.md's terms, so the exact row's certificate covers it too.
+    None when nothing moved."""
     t = time.monotonic()
-    moves = SolveParams(time_limit=time_limit).polish_moves(len(graph.nodes))
-    relaxed = graph.relaxed(collective_order)  # what optimize solved and judged the exact row on
-    p = polish_contended(relaxed, res.order, interference, memory_budget=budget, collective_order=collective_order,
-                         max_evaluations=moves)
-    if not p.moves:
+    params = SolveParams(time_limit=time_limit, collective_order=collective_order,  # type: ignore[arg-type]
+                         interference=interference)
+    assert res.evaluated is not None
+    row, done = tie_break(graph.relaxed(collective_order), res.evaluated, params, budget)  # optimize's graph
+    if not done["moves"]:
         return None
-    row = evaluate(relaxed, TIE_BROKEN, p.order, budget=budget, collective_order=collective_order)
-    return replace(row, runtime_s=time.monotonic() - t, note=f"{p.moves} moves")
+    return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")
 
 
 def _other_row(graph: Graph, name: str, spec: Graph | tuple[Graph, Any], budget: int | None,

@@ -34,6 +34,7 @@ sys.path.insert(0, ROOT)
 
 from overlapsat import is_valid, load_graph, simulate  # noqa: E402
 from overlapsat.cost.interference import H200_STEP, Interference, simulate_contended  # noqa: E402
+from overlapsat.cost.polish import SHIFTS, moved  # noqa: E402
 from overlapsat.graph import COMPUTE  # noqa: E402
 from overlapsat.heuristics.portfolio import run_all  # noqa: E402
 from overlapsat.store import usable_schedule  # noqa: E402
@@ -128,11 +129,10 @@ def objective_check(graphs: list, inter: Interference = H200_STEP) -> list[dict]
         moves = better = worse = 0
         for v in [x for x in solved if g.kind[x] != COMPUTE]:
             i = solved.index(v)
-            for d in (-40, -20, -10, -5, -2, -1, 1, 2, 5, 10, 20, 40):
+            for d in SHIFTS:  # the polish's own moves (overlapsat/cost/polish.py)
                 if not 0 <= i + d < len(solved):
                     continue
-                cand = solved[:i] + solved[i + 1:]
-                cand.insert(i + d, v)
+                cand = moved(solved, i, i + d)
                 if not is_valid(g, cand):
                     continue
                 moves += 1

@@ -26,6 +26,13 @@ from overlapsat.validate import assert_valid, is_valid
 SHIFTS = (-40, -20, -10, -5, -2, -1, 1, 2, 5, 10, 20, 40)  # places a collective or wait is tried at
 
 
+def moved(ids: list[int], i: int, j: int) -> list[int]:
+    """`ids` with the node at place i moved to place j (the others keep their order)."""
+    out = ids[:i] + ids[i + 1:]
+    out.insert(j, ids[i])
+    return out
+
+
 @dataclass(frozen=True)
 class Polished:
     """The polished order and what it changed (us, bytes)."""
@@ -50,7 +57,7 @@ def polish_contended(graph: Graph, order: Sequence[int | str], interference: Int
         raise GraphError(f"max_evaluations must be an integer >= 0, got {max_evaluations!r}")
     ids = order_ids(graph, order)
     assert_valid(graph, ids, memory_budget, collective_order=collective_order, what="order to polish")  # type: ignore[arg-type]
-    plain = simulate(graph, ids)
+    plain = kept_sim = simulate(graph, ids)
     limit_ms, limit_peak = plain.makespan, plain.peak_memory
     before = best = simulate_contended(graph, ids, interference).makespan
     movable = [v for v in ids if graph.kind[v] != COMPUTE]
@@ -64,8 +71,7 @@ def polish_contended(graph: Graph, order: Sequence[int | str], interference: Int
                 j = i + d
                 if not 0 <= j < len(ids) or tried >= max_evaluations:
                     continue
-                cand = ids[:i] + ids[i + 1:]
-                cand.insert(j, v)
+                cand = moved(ids, i, j)
                 tried += 1
                 if not is_valid(graph, cand, memory_budget, collective_order=collective_order):  # type: ignore[arg-type]
                     continue
@@ -75,8 +81,7 @@ def polish_contended(graph: Graph, order: Sequence[int | str], interference: Int
                 s = simulate(graph, cand)
                 if s.makespan > limit_ms or s.peak_memory > limit_peak:  # strict: a proof of the input still holds
                     continue
-                ids, best, i = cand, c, j
+                ids, best, i, kept_sim = cand, c, j, s
                 kept += 1
                 improved = True
-    final = simulate(graph, ids)
-    return Polished(ids, before, best, final.makespan, final.peak_memory, kept, tried)
+    return Polished(ids, before, best, kept_sim.makespan, kept_sim.peak_memory, kept, tried)

@@ -373,7 +373,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
         bound = graph.compute_total
         message = message or "internal error: inconsistent bound dropped"
     if params.interference is not None and not tb.interrupted:
-        final = _polish(graph, final, params, budget, stats)
+        final, stats["contention_polish"] = tie_break(graph, final, params, budget)
     status = _status(final.makespan, bound, method, solver_error)
     if tb.interrupted:
         stats["interrupted"] = True
@@ -390,23 +390,24 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
                   baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final)
 
 
-def _polish(graph: Graph, final: Evaluated, params: SolveParams, budget: int | None, stats: dict[str, Any]) -> Evaluated:
-    """Break the plain model's ties by the contended makespan (cost/polish.py): the order that comes back
-    is valid, no longer in the plain model and no higher in memory, so the status and bound still hold."""
+def tie_break(graph: Graph, final: Evaluated, params: SolveParams, budget: int | None) -> tuple[Evaluated, dict]:
+    """Break the plain model's ties by the contended makespan at `params.interference` (cost/polish.py), and
+    what it did. The order that comes back is valid, no longer in the plain model and no higher in memory,
+    so the status and bound of `final` still hold. `graph` is the one `final` was judged on (relaxed)."""
     from overlapsat.cost.polish import polish_contended
 
     p = polish_contended(graph, final.order, params.interference, memory_budget=budget,
                          collective_order=params.collective_order, max_evaluations=params.polish_moves(len(graph.nodes)))
-    stats["contention_polish"] = {"contended_before_us": p.contended_before, "contended_after_us": p.contended_after,
-                                  "moves": p.moves, "evaluated": p.evaluated}
+    done = {"contended_before_us": p.contended_before, "contended_after_us": p.contended_after, "moves": p.moves,
+            "evaluated": p.evaluated}
     if not p.moves:
-        return final
+        return final, done
     out = evaluate(graph, final.name, p.order, budget=budget, collective_order=params.collective_order)
     if not out.valid or out.makespan > final.makespan or out.peak_memory > final.peak_memory:
         raise RuntimeError("internal error: the contention polish broke its promise")  # polish checks each move
     log.info("contention polish: %d moves, contended makespan %.1f -> %.1f us", p.moves, p.contended_before,
              p.contended_after)
-    return out
+    return out, done
 
 
 def _status(makespan: float, bound: float, method: str, solver_error: bool) -> Status:
