@@ -101,3 +101,24 @@ def test_holes_at_collective_starts(tmp_path):
     r = holes(t)
     assert r["hole_at_nccl_start_mean_us"] == 3 and r["nccl_starts_in_a_hole"] == 0.5
     assert r["compute_gap_median_us"] == 4 and r["compute_gap_mean_us"] == 4
+
+
+def test_waits_on_nccl_count_only_holes_a_collective_finishes_in(tmp_path):
+    """The measure fixed before runs 13 on, worked by hand on two steps. Step 1: compute [0,10) [14,24)
+    [50,60); NCCL [5,20) runs across the launch gap [10,14) and ends under compute (no wait), [26,45) ends in
+    the hole [24,50) (19 waited), [47,70) starts after that completion (not a wait until compute ends: [60,70)
+    is, 10). Step 2 (from its first NCCL kernel at 100): [100,105) before compute (5), [110,120) across the
+    gap [115,117) (no wait), [131,133) after the last kernel (2)."""
+    t = _trace(tmp_path, "w.json", [("sm90_gemm", 0, 10, 132), ("sm90_gemm", 14, 10, 132),
+                                     ("sm90_gemm", 50, 10, 132), ("ncclAllGather", 5, 15, 24),
+                                     ("ncclAllGather", 26, 19, 24), ("ncclAllGather", 47, 23, 24),
+                                     ("sm90_gemm", 108, 7, 132), ("sm90_gemm", 117, 13, 132),
+                                     ("ncclAllGather", 100, 5, 24), ("ncclAllGather", 110, 10, 24),
+                                     ("ncclAllGather", 131, 2, 24)])
+    r = analyse_trace(t, steps=2, skip=1)
+    assert r["steps_after_warmup"] == 1
+    assert r["waits_on_nccl_us"] == 5 + 2 and r["waits_on_nccl_median_step_us"] == 7
+    assert r["exposed_after_warmup_us"] == 5 + 2 + 2  # the old reading also counts the launch gap [115,117)
+    r = analyse_trace(t, steps=2)
+    assert r["waits_on_nccl_us"] == (19 + 10 + 7) / 2
+    assert r["exposed_comm_us"] == (4 + 19 + 3 + 10 + 5 + 2 + 2) / 2  # unchanged: the measure of runs 1-12

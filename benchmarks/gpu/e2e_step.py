@@ -252,8 +252,42 @@ def step_exposure(comm: list, up: list, uc: list, steps: int) -> tuple[list[floa
     return whole, outside
 
 
-def analyse_trace(path: str, steps: int) -> dict:
-    """Exposed communication and in-step interference from a profiler trace (us, per step)."""
+def _holes(up: list) -> list[tuple[float, float]]:
+    """The compute stream's idle intervals, the open ends included."""
+    edges = [-float("inf")] + [x for iv in up for x in iv] + [float("inf")]
+    return list(zip(edges[::2], edges[1::2]))
+
+
+def nccl_waits(up: list, uc: list) -> list[tuple[float, float]]:
+    """When the compute stream waits on NCCL, read off a trace (the measure fixed for runs 13 on, before they
+    ran; docs/gpu_results.md). In each hole of the compute stream (before its first kernel, between two, after
+    its last), NCCL time counts only up to the last NCCL completion inside the hole: a hole no collective
+    finishes in (a launch gap NCCL runs across) is not a wait on NCCL, nor is NCCL time after the last
+    completion (the compute stream resumed for another reason)."""
+    waits = []
+    for a, b in _holes(up):
+        ends = [e for s, e in uc if a < e <= b]
+        if ends:
+            last = max(ends)
+            waits += [(max(s, a), min(e, last)) for s, e in uc if e > a and s < last]
+    return waits
+
+
+def per_step(comm: list, intervals: list, steps: int) -> list[float]:
+    """Each profiled step's share of a list of disjoint intervals; a step starts at its first NCCL kernel."""
+    if not comm or steps < 1 or len(comm) % steps:
+        return []
+    m = len(comm) // steps
+    comm = sorted(comm)
+    starts = [comm[i * m][0] for i in range(steps)] + [float("inf")]
+    starts[0] = -float("inf")
+    return [sum(max(0.0, min(e, hi) - max(s, lo)) for s, e in intervals)
+            for lo, hi in zip(starts, starts[1:])]
+
+
+def analyse_trace(path: str, steps: int, skip: int = 0) -> dict:
+    """Exposed communication and in-step interference from a profiler trace (us, per step). `skip`: profiled
+    steps left out of the `after_warmup` figures (the first waits for the profiler to start)."""
     with open(path, encoding="utf-8") as f:
         ev = json.load(f)
     ev = ev.get("traceEvents", ev) if isinstance(ev, dict) else ev
@@ -293,8 +327,23 @@ def analyse_trace(path: str, steps: int) -> dict:
             "exposed_median_step_us": statistics.median(per_step[0]) if per_step[0] else None,
             "exposed_median_step_outside_kernel_gaps_us": statistics.median(per_step[1]) if per_step[1] else None,
             "comm_busy_us": comm_busy / steps, "kernel_span_us": span / steps,
+            **after_warmup(comm, up, uc, steps, skip),
             "compute_kernels": slowdown(comp, uc), "nccl_kernels": slowdown(comm, up),
             "nccl_kernel_count": len(comm) // max(1, steps)}
+
+
+def after_warmup(comm: list, up: list, uc: list, steps: int, skip: int) -> dict:
+    """The measure fixed before runs 13 on: waits on NCCL (`nccl_waits`) per step, mean and median over the
+    steps after the profiler's warm-up, and the old measure (NCCL while no kernel runs) over the same steps."""
+    waits = per_step(comm, nccl_waits(up, uc), steps)[skip:]
+    exposed = per_step(comm, [(max(s, a), min(e, b)) for s, e in uc for a, b in _holes(up) if e > a and s < b],
+                       steps)[skip:]
+    if not waits:
+        return {}
+    return {"steps_after_warmup": len(waits), "waits_on_nccl_us": statistics.fmean(waits),
+            "waits_on_nccl_median_step_us": statistics.median(waits),
+            "exposed_after_warmup_us": statistics.fmean(exposed)}
+
 
 
 def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, store: str, out: str) -> None:
@@ -376,13 +425,13 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(a.prof_steps):
+            for _ in range(a.prof_warmup + a.prof_steps):
                 step()
             torch.cuda.synchronize()
         tr = os.path.join(tempfile.mkdtemp(), "trace.json")
         prof.export_chrome_trace(tr)
         try:
-            res["profile"] = analyse_trace(tr, a.prof_steps)
+            res["profile"] = analyse_trace(tr, a.prof_warmup + a.prof_steps, skip=a.prof_warmup)
         except Exception as e:  # noqa: BLE001 - the step timings stand without it
             res["profile"] = {"error": f"{type(e).__name__}: {e}"}
         if rank == 0 and cfg in a.keep_traces:
@@ -454,6 +503,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--prof-steps", type=int, default=3)
+    ap.add_argument("--prof-warmup", type=int, default=1,
+                    help="profiled steps before those measured after warm-up (the first waits for the profiler)")
     ap.add_argument("--solve-s", type=float, default=20.0)
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--pin", default="compute")
@@ -471,7 +522,7 @@ def main() -> None:
             with gzip.open(path, "rb") as fi, open(tmp, "wb") as fo:
                 fo.write(fi.read())
             path = tmp
-        print(json.dumps(analyse_trace(path, int(steps)), indent=1))
+        print(json.dumps(analyse_trace(path, int(steps), skip=a.prof_warmup), indent=1))
         return
     if not a.out:
         ap.error("--out is required")

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The issue's own configuration (every weight re-gathered in backward under selective checkpointing) on
+# 2 H200s (nvidia-h200-x2), as one device call of under 10 minutes: all five configurations, then a
+# second pass over as many as time allows (d first). Measures fixed before the runs: docs/gpu_results.md,
+# "Runs 13 on". Carry the wheels in .whl.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+export PYTHONPATH=/tmp/site:$PWD NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+FIRST=${FIRST:-d c b_iter b_three a}
+SECOND=${SECOND:-d c b_iter b_three}
+start=$SECONDS
+run() {  # out-dir seconds configs...
+  local dir=$1 limit=$2; shift 2
+  timeout "$limit" python3 benchmarks/gpu/e2e_step.py --world 2 --regather --out "$OUT/$dir" \
+    --steps 50 --prof-steps 10 --prof-warmup 1 --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" \
+    | tee "$OUT/log_$dir.txt" | cut -c1-220 | grep -v "^ \|^\[rank" | tail -7
+}
+run pass1 400 $FIRST
+left=$(( 560 - (SECONDS - start) ))
+[ "$left" -gt 90 ] && run pass2 "$left" $SECOND
+echo "total ${SECONDS}s"
