@@ -13,7 +13,8 @@ in backward), forward and backward, and times the step:
 - c       the FX-level OverlapScheduler (aten_distributed_optimizations.enable_overlap_scheduling);
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
-- d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP).
+- d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
+- d_mem   the same as d, under a memory budget (`--memory-budget`, a ratio of each captured graph's peak).
 
 Each: median step time over CUDA events after warm-up, peak memory, and from
 a profiler trace the exposed communication (time an NCCL kernel runs while
@@ -39,7 +40,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie")
+CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie", "d_mem")
+OURS = ("d", "d_int", "d_tie", "d_mem")
 
 
 _TP: dict = {}  # the tensor-parallel group, for the two autograd functions below (module level for dynamo)
@@ -367,7 +369,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     set_config(cfg, gpu)
     res: dict = {"config": cfg, "rank": rank}
     applied: list = []
-    if cfg in ("d", "d_int", "d_tie"):
+    if cfg in OURS:
         from overlapsat.store import solve_store
         from overlapsat.torch.fx_apply import install_fx
 
@@ -384,6 +386,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             from overlapsat.cost import H200_STEP
 
             tie = {"interference": H200_STEP} if cfg == "d_tie" else {}
+            if cfg == "d_mem":
+                tie = {"memory_budget": a.memory_budget}
             outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
             res["solve_s"] = time.monotonic() - t0
             res["solved"] = [o.as_dict() for o in outs]
@@ -511,6 +515,8 @@ def main() -> None:
     ap.add_argument("--collective-order", default="group", choices=("group", "chain"),
                     help="chain: one issue order over all groups, as Inductor's (for several process groups)")
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
+    ap.add_argument("--memory-budget", type=float, default=1.1,
+                    help="d_mem: each graph's peak at most this ratio of its captured order's peak")
     ap.add_argument("--keep-traces", nargs="*", default=["d"])
     ap.add_argument("--analyse", nargs=2, metavar=("TRACE", "STEPS"),
                     help="print the analysis of a kept profiler trace (.json or .json.gz) and stop")
@@ -555,7 +561,7 @@ def main() -> None:
         print(cfg, json.dumps({k: r0.get(k) for k in ("step_ms_median", "peak_memory_bytes", "applied_graphs",
                                                        "loss_eager", "loss_compiled")}),
               json.dumps(r0.get("profile", {}))[:600], results["configs"][cfg].get("error", ""), flush=True)
-        if cfg in ("d", "d_int", "d_tie") and os.path.isdir(os.path.join(store, cfg)):
+        if cfg in OURS and os.path.isdir(os.path.join(store, cfg)):
             # predicted right away, so a run cut short still keeps the store and the prediction
             key = "prediction" if cfg == "d" else f"prediction_{cfg}"  # d_int: on its stretched graphs
             try:

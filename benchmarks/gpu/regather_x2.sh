@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The issue's own configuration (every weight re-gathered in backward under selective checkpointing) on
 # 2 H200s (nvidia-h200-x2), as one device call of under 10 minutes: all five configurations, then a
-# second pass over as many as time allows (d first). Measures fixed before the runs: docs/gpu_results.md,
+# second pass over as many as time allows (d first). FIRST, SECOND (configurations) and FIRST_S (the first
+# pass's limit) change the plan; run 15 was FIRST="d_mem d b_iter c a" SECOND="" FIRST_S=540. Measures fixed before the runs: docs/gpu_results.md,
 # "Runs 13 on". Carry the wheels in .whl.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -18,7 +19,7 @@ run() {  # out-dir seconds configs...
     --steps 50 --prof-steps 10 --prof-warmup 1 --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" \
     | tee "$OUT/log_$dir.txt" | cut -c1-220 | grep -v "^ \|^\[rank" | tail -7
 }
-run pass1 400 $FIRST
+run pass1 "${FIRST_S:-400}" $FIRST
 left=$(( 560 - (SECONDS - start) ))
-[ "$left" -gt 90 ] && run pass2 "$left" $SECOND
+[ "$left" -gt 90 ] && [ -n "$SECOND" ] && run pass2 "$left" $SECOND
 echo "total ${SECONDS}s"
