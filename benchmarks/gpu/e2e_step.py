@@ -380,6 +380,12 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         f = torch.compile(model)
         f(x).float().pow(2).mean().backward()
         res["capture_s"] = time.monotonic() - t0
+        del f  # the capture compile's module: nothing of it may stay allocated into the timed steps
+        import gc
+
+        gc.collect()
+        if gpu:
+            res["allocated_after_capture_bytes"] = torch.cuda.memory_allocated()
         dist.barrier()
         if rank == 0:
             t0 = time.monotonic()
@@ -414,6 +420,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     res["compile_and_warmup_s"] = time.monotonic() - t0
     res["applied_graphs"] = applied
     if gpu:
+        res["allocated_before_steps_bytes"] = torch.cuda.memory_allocated()  # what the peak starts from
         torch.cuda.reset_peak_memory_stats()
         times = []
         for _ in range(a.steps):

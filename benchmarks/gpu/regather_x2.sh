@@ -2,7 +2,7 @@
 # The issue's own configuration (every weight re-gathered in backward under selective checkpointing) on
 # 2 H200s (nvidia-h200-x2), as one device call of under 10 minutes: all five configurations, then a
 # second pass over as many as time allows (d first). FIRST, SECOND (configurations) and FIRST_S (the first
-# pass's limit) change the plan; run 15 was FIRST="d_mem d b_iter c a" SECOND="" FIRST_S=540. Measures fixed before the runs: docs/gpu_results.md,
+# pass's limit) change the plan; runs 15-16 were FIRST="d_mem d b_iter c a" FIRST_S=545 (SECOND="" then still ran the default second pass; fixed), run 17 FIRST="d_mem d a b_iter" SECOND="" FIRST_S=520. Measures fixed before the runs: docs/gpu_results.md,
 # "Runs 13 on". Carry the wheels in .whl.
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -10,8 +10,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
-FIRST=${FIRST:-d c b_iter b_three a}
-SECOND=${SECOND:-d c b_iter b_three}
+FIRST=${FIRST-d c b_iter b_three a}
+SECOND=${SECOND-d c b_iter b_three}
 start=$SECONDS
 run() {  # out-dir seconds configs...
   local dir=$1 limit=$2; shift 2
