@@ -70,7 +70,7 @@ def main(paths: list[str]) -> None:
         step = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items() if "ranks" in v}
         if "a" not in step:
             print("(no run without reordering in this file)\n")
-        torch_best = min((step[c], c) for c in ("b_iter", "b_three", "c") if c in step)
+        torch_best = min(((step[c], c) for c in ("b_iter", "b_three", "c") if c in step), default=None)
         print("| configuration | step ms (rank 0 / 1) | vs a | vs best of b, c | exposed comm ms | NCCL kernels ms | "
               "compute kernels ms | slowdown overlapped: compute / NCCL | peak memory GB | loss = eager (bf16) |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |")
@@ -85,13 +85,13 @@ def main(paths: list[str]) -> None:
             ck, nk = p.get("compute_kernels", {}), p.get("nccl_kernels", {})
             sd = " / ".join("-" if k.get("slowdown") is None else f"{k['slowdown']:.2f}" for k in (ck, nk))
             rel_a = f"{100 * (step[c] / step['a'] - 1):+.1f} %" if "a" in step else "-"
-            rel_b = 100 * (step[c] / torch_best[0] - 1)
+            rel_b = f"{100 * (step[c] / torch_best[0] - 1):+.1f} %" if torch_best else "-"
             same = abs(r0["loss_compiled"] - r0["loss_eager"]) <= 0.01 * abs(r0["loss_eager"])
-            print(f"| {NAMES[c]} | {step[c]:.2f} / {r1['step_ms_median']:.2f} | {rel_a} | {rel_b:+.1f} % | "
+            print(f"| {NAMES[c]} | {step[c]:.2f} / {r1['step_ms_median']:.2f} | {rel_a} | {rel_b} | "
                   f"{ms(p.get('exposed_comm_us'))} | {ms(nk.get('time_us'))} | {ms(ck.get('time_us'))} | {sd} | "
                   f"{r0['peak_memory_bytes'] / 1e9:.3f} | {'yes' if same else 'NO'} ({r0['loss_compiled']:.4f} / "
                   f"{r0['loss_eager']:.4f}) |")
-        if "d" in step:
+        if "d" in step and torch_best:
             key = (f"{args['world']} GPUs, {args['layers']} layers, seq {args['seq']}"
                    + (", re-gathered in backward" if args.get("regather") else ""))
             wins.setdefault(key, []).append(100 * (step["d"] / torch_best[0] - 1))

@@ -20,7 +20,8 @@ Dependencies are the FX data edges. Memory is counted per storage, as torch's
 `MemoryTracker` does: a node allocates the storages of its outputs that no
 earlier node produced (a view shares its base's), and a storage is released
 after its last reader. `wait_tensor` returns its input at run time, so its
-output is an alias, not an allocation. Graph inputs: storages of `primals_*`
+output is an alias, not an allocation; and it reads its collective's inputs,
+which stay allocated until the collective completes. Graph inputs: storages of `primals_*`
 placeholders (parameters) are a constant, left out of the peak; other
 placeholders (saved activations, tangents) are freeable inputs, released after
 their last reader. Graph outputs are never released.
@@ -274,6 +275,15 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
                 if s not in seen and not (n in unpack and kind.get(produced.get(s, (None,))[0]) is NodeKind.COLLECTIVE):
                     seen.add(s)
                     readers.setdefault(s, []).append(n.name)
+    # a collective reads its inputs until it completes, and the work object holds them until the wait (as it
+    # holds them from the caching allocator on NCCL): each wait reads its collective's inputs (decision 18)
+    waits_of: dict[Any, list[Any]] = {}
+    for w, c in coll_of.items():
+        waits_of.setdefault(c, []).append(w)
+    for c, ws in waits_of.items():
+        for s in sorted({s for a in c.all_input_nodes for s in out_storages.get(a, [])}):
+            rs = readers.setdefault(s, [])
+            rs += [w.name for w in ws if w.name not in rs]
     output_storages: set[int] = set()
     out_node = next((n for n in fx_nodes if n.op == "output"), None)
     if out_node is not None:

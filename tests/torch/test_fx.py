@@ -119,10 +119,11 @@ def test_memory_per_storage_against_a_hand_computed_case():
     g = import_fx(_trace(f, torch.randn(8, 8), torch.randn(8, 8)))
     r = simulate(g)
     # before: x (256, a freeable input; primals is a parameter: outside the peak)
-    # mul: 512, then x freed -> 256; view: 256; add: 512, then a freed -> 256; all_gather: 256 + 256 w, b freed
-    # -> 256 w; wait: an alias -> 256 w; sum: 256 w + 4, the gathered buffer freed -> 4
+    # mul: 512, then x freed -> 256; view: 256; add: 512, then a freed -> 256; all_gather: 256 + 256 w, and b
+    # stays: the collective reads it until it completes (decision 18); wait: an alias -> 256 + 256 w, then b
+    # freed -> 256 w; sum: 256 w + 4, the gathered buffer freed -> 4
     w = _world()
-    assert r.mem_post_alloc == [512, 256, 512, 256 + 256 * w, 256 * w, 256 * w + 4]
+    assert r.mem_post_alloc == [512, 256, 512, 256 + 256 * w, 256 + 256 * w, 256 * w + 4]
     assert r.peak_memory == max(512, 256 + 256 * w)
     assert g.meta["primals_bytes"] == 256
 
@@ -276,3 +277,28 @@ def test_cpu_flash_attention_gets_the_flash_formula():
     assert att == {"_scaled_dot_product_flash_attention_for_cpu": fwd,
                    "_scaled_dot_product_flash_attention_for_cpu_backward": 2.5 * fwd}
 
+
+
+def test_a_collective_holds_its_input_until_its_wait_and_is_still_prefetched():
+    """Decision 18 on a 2-rank trace: the reduce_scatter's input (otherwise dead once the collective is issued)
+    is read by the wait, so sinking the wait keeps it alive; and the solver still hides the first all_gather
+    behind the independent matmul (it issues it first)."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat import optimize
+    from overlapsat.torch.fx import import_fx
+
+    def step(w1, x):
+        a = funcol.all_gather_tensor(w1, 0, dist.group.WORLD)
+        h = torch.relu(x @ x.T)
+        g = torch.tanh(h @ a)  # 16 x 16 floats: 1 KiB
+        return funcol.reduce_scatter_tensor(g, "sum", 0, dist.group.WORLD).sum()
+
+    g = import_fx(_trace(step, torch.randn(8, 16), torch.randn(16, 16)))
+    rs = next(n.name for n in g.nodes if n.name.startswith("reduce_scatter"))
+    wait = g.names[g.waits_of[g.index[rs]][0]]
+    held = [b for b in g.buffers if rs in b.consumers]
+    assert held and all(wait in b.consumers for b in held)
+    r = optimize(g, time_limit=2)
+    assert g.names[r.order[0]].startswith("all_gather")
