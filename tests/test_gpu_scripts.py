@@ -122,3 +122,24 @@ def test_waits_on_nccl_count_only_holes_a_collective_finishes_in(tmp_path):
     r = analyse_trace(t, steps=2)
     assert r["waits_on_nccl_us"] == (19 + 10 + 7) / 2
     assert r["exposed_comm_us"] == (4 + 19 + 3 + 10 + 5 + 2 + 2) / 2  # unchanged: the measure of runs 1-12
+
+
+def test_nccl_held_back_by_a_running_kernel(tmp_path):
+    """By hand: K0 [0,50) launched first; N1 launched after it may start at 50, but K1 (launched after N1,
+    [50,250)) takes the SMs and N1 starts at 250: held back 200 us. N2 (launched after K1) may start when K1
+    and N1 [250,260) end, and starts 2 us later: under HELD_US, not counted."""
+    from benchmarks.gpu.e2e_step import held_back
+
+    def k(name, ts, dur, corr):
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "args": {"correlation": corr}}
+
+    def launch(ts, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cuLaunchKernelEx", "ts": ts, "dur": 1,
+                "args": {"correlation": corr}}
+
+    ev = [k("sm90_gemm", 0, 50, 1), k("ncclAllGather", 250, 10, 2), k("sm90_gemm", 50, 200, 3),
+          k("ncclAllGather", 262, 5, 4), launch(-40, 1), launch(-39, 2), launch(-38, 3), launch(-37, 4)]
+    assert held_back(ev, steps=1, skip=0) == {"nccl_held_back_us": 200}
+    ev[2]["ts"], ev[2]["dur"] = 300, 10  # K1 runs after N1 instead: nothing holds N1 (it starts late, alone)
+    ev[1]["ts"] = 250
+    assert held_back(ev, steps=1, skip=0) == {"nccl_held_back_us": 0}

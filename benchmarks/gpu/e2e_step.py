@@ -287,6 +287,43 @@ def per_step(comm: list, intervals: list, steps: int) -> list[float]:
             for lo, hi in zip(starts, starts[1:])]
 
 
+HELD_US = 10.0  # a NCCL kernel that starts later than this after it could have is counted as held back
+
+
+def held_back(ev: list, steps: int, skip: int) -> dict:
+    """NCCL kernels that started late while a compute kernel ran (runs 13 on, docs/gpu_results.md). A NCCL
+    kernel may start once its stream's previous kernel ended and the compute kernel launched last before it (on
+    the host: ProcessGroupNCCL makes the NCCL stream wait on the compute stream at issue) ended; a start later
+    than that by HELD_US while a compute kernel runs is SM occupancy, which MODEL.md does not have."""
+    import bisect
+
+    kern = {e["args"].get("correlation"): e for e in ev
+            if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel" and "args" in e}
+    launch: dict = {}
+    for e in ev:
+        c = e.get("args", {}).get("correlation") if isinstance(e.get("args"), dict) else None
+        if c in kern and str(e.get("cat", "")).lower() in ("cuda_runtime", "cuda_driver") and e.get("ph") == "X":
+            launch.setdefault(c, e["ts"])
+    comm = sorted((e for c, e in kern.items() if "nccl" in e["name"].lower() and c in launch), key=lambda e: e["ts"])
+    comp = sorted(((launch[c], e) for c, e in kern.items() if "nccl" not in e["name"].lower() and c in launch),
+                  key=lambda x: x[0])
+    if not comm or len(comm) % steps:
+        return {}
+    at = [x[0] for x in comp]
+    m, out = len(comm) // steps, []
+    for st in range(skip, steps):
+        tot = 0.0
+        for i in range(st * m, (st + 1) * m):
+            k = comm[i]
+            j = bisect.bisect_left(at, launch[k["args"]["correlation"]]) - 1
+            ready = max(comm[i - 1]["ts"] + comm[i - 1]["dur"] if i else 0.0,
+                        comp[j][1]["ts"] + comp[j][1]["dur"] if j >= 0 else 0.0)
+            if k["ts"] - ready > HELD_US and any(c["ts"] <= ready < c["ts"] + c["dur"] for _, c in comp):
+                tot += k["ts"] - ready
+        out.append(tot)
+    return {"nccl_held_back_us": statistics.median(out)} if out else {}
+
+
 def analyse_trace(path: str, steps: int, skip: int = 0) -> dict:
     """Exposed communication and in-step interference from a profiler trace (us, per step). `skip`: profiled
     steps left out of the `after_warmup` figures (the first waits for the profiler to start)."""
@@ -329,7 +366,7 @@ def analyse_trace(path: str, steps: int, skip: int = 0) -> dict:
             "exposed_median_step_us": statistics.median(per_step[0]) if per_step[0] else None,
             "exposed_median_step_outside_kernel_gaps_us": statistics.median(per_step[1]) if per_step[1] else None,
             "comm_busy_us": comm_busy / steps, "kernel_span_us": span / steps,
-            **after_warmup(comm, up, uc, steps, skip),
+            **after_warmup(comm, up, uc, steps, skip), **held_back(ev, steps, skip),
             "compute_kernels": slowdown(comp, uc), "nccl_kernels": slowdown(comm, up),
             "nccl_kernel_count": len(comm) // max(1, steps)}
 
