@@ -5,11 +5,7 @@
 # pass's limit) change the plan; runs 15-16 were FIRST="d_mem d b_iter c a" FIRST_S=545 (SECOND="" then still ran the default second pass; fixed), run 17 FIRST="d_mem d a b_iter" SECOND="" FIRST_S=520. Measures fixed before the runs: docs/gpu_results.md,
 # "Runs 13 on". Carry the wheels in .whl.
 set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
-export PYTHONPATH=/tmp/site:$PWD NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
+. benchmarks/gpu/device_env.sh
 FIRST=${FIRST-d c b_iter b_three a}
 SECOND=${SECOND-d c b_iter b_three}
 start=$SECONDS
