@@ -143,3 +143,22 @@ def test_nccl_held_back_by_a_running_kernel(tmp_path):
     ev[2]["ts"], ev[2]["dur"] = 300, 10  # K1 runs after N1 instead: nothing holds N1 (it starts late, alone)
     ev[1]["ts"] = 250
     assert held_back(ev, steps=1, skip=0) == {"nccl_held_back_us": 0}
+
+
+def test_boundary_rule_defers_a_queued_transfer_past_the_gemm_its_predecessor_released():
+    """The re-gather pattern by hand: c1 (10) and c2 (10) issued at 0 on one group; w1; a GEMM g (20) that
+    needs c1; w2. MODEL.md: c2 runs [10,20) beside g [10,30), exposed 10 (the wait for c1). The boundary rule:
+    c2 becomes ready at 10 as g starts, so it runs [30,40) and w2 waits until 40: exposed 20. Input order."""
+    from benchmarks.gpu.boundary_rule import walk
+    from overlapsat import GraphBuilder, simulate
+
+    b = GraphBuilder()
+    b.collective("c1", group="g", duration=10.0, writes={"A": 4})
+    b.collective("c2", group="g", duration=10.0, writes={"B": 4})
+    b.wait("w1", "c1")
+    b.compute("g", 20.0, reads=["A"], writes={"X": 4}, gemm_like=True)
+    b.wait("w2", "c2")
+    b.compute("k", 0.0, reads=["B", "X"], writes={"O": 1}, outputs=["O"])
+    gr = b.build()
+    assert walk(gr, None, boundary=False) == simulate(gr).exposed == 10
+    assert walk(gr, None) == 20

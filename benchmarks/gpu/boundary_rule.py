@@ -1,0 +1,92 @@
+"""An exploratory timing rule, checked against the GPU runs' stores after the fact (docs/gpu_results.md).
+
+    python benchmarks/gpu/boundary_rule.py benchmarks/results/gpu_2026-11-22/run13_regather [run12 ...]
+
+MODEL.md starts a transfer as soon as its group stream is free and its issue point is reached. On the
+H200s a NCCL kernel that becomes ready while a GEMM holds the SMs, or as one starts, waits for that GEMM
+(`e2e_step.held_back`). This walk is MODEL.md's, plain durations, with one change: a transfer that would start
+while a GEMM-like compute node runs (or at the instant one starts) starts when that node ends. It prints, for
+the solved order (d) and the captured order (a) of each run's stored graphs, the exposure under both rules.
+It is a model experiment, outside the library: the simulator, bounds and solver keep MODEL.md's rule.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import tarfile
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+
+def walk(g, order, *, boundary: bool = True) -> float:
+    """Exposed us of `order` (None: input order): MODEL.md's walk, with transfers deferred past GEMM-like
+    nodes when `boundary`. Transfers are placed lazily, in group order, when their wait is reached (or at the
+    end), by which time every compute node that could overlap their ready time has its interval."""
+    from overlapsat.graph import COLLECTIVE, COMPUTE
+
+    idx = [g.index[n] if isinstance(n, str) else n for n in (order if order is not None else g.names)]
+    t, free, pend, issue, end, gemms = 0.0, {}, {}, {}, {}, []
+
+    def place(upto: int) -> None:
+        grp = g.group_id[upto]
+        while pend.get(grp):
+            c = pend[grp].pop(0)
+            r = max(issue[c], free.get(grp, 0.0))
+            if boundary:
+                r = next((e for s, e in gemms if s <= r < e), r)
+            end[c] = free[grp] = r + g.nodes[c].duration
+            if c == upto:
+                return
+
+    for i in idx:
+        nd = g.nodes[i]
+        if g.kind[i] == COMPUTE:
+            if nd.gemm_like and nd.duration > 0:
+                gemms.append((t, t + nd.duration))
+            t += nd.duration
+        elif g.kind[i] == COLLECTIVE:
+            t += nd.launch
+            issue[i] = t
+            pend.setdefault(g.group_id[i], []).append(i)
+        else:
+            c = g.index[nd.collective]
+            if c not in end:
+                place(c)
+            t = max(t, end[c]) + nd.duration
+    for q in list(pend.values()):
+        while q:
+            place(q[-1])
+    return max([t, *free.values()]) - g.compute_total
+
+
+def main(runs: list[str]) -> None:
+    from overlapsat import load_graph
+    from overlapsat.store import usable_schedule
+
+    print("| run | order | exposed ms, MODEL.md | exposed ms, boundary rule |")
+    print("| --- | --- | ---: | ---: |")
+    for run in runs:
+        if not os.path.exists(os.path.join(run, "store.tar.gz")):
+            print(f"| {os.path.basename(run.rstrip('/'))} | (no store kept) | - | - |")
+            continue
+        tmp = tempfile.mkdtemp()
+        with tarfile.open(os.path.join(run, "store.tar.gz")) as t:
+            t.extractall(tmp, filter="data")
+        st = os.path.join(tmp, "store", "d")
+        tot = {"d": [0.0, 0.0], "a": [0.0, 0.0]}
+        for f in sorted(glob.glob(os.path.join(st, "*.graph.json"))):
+            g = load_graph(f)
+            o, _ = usable_schedule(st, os.path.basename(f)[: -len(".graph.json")], g)
+            for label, order in (("d", o), ("a", None)):
+                tot[label][0] += walk(g, order, boundary=False)
+                tot[label][1] += walk(g, order)
+        for label in ("a", "d"):
+            print(f"| {os.path.basename(run.rstrip('/'))} | {label} | {tot[label][0] / 1e3:.2f} | {tot[label][1] / 1e3:.2f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
