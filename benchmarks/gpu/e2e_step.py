@@ -527,6 +527,9 @@ def predict(store: str) -> dict:
                 ri = simulate_with_interference(g, o, inter)
                 row[label][f"makespan_with_{nm}_us"] = ri.makespan
                 row[label][f"exposed_with_{nm}_us"] = ri.exposed
+            from benchmarks.gpu.boundary_rule import walk  # the transfer-start rule to test on new runs
+
+            row[label]["boundary_exposed_us"] = walk(g, o)
             rc = simulate_contended(g, o, H200_STEP)  # the contention model, fitted 2026-11-22
             row[label].update(contended_makespan_us=rc.makespan, contended_exposed_us=rc.exposed,
                               contended_compute_us=rc.compute_busy, contended_comm_us=rc.comm_busy)
