@@ -227,37 +227,42 @@ def overlap_with(s: float, e: float, merged: list[tuple[float, float]]) -> float
 KERNEL_GAP_US = 10.0  # compute-stream holes shorter than this are launch gaps between consecutive kernels
 
 
-def kernel_gaps(merged: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The holes between consecutive compute intervals shorter than KERNEL_GAP_US."""
-    return [(a[1], b[0]) for a, b in zip(merged, merged[1:]) if 0 < b[0] - a[1] < KERNEL_GAP_US]
-
-
-def step_exposure(comm: list, up: list, uc: list, steps: int) -> tuple[list[float], list[float]]:
-    """Exposed communication of each profiled step, and of each outside the kernel gaps. A step starts at its
-    first NCCL kernel (NCCL kernels per step: their count over `steps`). The mean over steps is skewed by the
-    first step, whose first kernels wait for the profiler to start (7.8 ms before the first compute kernel in
-    run 12's trace), so the median step is the figure to compare with a prediction."""
-    if not comm or steps < 1 or len(comm) % steps:
-        return [], []
-    m = len(comm) // steps
-    comm = sorted(comm)  # a trace lists events by stream, not by time
-    starts = [comm[i * m][0] for i in range(steps)] + [float("inf")]
-    gaps = kernel_gaps(up)
-    whole, outside = [], []
-    for i in range(steps):
-        lo, hi = starts[i], starts[i + 1]
-        nccl = [(max(s, lo), min(e, hi)) for s, e in uc if e > lo and s < hi]
-        ex = sum((e - s) - overlap_with(s, e, up) for s, e in nccl)
-        in_gaps = sum(overlap_with(max(a, lo), min(b, hi), uc) for a, b in gaps if b > lo and a < hi)
-        whole.append(ex)
-        outside.append(ex - in_gaps)
-    return whole, outside
-
-
 def _holes(up: list) -> list[tuple[float, float]]:
     """The compute stream's idle intervals, the open ends included."""
     edges = [-float("inf")] + [x for iv in up for x in iv] + [float("inf")]
     return list(zip(edges[::2], edges[1::2]))
+
+
+def kernel_gaps(merged: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The holes between consecutive compute intervals shorter than KERNEL_GAP_US."""
+    return [(a, b) for a, b in _holes(merged) if 0 < b - a < KERNEL_GAP_US]
+
+
+def _inside(uc: list, windows: list) -> list[tuple[float, float]]:
+    """The parts of the (disjoint) NCCL intervals `uc` inside each of `windows`."""
+    return [(max(s, a), min(e, b)) for a, b in windows for s, e in uc if e > a and s < b]
+
+
+def per_step(comm: list, intervals: list, steps: int) -> list[float]:
+    """Each profiled step's share of a list of disjoint intervals; a step starts at its first NCCL kernel
+    (NCCL kernels per step: their count over `steps`)."""
+    if not comm or steps < 1 or len(comm) % steps:
+        return []
+    m = len(comm) // steps
+    comm = sorted(comm)  # a trace lists events by stream, not by time
+    starts = [comm[i * m][0] for i in range(steps)] + [float("inf")]
+    starts[0] = -float("inf")
+    return [sum(max(0.0, min(e, hi) - max(s, lo)) for s, e in intervals)
+            for lo, hi in zip(starts, starts[1:])]
+
+
+def step_exposure(comm: list, up: list, uc: list, steps: int) -> tuple[list[float], list[float]]:
+    """Exposed communication of each profiled step, and of each outside the kernel gaps. The mean over steps
+    is skewed by the first step, whose first kernels wait for the profiler to start (7.8 ms before the first
+    compute kernel in run 12's trace), so the median step is the figure to compare with a prediction."""
+    whole = per_step(comm, _inside(uc, _holes(up)), steps)
+    in_gaps = per_step(comm, _inside(uc, kernel_gaps(up)), steps)
+    return whole, [w - g for w, g in zip(whole, in_gaps)]
 
 
 def nccl_waits(up: list, uc: list) -> list[tuple[float, float]]:
@@ -270,21 +275,8 @@ def nccl_waits(up: list, uc: list) -> list[tuple[float, float]]:
     for a, b in _holes(up):
         ends = [e for s, e in uc if a < e <= b]
         if ends:
-            last = max(ends)
-            waits += [(max(s, a), min(e, last)) for s, e in uc if e > a and s < last]
+            waits += _inside(uc, [(a, max(ends))])
     return waits
-
-
-def per_step(comm: list, intervals: list, steps: int) -> list[float]:
-    """Each profiled step's share of a list of disjoint intervals; a step starts at its first NCCL kernel."""
-    if not comm or steps < 1 or len(comm) % steps:
-        return []
-    m = len(comm) // steps
-    comm = sorted(comm)
-    starts = [comm[i * m][0] for i in range(steps)] + [float("inf")]
-    starts[0] = -float("inf")
-    return [sum(max(0.0, min(e, hi) - max(s, lo)) for s, e in intervals)
-            for lo, hi in zip(starts, starts[1:])]
 
 
 HELD_US = 10.0  # a NCCL kernel that starts later than this after it could have is counted as held back
@@ -375,14 +367,12 @@ def after_warmup(comm: list, up: list, uc: list, steps: int, skip: int) -> dict:
     """The measure fixed before runs 13 on: waits on NCCL (`nccl_waits`) per step, mean and median over the
     steps after the profiler's warm-up, and the old measure (NCCL while no kernel runs) over the same steps."""
     waits = per_step(comm, nccl_waits(up, uc), steps)[skip:]
-    exposed = per_step(comm, [(max(s, a), min(e, b)) for s, e in uc for a, b in _holes(up) if e > a and s < b],
-                       steps)[skip:]
+    exposed = step_exposure(comm, up, uc, steps)[0][skip:]
     if not waits:
         return {}
     return {"steps_after_warmup": len(waits), "waits_on_nccl_us": statistics.fmean(waits),
             "waits_on_nccl_median_step_us": statistics.median(waits),
             "exposed_after_warmup_us": statistics.fmean(exposed)}
-
 
 
 def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, store: str, out: str) -> None:
@@ -501,6 +491,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
 
 def predict(store: str) -> dict:
     """overlapsat's figures for the captured graphs: their captured order (a) and the solved one (d)."""
+    from benchmarks.gpu.boundary_rule import walk
     from overlapsat import load_graph, simulate
     from overlapsat.cost.interference import (
         H200_NVLINK,
@@ -527,9 +518,7 @@ def predict(store: str) -> dict:
                 ri = simulate_with_interference(g, o, inter)
                 row[label][f"makespan_with_{nm}_us"] = ri.makespan
                 row[label][f"exposed_with_{nm}_us"] = ri.exposed
-            from benchmarks.gpu.boundary_rule import walk  # the transfer-start rule to test on new runs
-
-            row[label]["boundary_exposed_us"] = walk(g, o)
+            row[label]["boundary_exposed_us"] = walk(g, o)  # the transfer-start rule to test on new runs
             rc = simulate_contended(g, o, H200_STEP)  # the contention model, fitted 2026-11-22
             row[label].update(contended_makespan_us=rc.makespan, contended_exposed_us=rc.exposed,
                               contended_compute_us=rc.compute_busy, contended_comm_us=rc.comm_busy)

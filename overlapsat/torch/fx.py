@@ -21,10 +21,10 @@ Dependencies are the FX data edges. Memory is counted per storage, as torch's
 earlier node produced (a view shares its base's), and a storage is released
 after its last reader. `wait_tensor` returns its input at run time, so its
 output is an alias, not an allocation; and it reads its collective's inputs,
-which stay allocated until the collective completes. Graph inputs: storages of `primals_*`
-placeholders (parameters) are a constant, left out of the peak; other
-placeholders (saved activations, tangents) are freeable inputs, released after
-their last reader. Graph outputs are never released.
+which stay allocated until the collective completes. Graph inputs: storages of
+`primals_*` placeholders (parameters) are a constant, left out of the peak;
+other placeholders (saved activations, tangents) are freeable inputs, released
+after their last reader. Graph outputs are never released.
 """
 
 from __future__ import annotations
