@@ -33,19 +33,18 @@ def waits_table(d: dict, step: dict) -> None:
         p = cfgs.get(c, {}).get("ranks", [{}])[0].get("profile", {})
         if "waits_on_nccl_us" not in p:
             continue
-        pred = d.get("prediction" if c == "d" else f"prediction_{c}", {}).get("graphs") if c in OURS else None
+        if c in OURS:  # the solved order, on the graphs this configuration solved
+            gs, label = d.get("prediction" if c == "d" else f"prediction_{c}", {}).get("graphs"), "solved"
+        else:  # (a) runs the captured order of d's graphs
+            gs, label = (d.get("prediction", {}).get("graphs") if c == "a" else None), "captured"
         pe = pc = pk = pb = "-"
-        if pred and all("solved" in g for g in pred):
-            pe = ms(sum(g["solved"]["exposed_us"] for g in pred))
-            if all("boundary_exposed_us" in g["solved"] for g in pred):  # recorded from run 19 on
-                pb = ms(sum(g["solved"]["boundary_exposed_us"] for g in pred))
-            pc = ms(sum(g["solved"]["contended_exposed_us"] for g in pred))
-            pk = f"{(pred[0].get('primals_bytes') or 0) / 1e9 + max(g['solved']['peak_bytes'] for g in pred) / 1e9:.2f}"
-        elif c == "a" and d.get("prediction", {}).get("graphs"):
-            gs = d["prediction"]["graphs"]
-            pe = ms(sum(g["captured"]["exposed_us"] for g in gs))
-            pc = ms(sum(g["captured"]["contended_exposed_us"] for g in gs))
-            pk = f"{(gs[0].get('primals_bytes') or 0) / 1e9 + max(g['captured']['peak_bytes'] for g in gs) / 1e9:.2f}"
+        if gs and all(label in g for g in gs):
+            fig = [g[label] for g in gs]
+            pe = ms(sum(f["exposed_us"] for f in fig))
+            pc = ms(sum(f["contended_exposed_us"] for f in fig))
+            if all("boundary_exposed_us" in f for f in fig):  # recorded from run 19 on
+                pb = ms(sum(f["boundary_exposed_us"] for f in fig))
+            pk = f"{((gs[0].get('primals_bytes') or 0) + max(f['peak_bytes'] for f in fig)) / 1e9:.2f}"
         r0 = cfgs[c]["ranks"][0]
         rows.append(f"| {NAMES[c]} | {step[c]:.2f} | {ms(p['waits_on_nccl_us'])} | "
                     f"{ms(p['waits_on_nccl_median_step_us'])} | {pe} | {pc} | {pb} | {ms(p.get('exposed_after_warmup_us'))} | "
