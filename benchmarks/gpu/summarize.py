@@ -44,7 +44,10 @@ def waits_table(d: dict, step: dict) -> None:
             pc = ms(sum(f["contended_exposed_us"] for f in fig))
             if all("boundary_exposed_us" in f for f in fig):  # recorded from run 19 on
                 pb = ms(sum(f["boundary_exposed_us"] for f in fig))
-            pk = f"{((gs[0].get('primals_bytes') or 0) + max(f['peak_bytes'] for f in fig)) / 1e9:.2f}"
+            # the parameters are the forward graph's primals (backward sees only those it reads); the files are
+            # in hash order, so take the largest rather than the first (runs 13-18 had the same in both)
+            params = max(g.get("primals_bytes") or 0 for g in gs)
+            pk = f"{(params + max(f['peak_bytes'] for f in fig)) / 1e9:.2f}"
         r0 = cfgs[c]["ranks"][0]
         rows.append(f"| {NAMES[c]} | {step[c]:.2f} | {ms(p['waits_on_nccl_us'])} | "
                     f"{ms(p['waits_on_nccl_median_step_us'])} | {pe} | {pc} | {pb} | {ms(p.get('exposed_after_warmup_us'))} | "
