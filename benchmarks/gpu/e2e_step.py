@@ -548,7 +548,7 @@ def main() -> None:
     ap.add_argument("--solve-s", type=float, default=20.0)
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--pin", default="compute")
-    ap.add_argument("--collective-order", default="group", choices=("group", "chain"),
+    ap.add_argument("--collective-order", default="group", choices=("group", "chain", "free"),
                     help="chain: one issue order over all groups, as Inductor's (for several process groups)")
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
     ap.add_argument("--memory-budget", type=float, default=1.1,

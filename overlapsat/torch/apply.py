@@ -58,16 +58,19 @@ def _graph_name() -> str:
         return "inductor"
 
 
-def check_pass_options(store: str, mode: str, collective_order: str) -> None:
-    """What both passes (scheduler nodes, FX) refuse before any compile."""
+def check_pass_options(store: str, mode: str, collective_order: str, levels: tuple[str, ...] = SAFE_LEVELS) -> None:
+    """What both passes (scheduler nodes, FX) refuse before any compile; `levels`: the collective orders allowed
+    (the FX pass adds "free", which it guards by a cross-rank agreement)."""
     if not os.path.isdir(store):
         raise GraphError(f"schedule store {store!r} is not a directory")
     if mode not in MODES:
         raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-    if collective_order not in SAFE_LEVELS:
-        raise GraphError(f"collective_order {collective_order!r} is not safe inside torch.compile: a rank that "
-                         f"falls back to Inductor's order alone would issue collectives in another order; use one "
-                         f"of {', '.join(SAFE_LEVELS)}")
+    if collective_order not in levels:
+        extra = ("" if "free" in levels or collective_order != "free" else
+                 " (the FX-level pass, install(level=\"fx\"), takes \"free\": it agrees on the order across ranks)")
+        raise GraphError(f"collective_order {collective_order!r} is not safe in this pass: a rank that falls back to "
+                         f"Inductor's order alone would issue collectives in another order; use one of "
+                         f"{', '.join(levels)}{extra}")
 
 
 def open_store(store: str) -> None:

@@ -15,7 +15,10 @@ pins torch's compute nodes (FLOP-counted ops: matmuls, convolutions, the
 ones OverlapScheduler pins), `pin="all"` every kernel the model prices
 (which also stops Inductor from fusing a pointwise op across a wait),
 `pin="none"` nothing. Any failure before the graph is changed logs one
-warning and leaves the graph as it came.
+warning and leaves the graph as it came. Under `collective_order="free"`
+an order stands only if every rank agrees on the collective sequence it
+issues (`overlapsat.torch.agree`); otherwise every rank keeps the graph as
+it came.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.store import schedules_digest
-from overlapsat.torch.apply import check_pass_options, open_store, record_graph, stored_or_solved
+from overlapsat.torch.agree import agree, collective_sequence, sequence_digest
+from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -39,8 +43,10 @@ try:  # Inductor keys its FX graph cache on a CustomGraphPass's uuid(); without 
 except Exception:  # noqa: BLE001
     _Base = object  # type: ignore[assignment,misc]
 
-FX_PASS_VERSION = 2  # 2: pins the overlap with control dependencies
+FX_PASS_VERSION = 3  # 2: pins the overlap with control dependencies; 3: "free" with cross-rank agreement
 PINS = ("compute", "all", "none")
+FX_LEVELS = (*SAFE_LEVELS, "free")  # "free" only with the agreement (overlapsat.torch.agree)
+Moved = tuple  # (Graph, order, pins, the pinning function or None): what `_pin` needs after `_move`
 
 
 class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
@@ -48,8 +54,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
                  profile: str = "h200", pin: str = "compute", comm_slowdown: float = 1.0,
-                 on_apply: Callable[[Graph, list[str]], None] | None = None) -> None:
-        check_pass_options(store, mode, collective_order)
+                 on_apply: Callable[[Graph, list[str]], None] | None = None, agree_timeout: float = 1800.0) -> None:
+        check_pass_options(store, mode, collective_order, levels=FX_LEVELS)
         if pin not in PINS:
             raise GraphError(f"pin must be one of {', '.join(PINS)}, got {pin!r}")
         self.store, self.mode, self.time_limit = os.path.abspath(store), mode, float(time_limit)
@@ -57,16 +63,43 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if not (isinstance(comm_slowdown, (int, float)) and 1.0 <= comm_slowdown < 100):
             raise GraphError(f"comm_slowdown must be a number in [1, 100), got {comm_slowdown!r}")
         self.comm_slowdown = float(comm_slowdown)
+        if not (isinstance(agree_timeout, (int, float)) and agree_timeout > 0):
+            raise GraphError(f"agree_timeout must be a positive number of seconds, got {agree_timeout!r}")
+        self.agree_timeout = float(agree_timeout)
 
     def __call__(self, graph: Any) -> None:
         before = list(graph.nodes)
+        moved = None
         try:
-            self._run(graph)
+            moved = self._run(graph)
+            if moved is not None and self.collective_order != "free":
+                self._pin(graph, *moved)
         except Exception as e:  # noqa: BLE001 - the compile goes on with the graph as it came
             log.warning("overlapsat: keeping this FX graph's order: %s: %s", type(e).__name__, e)
             _restore(graph, before)
+            moved = None
+        if self.collective_order == "free":  # every rank, every graph: one exchange, whatever happened above
+            self._agree(graph, before, moved)
 
-    def _run(self, graph: Any) -> None:
+    def _agree(self, graph: Any, before: list[Any], moved: Moved | None) -> None:
+        """Keep a free order only if every rank issues the same collective sequence; else restore the graph."""
+        ok, why = agree(sequence_digest(collective_sequence(graph)), timeout_s=self.agree_timeout)
+        if ok:
+            if moved is not None:
+                try:
+                    self._pin(graph, *moved)
+                except Exception as e:  # noqa: BLE001 - the agreed sequence stands; only the report failed
+                    log.warning("overlapsat: applied the agreed order to this FX graph; after it: %s: %s",
+                                type(e).__name__, e)
+        elif moved is not None:
+            _restore(graph, before)
+            log.warning("overlapsat: keeping this FX graph's order: the ranks did not agree on a free collective "
+                        "order: %s", why)
+        else:
+            log.info("overlapsat: the ranks did not agree on this FX graph's collective order (%s); it was kept", why)
+
+    def _run(self, graph: Any) -> Moved | None:
+        """Import, then record the graph (capture, a miss) or move its nodes to the schedule (what `_pin` needs)."""
         from overlapsat.torch.fx import import_fx
 
         g = import_fx(graph, name="fx graph", profile=self.profile)
@@ -77,13 +110,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
                                           collective_order=self.collective_order)
             if order is not None:
-                self._apply(graph, g, order)
-                return
+                return self._move(graph, g, order)
             if why != "no schedule":
                 log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
         record_graph(self.store, g, fp)
+        return None
 
-    def _apply(self, graph: Any, g: Graph, order: list[str]) -> None:
+    def _move(self, graph: Any, g: Graph, order: list[str]) -> Moved:
+        """Validate, find the pins and dry-run their wrapping (the step that can fail), then move the nodes."""
         vs = validate(g, order, collective_order=self.collective_order)
         if vs:
             raise GraphError(f"the stored schedule is invalid for this graph ({vs[0]})")
@@ -94,6 +128,11 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         for name in order:
             out.prepend(by_name[name])
         graph.lint()
+        return g, order, deps, preserve
+
+    def _pin(self, graph: Any, g: Graph, order: list[str], deps: dict[Any, Any],
+             preserve: Callable[..., None] | None) -> None:
+        """Pin the moved graph's overlaps (control dependencies), then report the applied order."""
         if preserve is not None:
             try:
                 preserve(graph, deps)
@@ -105,8 +144,13 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             self.on_apply(g, order)
         log.info("overlapsat: applied a schedule to an FX graph (%d nodes, %d pinned)", len(order), len(deps))
 
-    def uuid(self) -> str:
-        """Inductor's cache key for a custom pass: version, options and the store's schedules."""
+    def uuid(self) -> str | None:
+        """Inductor's cache key for a custom pass: version, options and the store's schedules.
+
+        None under "free", which makes Inductor skip its caches: a rank that loaded a cached graph would not
+        take part in the agreement its peers wait for (overlapsat.torch.agree)."""
+        if self.collective_order == "free":
+            return None
         return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-{self.pin}-"
                 f"{self.comm_slowdown}-"
                 f"{self.time_limit}-{schedules_digest(self.store)}")
@@ -114,12 +158,13 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def __getstate__(self) -> dict[str, Any]:
         return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,
                 "collective_order": self.collective_order, "profile": self.profile, "pin": self.pin,
-                "comm_slowdown": self.comm_slowdown}
+                "comm_slowdown": self.comm_slowdown, "agree_timeout": self.agree_timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.time_limit = state["store"], state["mode"], state["time_limit"]
         self.collective_order, self.profile, self.on_apply = state["collective_order"], state["profile"], None
         self.pin, self.comm_slowdown = state.get("pin", "compute"), state.get("comm_slowdown", 1.0)
+        self.agree_timeout = state.get("agree_timeout", 1800.0)
 
 
 def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) -> dict[Any, Any]:
@@ -191,8 +236,12 @@ def _restore(graph: Any, before: list[Any]) -> None:
 
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
                collective_order: str = "group", profile: str = "h200", pin: str = "compute",
-               comm_slowdown: float = 1.0) -> FxSchedulePass:
-    """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off."""
+               comm_slowdown: float = 1.0, agree_timeout: float = 1800.0) -> FxSchedulePass:
+    """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off.
+
+    collective_order="free" lets the order change the collective sequence: each graph's order then stands
+    only if every rank agrees on the sequence it issues (waiting up to `agree_timeout` s for the others), and
+    Inductor's caches are skipped, so every rank compiles every graph (overlapsat.torch.agree)."""
     from overlapsat.torch.need import torch_module
 
     torch_module()
@@ -200,7 +249,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
 
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
-                       pin=pin, comm_slowdown=comm_slowdown)
+                       pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout)
     icfg.post_grad_custom_post_pass = p
     icfg.reorder_for_peak_memory = False
     icfg.reorder_for_compute_comm_overlap = False
