@@ -60,21 +60,31 @@ def sequence_digest(names: list[str]) -> str:
 
 
 def _peers() -> tuple[Any, int, int] | None:
-    """(store, rank, world) of the default process group, or None where no other process can be out of step."""
+    """(store, rank, world) of the default process group; None where this process is every rank there is (one
+    process, or the fake process group); raises NoProcessGroup where there is no process group at all."""
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
-        return None
-    if dist.get_backend() == "fake":  # the fake process group: one real process stands for every rank
+    if not (dist.is_available() and dist.is_initialized()):
+        raise NoProcessGroup
+    if dist.get_world_size() <= 1 or dist.get_backend() == "fake":  # fake: one real process stands for every rank
         return None
     from torch.distributed.distributed_c10d import _get_default_store
 
     return _get_default_store(), dist.get_rank(), dist.get_world_size()
 
 
-def agree(digest: str, *, timeout_s: float = 1800.0) -> tuple[bool, str]:
-    """(True, "") when every rank of the default group holds `digest`; else (False, why). Never raises."""
+class NoProcessGroup(Exception):
+    """This process has no process group, so it cannot tell whether peers exist (a compile subprocess, say)."""
+
+
+def agree(names: list[str], *, timeout_s: float = 1800.0) -> tuple[bool, str]:
+    """(True, "") when every rank of the default group is about to issue the collectives `names`, in this
+    order; else (False, why). Never raises.
+
+    Without a process group a graph with collectives cannot be agreed on (Inductor may be compiling in a
+    subprocess of a multi-rank job), so it is refused; one without collectives has nothing to agree on."""
     n = next(_EXCHANGES)
+    digest = sequence_digest(names)
     try:
         peers = _peers()
         if peers is None:
@@ -84,6 +94,10 @@ def agree(digest: str, *, timeout_s: float = 1800.0) -> tuple[bool, str]:
         keys = [f"{KEY}/{n}/{r}" for r in range(world)]
         store.wait(keys, timedelta(seconds=timeout_s))
         others = [store.get(k).decode() for k in keys]
+    except NoProcessGroup:
+        if names:
+            return False, "this process has no process group to agree with"
+        return True, ""
     except Exception as e:  # noqa: BLE001 - no answer is a "no": this rank restores its graph
         return False, f"the exchange failed ({type(e).__name__}: {e})"
     differ = [r for r, d in enumerate(others) if d != digest]

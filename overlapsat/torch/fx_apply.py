@@ -32,7 +32,7 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.store import schedules_digest
-from overlapsat.torch.agree import agree, collective_sequence, sequence_digest
+from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.validate import validate
 
@@ -83,7 +83,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
     def _agree(self, graph: Any, before: list[Any], moved: Moved | None) -> None:
         """Keep a free order only if every rank issues the same collective sequence; else restore the graph."""
-        ok, why = agree(sequence_digest(collective_sequence(graph)), timeout_s=self.agree_timeout)
+        ok, why = agree(collective_sequence(graph), timeout_s=self.agree_timeout)
         if ok:
             if moved is not None:
                 try:

@@ -15,22 +15,22 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 # --- the exchange, with two ranks played by two threads on one store ---
 
-def _exchange(monkeypatch, digests, timeout_s=5.0):
-    """Each rank's `agree` answer when rank r offers digests[r] (None: rank r never takes part)."""
+def _exchange(monkeypatch, sequences, timeout_s=5.0):
+    """Each rank's `agree` answer when rank r offers sequences[r] (None: rank r never takes part)."""
     torch = pytest.importorskip("torch")
     import overlapsat.torch.agree as ag
 
     store = torch.distributed.HashStore()
     local = threading.local()
-    monkeypatch.setattr(ag, "_peers", lambda: (store, local.rank, len(digests)))
-    monkeypatch.setattr(ag, "_EXCHANGES", iter([0] * len(digests)))  # both threads make exchange 0
+    monkeypatch.setattr(ag, "_peers", lambda: (store, local.rank, len(sequences)))
+    monkeypatch.setattr(ag, "_EXCHANGES", iter([0] * len(sequences)))  # both threads make exchange 0
     answers = {}
 
     def rank(r):
         local.rank = r
-        answers[r] = ag.agree(digests[r], timeout_s=timeout_s)
+        answers[r] = ag.agree(sequences[r], timeout_s=timeout_s)
 
-    threads = [threading.Thread(target=rank, args=(r,)) for r, d in enumerate(digests) if d is not None]
+    threads = [threading.Thread(target=rank, args=(r,)) for r, d in enumerate(sequences) if d is not None]
     for t in threads:
         t.start()
     for t in threads:
@@ -39,25 +39,45 @@ def _exchange(monkeypatch, digests, timeout_s=5.0):
 
 
 def test_ranks_with_the_same_sequence_agree(monkeypatch):
-    assert _exchange(monkeypatch, ["abc", "abc"]) == {0: (True, ""), 1: (True, "")}
+    assert _exchange(monkeypatch, [["ag_1", "rs_2"], ["ag_1", "rs_2"]]) == {0: (True, ""), 1: (True, "")}
 
 
 def test_ranks_with_different_sequences_both_refuse(monkeypatch):
-    ans = _exchange(monkeypatch, ["abc", "abd"])
+    ans = _exchange(monkeypatch, [["ag_1", "rs_2"], ["rs_2", "ag_1"]])
     assert ans[0][0] is False and ans[1][0] is False
     assert "rank(s) 1" in ans[0][1] and "rank(s) 0" in ans[1][1]
 
 
 def test_a_rank_that_never_answers_is_a_refusal_not_a_hang(monkeypatch):
-    ans = _exchange(monkeypatch, ["abc", None], timeout_s=0.5)
+    ans = _exchange(monkeypatch, [["ag_1"], None], timeout_s=0.5)
     assert ans[0][0] is False and "exchange failed" in ans[0][1]
 
 
-def test_one_process_needs_no_agreement():
+def test_without_a_process_group_only_a_graph_without_collectives_is_agreed():
     pytest.importorskip("torch")
     from overlapsat.torch.agree import agree
 
-    assert agree("anything") == (True, "")  # no process group: nothing can be out of step
+    assert agree([]) == (True, "")  # nothing to issue, nothing to agree on
+    # collectives but no process group: maybe a compile subprocess of a multi-rank job, so refused
+    ok, why = agree(["all_gather_into_tensor"])
+    assert not ok and "no process group" in why
+
+
+def test_one_rank_or_the_fake_group_is_every_rank_there_is():
+    pytest.importorskip("torch")
+    from tests.torch.scripts import run_script
+
+    p = run_script("""
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from overlapsat.torch.agree import agree
+dist.init_process_group("fake", store=FakeStore(), rank=1, world_size=4)
+print(agree(["all_gather_into_tensor"]))
+dist.destroy_process_group()
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+print(agree(["all_gather_into_tensor"]))
+""")
+    assert p.stdout.split("\n")[:2] == ["(True, '')", "(True, '')"], p.stdout
 
 
 def test_the_sequence_is_the_collectives_in_node_order_without_waits():
