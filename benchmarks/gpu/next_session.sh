@@ -9,8 +9,7 @@ set -u
 timeout 540 python3 benchmarks/gpu/e2e_step.py --world 4 --tp 2 --collective-order chain --out "$OUT/tp" \
   --steps 30 --prof-steps 5 --configs d d_tie c b_three b_iter 2>&1 | grep -v -i "warn\|pre_bucket" \
   | tee "$OUT/log_tp.txt" | cut -c1-200 | grep -v "^ " | tail -6
-# On 2 GPUs (nvidia-h200-x2) instead, the checks fixed before runs 19 on (docs/gpu_results.md), one call each:
-#   FIRST="d_mem b_iter d" SECOND="" FIRST_S=540 EXTRA="--memory-budget 1.3 --solve-s 60" \
-#     bash benchmarks/gpu/regather_x2.sh
-#   . benchmarks/gpu/device_env.sh; python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/plain" \
-#     --steps 50 --prof-steps 10 --configs d b_iter c    (the step without re-gather)
+# The 2-GPU checks fixed before runs 19 on ran (runs 19-20, docs/gpu_results.md). Still open on 2 GPUs
+# (nvidia-h200-x2), one call each: overlapsat's free order under a memory budget, beside the iterative pair
+#   FIRST="d_mem d b_iter" SECOND="" FIRST_S=540 EXTRA="--collective-order free --memory-budget 1.3 \
+#     --solve-s 60" bash benchmarks/gpu/regather_x2.sh
