@@ -162,3 +162,8 @@ def test_boundary_rule_defers_a_queued_transfer_past_the_gemm_its_predecessor_re
     gr = b.build()
     assert walk(gr, None, boundary=False) == simulate(gr).exposed == 10
     assert walk(gr, None) == 20
+    # a partial hold: c2 is ready at 10 with g's 20 us left; hold 0.5 starts it at 20, so it runs [20,30) and
+    # ends with g: w2 costs nothing more, exposed 10 (the wait for c1); hold 0.75 starts it at 25: [25,35), 15
+    assert walk(gr, None, hold=0.5) == 10
+    assert walk(gr, None, hold=0.75) == 15
+    assert walk(gr, None, hold=1.0) == walk(gr, None) and walk(gr, None, hold=0.0) == walk(gr, None, boundary=False)

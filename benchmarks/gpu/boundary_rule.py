@@ -22,10 +22,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 
-def walk(g, order, *, boundary: bool = True) -> float:
+def walk(g, order, *, boundary: bool = True, hold: float | None = None) -> float:
     """Exposed us of `order` (None: input order): MODEL.md's walk, with transfers deferred past GEMM-like
-    nodes when `boundary`. Transfers are placed lazily, in group order, when their wait is reached (or at the
-    end), by which time every compute node that could overlap their ready time has its interval."""
+    nodes when `boundary`; `hold` in [0, 1] defers them by that fraction of the GEMM's remaining time instead
+    (1: the boundary rule, 0: MODEL.md; benchmarks/gpu/partial_hold.py). Transfers are placed lazily, in group
+    order, when their wait is reached (or at the end), by which time every compute node that could overlap
+    their ready time has its interval."""
+    if hold is None:
+        hold = 1.0 if boundary else 0.0
     from overlapsat.graph import COLLECTIVE, COMPUTE
 
     idx = [g.index[n] if isinstance(n, str) else n for n in (order if order is not None else g.names)]
@@ -36,8 +40,8 @@ def walk(g, order, *, boundary: bool = True) -> float:
         while pend.get(grp):
             c = pend[grp].pop(0)
             r = max(issue[c], free.get(grp, 0.0))
-            if boundary:
-                r = next((e for s, e in gemms if s <= r < e), r)
+            if hold > 0:
+                r = next((r + hold * (e - r) for s, e in gemms if s <= r < e), r)
             end[c] = free[grp] = r + g.nodes[c].duration
             if c == upto:
                 return
