@@ -17,8 +17,9 @@ import sys
 
 NAMES = {"a": "a: no reordering", "b_iter": "b: iterative pair", "b_three": "b: three passes",
          "c": "c: FX OverlapScheduler", "d": "d: overlapsat (FX)", "d_int": "d_int: overlapsat, transfers x1.5",
-         "d_tie": "d_tie: overlapsat, contention tie-break", "d_mem": "d_mem: overlapsat, memory budget"}
-OURS = ("d", "d_int", "d_tie", "d_mem")
+         "d_tie": "d_tie: overlapsat, contention tie-break", "d_mem": "d_mem: overlapsat, memory budget",
+         "d_hold": "d_hold: overlapsat, partial-hold tie-break"}
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold")
 
 
 def ms(us: float | None) -> str:
@@ -38,28 +39,32 @@ def waits_table(d: dict, step: dict) -> None:
             gs, label = d.get("prediction" if c == "d" else f"prediction_{c}", {}).get("graphs"), "solved"
         else:  # (a) runs the captured order of d's graphs
             gs, label = (d.get("prediction", {}).get("graphs") if c == "a" else None), "captured"
-        pe = pc = pk = pb = "-"
+        pe = pc = pk = pb = ph = "-"
         if gs and all(label in g for g in gs):
             fig = [g[label] for g in gs]
             pe = ms(sum(f["exposed_us"] for f in fig))
             pc = ms(sum(f["contended_exposed_us"] for f in fig))
             if all("boundary_exposed_us" in f for f in fig):  # recorded from run 19 on
                 pb = ms(sum(f["boundary_exposed_us"] for f in fig))
+            if all("hold_exposed_us" in f for f in fig):  # recorded after run 26
+                ph = ms(sum(f["hold_exposed_us"] for f in fig))
             # the parameters are the forward graph's primals (backward sees only those it reads); the files are
             # in hash order, so take the largest rather than the first (runs 13-18 had the same in both)
             params = max(g.get("primals_bytes") or 0 for g in gs)
             pk = f"{(params + max(f['peak_bytes'] for f in fig)) / 1e9:.2f}"
         r0 = cfgs[c]["ranks"][0]
         rows.append(f"| {NAMES[c]} | {step[c]:.2f} | {ms(p['waits_on_nccl_us'])} | "
-                    f"{ms(p['waits_on_nccl_median_step_us'])} | {pe} | {pc} | {pb} | {ms(p.get('exposed_after_warmup_us'))} | "
+                    f"{ms(p['waits_on_nccl_median_step_us'])} | {pe} | {pc} | {pb} | {ph} | "
+                    f"{ms(p.get('exposed_after_warmup_us'))} | "
                     f"{r0['peak_memory_bytes'] / 1e9:.2f} | {pk} |")
     if rows:
         print("\nWaits on NCCL (the measure fixed before runs 13 on; mean over the profiled steps after the warm-up "
               "step) against overlapsat's predictions; peaks: measured, and predicted as the graph inputs (primals) "
               "plus the larger graph peak:\n")
         print("| configuration | step ms | waits on NCCL ms | median step | predicted plain | predicted contended | "
-              "predicted, boundary rule | old reading (NCCL alone), same steps | peak GB | predicted peak GB |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+              "predicted, boundary rule | predicted, hold 0.70 | old reading (NCCL alone), same steps | peak GB | "
+              "predicted peak GB |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         print("\n".join(rows))
 
 
