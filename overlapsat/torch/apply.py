@@ -67,7 +67,7 @@ def check_pass_options(store: str, mode: str, collective_order: str, levels: tup
         raise GraphError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     if collective_order not in levels:
         extra = ("" if "free" in levels or collective_order != "free" else
-                 " (the FX-level pass, install(level=\"fx\"), takes \"free\": it agrees on the order across ranks)")
+                 " (the FX-level pass, overlapsat.torch.fx_apply.install_fx, takes \"free\": its ranks agree on the order)")
         raise GraphError(f"collective_order {collective_order!r} is not safe in this pass: a rank that falls back to "
                          f"Inductor's order alone would issue collectives in another order; use one of "
                          f"{', '.join(levels)}{extra}")

@@ -1,4 +1,4 @@
-"""Apply solved schedules to post-grad FX graphs (`install(level="fx")`, docs/fx.md).
+"""Apply solved schedules to post-grad FX graphs (`install_fx`, docs/fx.md).
 
 `FxSchedulePass` sits in Inductor's `post_grad_custom_post_pass`: it imports
 the FX graph (`import_fx`), fingerprints it and, as the scheduler-node pass
