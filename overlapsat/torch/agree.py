@@ -32,11 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import logging
 from datetime import timedelta
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 KEY = "overlapsat/agree/v1"
 _EXCHANGES = itertools.count()  # process-wide: every rank counts the same compiles in the same sequence
