@@ -14,7 +14,8 @@ timeout 540 python3 benchmarks/gpu/e2e_step.py --world 4 --tp 2 --collective-ord
 #   FIRST="d_mem d b_iter" SECOND="" FIRST_S=540 EXTRA="--collective-order free --memory-budget 1.3 \
 #     --solve-s 60" bash benchmarks/gpu/regather_x2.sh
 # and the partial-hold tests fixed after runs 19-26 (docs/gpu_results.md, "Fixed before the next runs"), twice:
-#   FIRST="d_hold d b_iter" SECOND="" FIRST_S=540 EXTRA="--solve-s 60" bash benchmarks/gpu/regather_x2.sh
+#   FIRST="d_hold d b_iter" SECOND="" FIRST_S=540 EXTRA="--solve-s 60 --collective-order free" \
+#     bash benchmarks/gpu/regather_x2.sh
 #   . benchmarks/gpu/device_env.sh; python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/plain" \
 #     --steps 50 --prof-steps 10 --configs d b_iter c    (the step without re-gather)
 # The carry limit is 64 MiB: strip pandas/tests from the carried pandas wheel (docs/gpu_results.md, Setup).
