@@ -495,8 +495,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
 
 def polish_store(store: str, collective_order: str) -> list[dict]:
     """d_hold: replace each stored schedule by its partial-hold polish; what each graph's figures became."""
-    from benchmarks.gpu.boundary_rule import walk
-    from benchmarks.gpu.partial_hold import FITTED, polish_hold
+    from benchmarks.gpu.partial_hold import polish_hold
     from overlapsat import load_graph, save_schedule
     from overlapsat.store import graph_path, recorded, schedule_path, usable_schedule
 
@@ -507,9 +506,9 @@ def polish_store(store: str, collective_order: str) -> list[dict]:
         if order is None:
             out.append({"fingerprint": fp, "skipped": why})
             continue
-        ids = polish_hold(g, order, collective_order=collective_order)
-        out.append({"fingerprint": fp, "hold_exposed_us": [walk(g, order, hold=FITTED), walk(g, ids, hold=FITTED)]})
-        save_schedule(schedule_path(store, fp), g, [g.names[i] for i in ids])
+        p = polish_hold(g, order, collective_order=collective_order)
+        out.append({"fingerprint": fp, "hold_exposed_us": [p.contended_before, p.contended_after], "moves": p.moves})
+        save_schedule(schedule_path(store, fp), g, [g.names[i] for i in p.order])
     return out
 
 

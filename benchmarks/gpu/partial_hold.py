@@ -35,41 +35,17 @@ FITTED = 0.70  # fitted on TRAIN (2026-11-22); fixed for the next runs (docs/gpu
 
 
 def polish_hold(g, order, *, hold: float = FITTED, collective_order: str = "group",
-                max_evaluations: int = 20000) -> list[int]:
-    """First-improvement moves of collectives and waits (the shifts `polish_contended` tries) that lower the
-    exposure under `hold`, kept only if the order stays valid at `collective_order` and MODEL.md's makespan
-    and peak do not grow. Deterministic: a fixed move sequence and a work limit, no clock."""
+                max_evaluations: int = 20000):
+    """`polish_contended`'s search (`overlapsat.cost.polish.polish_by`) scored by the exposure under `hold`:
+    moves of collectives and waits kept only if the order stays valid at `collective_order` and MODEL.md's
+    makespan and peak do not grow. Deterministic: a fixed move sequence and a work limit, no clock. Returns
+    the `Polished` (its before and after figures are the hold exposure, us)."""
     from benchmarks.gpu.boundary_rule import walk
-    from overlapsat.cost.polish import SHIFTS, moved
-    from overlapsat.graph import COMPUTE
-    from overlapsat.simulate import order_ids, simulate
-    from overlapsat.validate import is_valid
+    from overlapsat.cost.polish import polish_by
+    from overlapsat.simulate import order_ids
 
-    ids = order_ids(g, order)
-    base = simulate(g, ids)
-    best = walk(g, ids, hold=hold)
-    movable = [v for v in ids if g.kind[v] != COMPUTE]
-    tried, improved = 0, True
-    while improved and tried < max_evaluations:
-        improved = False
-        for v in movable:
-            i = ids.index(v)
-            for d in SHIFTS:
-                j = i + d
-                if not 0 <= j < len(ids) or tried >= max_evaluations:
-                    continue
-                cand = moved(ids, i, j)
-                tried += 1
-                if not is_valid(g, cand, None, collective_order=collective_order):
-                    continue
-                c = walk(g, cand, hold=hold)
-                if c >= best - 1e-6:
-                    continue
-                s = simulate(g, cand)
-                if s.makespan > base.makespan or s.peak_memory > base.peak_memory:
-                    continue
-                ids, best, i, improved = cand, c, j, True
-    return ids
+    return polish_by(g, order_ids(g, order), lambda o: walk(g, o, hold=hold), collective_order=collective_order,
+                     max_evaluations=max_evaluations)
 
 
 def measured_us(run: str) -> float:

@@ -13,7 +13,7 @@ improvement, and a budget counted in evaluated moves, not seconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from overlapsat.budget import BudgetLike
@@ -57,9 +57,18 @@ def polish_contended(graph: Graph, order: Sequence[int | str], interference: Int
         raise GraphError(f"max_evaluations must be an integer >= 0, got {max_evaluations!r}")
     ids = order_ids(graph, order)
     assert_valid(graph, ids, memory_budget, collective_order=collective_order, what="order to polish")  # type: ignore[arg-type]
+    return polish_by(graph, ids, lambda o: simulate_contended(graph, o, interference).makespan,
+                     memory_budget=memory_budget, collective_order=collective_order, max_evaluations=max_evaluations)
+
+
+def polish_by(graph: Graph, ids: list[int], score: Callable[[list[int]], float], *, memory_budget: BudgetLike = None,
+              collective_order: str = "group", max_evaluations: int = 5000) -> Polished:
+    """The search behind `polish_contended`, for any secondary `score` of an order (lower is better): keep a
+    move only if the order stays valid, `score` shrinks, and MODEL.md's makespan and peak do not grow. `ids`
+    must be a valid order (it is the fallback). Figures in `Polished` are `score`'s."""
     plain = kept_sim = simulate(graph, ids)
     limit_ms, limit_peak = plain.makespan, plain.peak_memory
-    before = best = simulate_contended(graph, ids, interference).makespan
+    before = best = score(ids)
     movable = [v for v in ids if graph.kind[v] != COMPUTE]
     kept = tried = 0
     improved = True
@@ -75,7 +84,7 @@ def polish_contended(graph: Graph, order: Sequence[int | str], interference: Int
                 tried += 1
                 if not is_valid(graph, cand, memory_budget, collective_order=collective_order):  # type: ignore[arg-type]
                     continue
-                c = simulate_contended(graph, cand, interference).makespan
+                c = score(cand)
                 if c >= best - 1e-6:
                     continue
                 s = simulate(graph, cand)
