@@ -147,12 +147,10 @@ def test_nccl_held_back_by_a_running_kernel(tmp_path):
     assert held_back(ev, steps=1, skip=0) == {"nccl_held_back_us": 0}
 
 
-def test_boundary_rule_defers_a_queued_transfer_past_the_gemm_its_predecessor_released():
-    """The re-gather pattern by hand: c1 (10) and c2 (10) issued at 0 on one group; w1; a GEMM g (20) that
-    needs c1; w2. MODEL.md: c2 runs [10,20) beside g [10,30), exposed 10 (the wait for c1). The boundary rule:
-    c2 becomes ready at 10 as g starts, so it runs [30,40) and w2 waits until 40: exposed 20. Input order."""
-    from benchmarks.gpu.boundary_rule import walk
-    from overlapsat import GraphBuilder, simulate
+def _queued_behind_gemm(tail_us: float | None = None):
+    """c1 (10) and c2 (10) issued at 0 on group g; w1; a GEMM g (20) that needs c1; w2; then k, which reads c2's
+    output and g's (through k0 of `tail_us` after g, when given), in that input order."""
+    from overlapsat import GraphBuilder
 
     b = GraphBuilder()
     b.collective("c1", group="g", duration=10.0, writes={"A": 4})
@@ -160,8 +158,22 @@ def test_boundary_rule_defers_a_queued_transfer_past_the_gemm_its_predecessor_re
     b.wait("w1", "c1")
     b.compute("g", 20.0, reads=["A"], writes={"X": 4}, gemm_like=True)
     b.wait("w2", "c2")
-    b.compute("k", 0.0, reads=["B", "X"], writes={"O": 1}, outputs=["O"])
-    gr = b.build()
+    last = "X"
+    if tail_us is not None:
+        b.compute("k0", tail_us, reads=["X"], writes={"Y": 4})
+        last = "Y"
+    b.compute("k", 0.0, reads=["B", last], writes={"O": 1}, outputs=["O"])
+    return b.build()
+
+
+def test_boundary_rule_defers_a_queued_transfer_past_the_gemm_its_predecessor_released():
+    """The re-gather pattern by hand: c1 (10) and c2 (10) issued at 0 on one group; w1; a GEMM g (20) that
+    needs c1; w2. MODEL.md: c2 runs [10,20) beside g [10,30), exposed 10 (the wait for c1). The boundary rule:
+    c2 becomes ready at 10 as g starts, so it runs [30,40) and w2 waits until 40: exposed 20. Input order."""
+    from benchmarks.gpu.boundary_rule import walk
+    from overlapsat import simulate
+
+    gr = _queued_behind_gemm()
     assert walk(gr, None, boundary=False) == simulate(gr).exposed == 10
     assert walk(gr, None) == 20
     # a partial hold: c2 is ready at 10 with g's 20 us left; hold 0.5 starts it at 20, so it runs [20,30) and
@@ -177,20 +189,12 @@ def test_hold_polish_moves_a_wait_past_compute_when_the_transfer_is_held_and_kee
     Sinking w2 past k0 gives 35 under both rules: the polish finds it and keeps MODEL.md's makespan and peak."""
     from benchmarks.gpu.boundary_rule import walk
     from benchmarks.gpu.partial_hold import polish_hold
-    from overlapsat import GraphBuilder, simulate
+    from overlapsat import simulate
     from overlapsat.validate import is_valid
 
-    b = GraphBuilder()
-    b.collective("c1", group="g", duration=10.0, writes={"A": 4})
-    b.collective("c2", group="g", duration=10.0, writes={"B": 4})
-    b.wait("w1", "c1")
-    b.compute("g", 20.0, reads=["A"], writes={"X": 4}, gemm_like=True)
-    b.wait("w2", "c2")
-    b.compute("k0", 5.0, reads=["X"], writes={"Y": 4})
-    b.compute("k", 0.0, reads=["B", "Y"], writes={"O": 1}, outputs=["O"])
-    gr = b.build()
+    gr = _queued_behind_gemm(tail_us=5.0)
     assert walk(gr, None, hold=0.7) == pytest.approx(14) and simulate(gr).exposed == 10
-    ids = polish_hold(gr, gr.input_order, hold=0.7)
+    ids = polish_hold(gr, gr.input_order, hold=0.7).order
     names = [gr.names[i] for i in ids]
     assert names.index("w2") > names.index("k0") and is_valid(gr, ids, None)
     assert walk(gr, ids, hold=0.7) == pytest.approx(10)

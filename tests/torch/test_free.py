@@ -1,17 +1,12 @@
 """`collective_order="free"` inside torch.compile (decision 19): an order that changes the collective sequence
 stands only if every rank agrees on it; otherwise every rank keeps the captured sequence, so no rank hangs."""
 
-import json
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-
+from tests.torch.scripts import run_ranks
 
 # --- the exchange, with two ranks played by two threads on one store ---
 
@@ -113,16 +108,7 @@ def test_free_is_taken_by_the_fx_pass_which_skips_inductors_caches(tmp_path):
 # --- two gloo processes ---
 
 def _ranks(phase, tmp_path, stores):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    init = tmp_path / f"pg_{phase}_{os.path.basename(stores[1])}"
-    outs = [tmp_path / f"{phase}{r}.json" for r in range(2)]
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "free_ranks.py"), phase, str(r), "2", str(init),
-                               str(stores[r]), str(outs[r])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for r in range(2)]
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-3000:]
-    return [json.loads(o.read_text()) for o in outs]
+    return run_ranks("free_ranks.py", phase, tmp_path, stores, tag="_" + os.path.basename(stores[1]))
 
 
 def _swapped(g):

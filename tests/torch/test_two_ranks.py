@@ -5,28 +5,13 @@ waits and extern kernels in the solved order (read back from the generated code)
 and gradients match eager on each rank.
 """
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+from tests.torch.scripts import run_ranks
 
 
 def _ranks(phase, tmp_path, store, world=2):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    init = tmp_path / f"pg_{phase}"
-    outs = [tmp_path / f"{phase}{r}.json" for r in range(world)]
-    procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "two_ranks.py"), phase, str(r), str(world), str(init),
-                               str(store), str(outs[r])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env) for r in range(world)]
-    for p in procs:
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-3000:]
-    return [json.loads(o.read_text()) for o in outs]
+    return run_ranks("two_ranks.py", phase, tmp_path, [store] * world)
 
 
 @pytest.mark.compile
