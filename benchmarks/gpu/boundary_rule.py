@@ -25,46 +25,13 @@ sys.path.insert(0, ROOT)
 def walk(g, order, *, boundary: bool = True, hold: float | None = None) -> float:
     """Exposed us of `order` (None: input order): MODEL.md's walk, with transfers deferred past GEMM-like
     nodes when `boundary`; `hold` in [0, 1] defers them by that fraction of the GEMM's remaining time instead
-    (1: the boundary rule, 0: MODEL.md; benchmarks/gpu/partial_hold.py). Transfers are placed lazily, in group
-    order, when their wait is reached (or at the end), by which time every compute node that could overlap
-    their ready time has its interval."""
+    (1: the boundary rule, 0: MODEL.md). Since runs 27-33 the library's `overlapsat.cost.simulate_held`
+    (the walk this function held before, moved there once the hold passed its test)."""
+    from overlapsat.cost import simulate_held
+
     if hold is None:
         hold = 1.0 if boundary else 0.0
-    from overlapsat.graph import COLLECTIVE, COMPUTE
-
-    idx = [g.index[n] if isinstance(n, str) else n for n in (order if order is not None else g.names)]
-    t, free, pend, issue, end, gemms = 0.0, {}, {}, {}, {}, []
-
-    def place(upto: int) -> None:
-        grp = g.group_id[upto]
-        while pend.get(grp):
-            c = pend[grp].pop(0)
-            r = max(issue[c], free.get(grp, 0.0))
-            if hold > 0:
-                r = next((r + hold * (e - r) for s, e in gemms if s <= r < e), r)
-            end[c] = free[grp] = r + g.nodes[c].duration
-            if c == upto:
-                return
-
-    for i in idx:
-        nd = g.nodes[i]
-        if g.kind[i] == COMPUTE:
-            if nd.gemm_like and nd.duration > 0:
-                gemms.append((t, t + nd.duration))
-            t += nd.duration
-        elif g.kind[i] == COLLECTIVE:
-            t += nd.launch
-            issue[i] = t
-            pend.setdefault(g.group_id[i], []).append(i)
-        else:
-            c = g.index[nd.collective]
-            if c not in end:
-                place(c)
-            t = max(t, end[c]) + nd.duration
-    for q in list(pend.values()):
-        while q:
-            place(q[-1])
-    return max([t, *free.values()]) - g.compute_total
+    return simulate_held(g, order, hold).exposed
 
 
 def main(runs: list[str]) -> None:

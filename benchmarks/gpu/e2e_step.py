@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import lzma
 import os
 import socket
 import statistics
@@ -585,13 +586,14 @@ def main() -> None:
                     help="print the predictions for one configuration's stored graphs and schedules "
                          "(at --collective-order) and stop")
     ap.add_argument("--analyse", nargs=2, metavar=("TRACE", "STEPS"),
-                    help="print the analysis of a kept profiler trace (.json or .json.gz) and stop")
+                    help="print the analysis of a kept profiler trace (.json, .json.gz or .json.xz) and stop")
     a = ap.parse_args()
     if a.analyse:
         path, steps = a.analyse
-        if path.endswith(".gz"):
+        if path.endswith((".gz", ".xz")):  # runs 27 on are stored as .xz, half the size (the carry limit)
             tmp = os.path.join(tempfile.mkdtemp(), "trace.json")
-            with gzip.open(path, "rb") as fi, open(tmp, "wb") as fo:
+            opener = gzip.open if path.endswith(".gz") else lzma.open
+            with opener(path, "rb") as fi, open(tmp, "wb") as fo:
                 fo.write(fi.read())
             path = tmp
         print(json.dumps(analyse_trace(path, int(steps), skip=a.prof_warmup), indent=1))
