@@ -185,6 +185,20 @@ def _interference(spec: str | None):
         raise GraphError(f"--interference {spec!r}: {e}") from None
 
 
+def _hold(spec: str | None) -> float | None:
+    """--hold: 'h200' or a fraction in [0, 1]."""
+    if spec is None:
+        return None
+    from overlapsat.cost.hold import H200_HOLD, check_hold
+
+    if spec == "h200":
+        return H200_HOLD
+    try:
+        return check_hold(float(spec))
+    except (ValueError, GraphError):
+        raise GraphError(f"--hold {spec!r}: expected h200 or a fraction in [0, 1] such as 0.7") from None
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import importlib.util
 
@@ -195,11 +209,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
         raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
     inter = _interference(args.interference)
+    hold = _hold(args.hold)
     g = _priced(_load(args.graph), args)
     others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                workers=args.workers, on_progress=tick, other_graphs=others, interference=inter)
+                workers=args.workers, on_progress=tick, other_graphs=others, interference=inter, hold=hold)
     tick.done()
     interrupted = bool(c.result.stats.get("interrupted"))
     if args.plot:
@@ -472,6 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--other-graph", action="append", default=[], metavar="GRAPH",
                     help="a row for another graph in its input order, such as torch's bucketed result; shown "
                          "apart from this graph's rows (repeatable)")
+    sp.add_argument("--hold", metavar="h200|H",
+                    help="add each order's exposure with transfers held back by running GEMMs: h200 (0.70, measured "
+                         "on H200 training steps) or a fraction in [0, 1]; an estimate beside the model's figures "
+                         "(docs/cost_model.md)")
     sp = add("solve", cmd_solve, "solve and write the schedule file")
     _solver_args(sp)
     _pricing_args(sp)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.cost.hold import HeldResult, check_hold, simulate_held
 from overlapsat.cost.interference import ContendedResult, Interference, simulate_contended
 from overlapsat.errors import GraphError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
@@ -38,6 +39,10 @@ class Comparison:
     # beside MODEL.md's figures, never a bound or a certificate
     interference: Interference | None = None
     contended: dict[str, ContendedResult] = field(default_factory=dict)
+    # each row's order walked with transfers held back by running GEMMs (`compare(hold=)`, cost/hold.py): an
+    # estimate of the exposure a profiler reads on the GPU, beside MODEL.md's figures, never a certificate
+    hold: float | None = None
+    held: dict[str, HeldResult] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (f"Comparison(graph={self.graph.name!r}, rows={len(self.rows)}, exact={self.result.status.value!r}, "
@@ -79,6 +84,9 @@ class Comparison:
             c = self.contended.get(r.method)
             if c is not None:
                 rec.update(contended_makespan_us=c.makespan, contended_exposed_us=c.exposed)
+            h = self.held.get(r.method)
+            if h is not None:
+                rec.update(held_exposed_us=h.exposed)
             return rec
 
         # another graph's row has no gap: this graph's bound does not apply to it
@@ -88,10 +96,12 @@ class Comparison:
     def to_markdown(self) -> str:
         from overlapsat.fmt import bound_line, clip, fmt_bytes, fmt_us
 
-        cont = bool(self.contended)
+        cont, held = bool(self.contended), bool(self.held)
         head = "| method | makespan | exposed | exposed % | peak memory | gap to bound | runtime |"
-        head += " contended makespan | contended exposed | valid |" if cont else " valid |"
-        lines = [head, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if cont else "") + " --- |"]
+        head += " contended makespan | contended exposed |" if cont else ""
+        head += f" exposed, hold {self.hold:g} |" if held else ""
+        lines = [head + " valid |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if cont else "")
+                 + (" ---: |" if held else "") + " --- |"]
         for r in self.rows:
             mem = fmt_bytes(r.peak_memory)
             if self.memory_budget:
@@ -101,6 +111,8 @@ class Comparison:
                 gap = "optimal"
             c = self.contended.get(r.method)
             extra = f" {fmt_us(c.makespan)} | {fmt_us(c.exposed)} |" if c is not None else ""
+            h = self.held.get(r.method)
+            extra += f" {fmt_us(h.exposed)} |" if h is not None else ""
             lines.append(f"| {r.method} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | {r.exposed_pct:.1f}% | {mem} | "
                          f"{gap} | {r.runtime_s:.2f} s |{extra} {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
         src = "analytical and CP-SAT" if self.bound > self.analytical_bound + 1e-9 else "analytical"
@@ -111,6 +123,10 @@ class Comparison:
             lines.append(f"contended: each order walked with compute {inter.compute_slowdown:g}x slower while a "
                          f"transfer runs and transfers {inter.comm_slowdown:g}x slower while compute runs "
                          "(simulate_contended); an estimate, which the bound and 'optimal' above do not cover")
+        if self.hold is not None:
+            lines.append(f"hold {self.hold:g}: a transfer that becomes ready inside a GEMM waits for {self.hold:g} of "
+                         "the GEMM's remaining time (simulate_held); an estimate, which the bound and 'optimal' above "
+                         "do not cover")
         if self.other_rows:
             lines += ["", "Other graphs (a transformation of this one, such as bucketing: not orders of this graph, "
                           "so the bound above does not apply):", "",
@@ -133,7 +149,7 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
             on_progress: Callable[[Progress], None] | None = None,
             extra_orders: dict[str, Any] | None = None,
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
-            interference: Interference | None = None) -> Comparison:
+            interference: Interference | None = None, hold: float | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
@@ -143,8 +159,12 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     their own graph (its input order by default) under the same budget and
     policy, and kept apart from this graph's rows. `interference` adds each
     row's contended makespan and exposure (`simulate_contended`): what the
-    GPU's slowdowns under overlap make of the order, an estimate only."""
+    GPU's slowdowns under overlap make of the order, an estimate only. `hold` (in [0, 1]; `H200_HOLD` was
+    measured) adds each row's exposure with transfers held back by running GEMMs (`simulate_held`), the
+    estimate that matched the waits on NCCL on H200s; also an estimate only."""
     budget = resolve_budget(graph, memory_budget)
+    if hold is not None:
+        hold = check_hold(hold)
     if interference is not None and not isinstance(interference, Interference):
         raise GraphError(f"interference: expected an Interference, got {type(interference).__name__}")
     # checked (and cheap) before any solving
@@ -169,7 +189,9 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
         polished = _polished_row(graph, res, interference, budget, collective_order, time_limit)
         rows += [polished] if polished is not None else []
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
-    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others, interference, contended)
+    held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
+    return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others, interference, contended,
+                      hold, held)
 
 
 def _polished_row(graph: Graph, res: Result, interference: Interference, budget: int | None, collective_order: str,

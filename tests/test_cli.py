@@ -138,3 +138,27 @@ def test_compare_interference_option(tmp_path):
     for bad in ("1.5", "x,1", "0.5,1"):
         r = run("compare", "tp_small", "--time-limit", "1", "--interference", bad)
         assert r.returncode == 2 and "--interference" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_compare_hold_option():
+    """--hold adds the held exposure per row (the h200 preset or a fraction), says it is an estimate, and a bad
+    value is refused before any solving, naming the option."""
+    import json
+
+    from overlapsat import load_graph
+    from overlapsat.cost import H200_HOLD, simulate_held
+
+    p = run("compare", "tp_small", "--time-limit", "1", "--hold", "h200", "--json")
+    assert p.returncode == 0, p.stderr
+    g = load_graph(bundled("tp_small"))
+    rows = json.loads(p.stdout)["rows"]
+    exact = next(r for r in rows if r["method"] == "exact")
+    assert all("held_exposed_us" in r for r in rows)
+    p = run("compare", "tp_small", "--time-limit", "1", "--hold", "0.5")
+    assert p.returncode == 0 and "exposed, hold 0.5" in p.stdout and "an estimate" in p.stdout
+    assert H200_HOLD == 0.7 and exact["held_exposed_us"] >= exact["exposed_us"] - 1e-6
+    assert simulate_held(g, None, H200_HOLD).exposed == next(r for r in rows if r["method"] == "input_order")[
+        "held_exposed_us"]
+    for bad in ("1.5", "x", "-0.1"):
+        r = run("compare", "tp_small", "--time-limit", "1", "--hold", bad)
+        assert r.returncode == 2 and "--hold" in r.stderr and "Traceback" not in r.stderr, r.stderr

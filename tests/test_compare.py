@@ -127,3 +127,28 @@ def test_tie_broken_row_appears_where_the_polish_moves():
     assert row.makespan <= c.exact.makespan and row.peak_memory <= c.exact.peak_memory
     assert simulate_contended(g, row.order, inter).makespan < simulate_contended(g, c.exact.order, inter).makespan
     assert TIE_BROKEN in c.to_markdown() and c.best_heuristic.method != TIE_BROKEN
+
+
+def test_held_column_is_simulate_held_of_each_row():
+    """compare(hold=) adds, per row, the held walk of that row's order (an estimate, said so), and changes
+    nothing else; hold 0 reads MODEL.md's exposure back; a bad hold is refused before any solving."""
+    from overlapsat import load_graph
+    from overlapsat.cost import simulate_held
+    from overlapsat.examples import bundled
+
+    g = load_graph(bundled("tp_small"))
+    plain = compare(g, time_limit=1)
+    c = compare(g, time_limit=1, hold=0.7)
+    assert [r.order for r in c.rows] == [r.order for r in plain.rows] and c.bound == plain.bound
+    held_any = False
+    for r, rec in zip(c.rows, c.records()):
+        ref = simulate_held(g, r.order, 0.7).exposed
+        assert rec["held_exposed_us"] == ref >= r.exposed - 1e-9
+        held_any |= ref > r.exposed + 1e-6
+    assert held_any  # the example's GEMMs hold some transfer back in some row
+    md = c.to_markdown()
+    assert "exposed, hold 0.7" in md and "simulate_held" in md and "hold" not in plain.to_markdown()
+    zero = compare(g, time_limit=1, hold=0.0)
+    assert all(abs(rec["held_exposed_us"] - rec["exposed_us"]) < 1e-6 for rec in zero.records())
+    with pytest.raises(GraphError, match="hold must be a number in"):
+        compare(g, time_limit=1, hold=1.5)
