@@ -465,6 +465,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         res["step_ms_median"] = statistics.median(times)
         res["step_ms_all"] = times
         res["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
+        res["memory"] = memory_phases(compiled, x, model)
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -510,6 +511,30 @@ def polish_store(store: str, collective_order: str) -> list[dict]:
         p = polish_hold(g, order, collective_order=collective_order)
         out.append({"fingerprint": fp, "hold_exposed_us": [p.contended_before, p.contended_after], "moves": p.moves})
         save_schedule(schedule_path(store, fp), g, [g.names[i] for i in p.order])
+    return out
+
+
+def memory_phases(compiled, x, model) -> dict:
+    """One more step, its allocator peaks split by phase (after run 33 overshot its budget at `free`,
+    docs/gpu_results.md): the forward graph's peak, the whole step's, and the allocator's own peak figures,
+    `requested_bytes` (what the kernels asked for, before the allocator rounds a block up or leaves it unsplit)
+    beside `allocated_bytes` (what max_memory_allocated reads), so a gap between them is the allocator's and a
+    gap between requested and predicted is the graph's."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    loss = compiled(x).float().pow(2).mean()
+    torch.cuda.synchronize()
+    out = {"forward_peak_bytes": torch.cuda.max_memory_allocated()}
+    loss.backward()
+    torch.cuda.synchronize()
+    st = torch.cuda.memory_stats()
+    out.update({k.replace(".all.", "_"): st.get(k) for k in ("requested_bytes.all.peak", "allocated_bytes.all.peak",
+                                                             "active_bytes.all.peak", "reserved_bytes.all.peak")})
+    out["step_peak_bytes"] = torch.cuda.max_memory_allocated()
+    for prm in model.parameters():
+        prm.grad = None
     return out
 
 

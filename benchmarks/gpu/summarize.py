@@ -111,8 +111,15 @@ def main(paths: list[str]) -> None:
             key = (f"{args['world']} GPUs, {args['layers']} layers, seq {args['seq']}"
                    + (", re-gathered in backward" if args.get("regather") else ""))
             wins.setdefault(key, []).append(100 * (step["d"] / torch_best[0] - 1))
+        for c in NAMES:  # from the runs after run 33 on: the allocator's peaks by phase (e2e_step.memory_phases)
+            m = cfgs.get(c, {}).get("ranks", [{}])[0].get("memory")
+            if m:
+                print(f"\n{NAMES[c]}: one step's peaks, GB: requested {(m.get('requested_bytes_peak') or 0) / 1e9:.3f}, "
+                      f"allocated {(m.get('allocated_bytes_peak') or 0) / 1e9:.3f}, forward graph "
+                      f"{m['forward_peak_bytes'] / 1e9:.3f}, reserved {(m.get('reserved_bytes_peak') or 0) / 1e9:.3f}")
         pred = d.get("prediction")
-        if not pred:
+        if not pred:  # a run of overlapsat's variants only (run 33: d_mem): their own predictions, if any
+            waits_table(d, step)
             continue
         gs = pred["graphs"]
         print("\nPredicted (overlapsat's simulator on the captured FX graphs, forward + backward) against measured:\n")
