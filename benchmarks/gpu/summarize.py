@@ -113,7 +113,7 @@ def main(paths: list[str]) -> None:
             wins.setdefault(key, []).append(100 * (step["d"] / torch_best[0] - 1))
         for c in NAMES:  # from the runs after run 33 on: the allocator's peaks by phase (e2e_step.memory_phases)
             m = cfgs.get(c, {}).get("ranks", [{}])[0].get("memory")
-            if m:
+            if m and "error" not in m:
                 print(f"\n{NAMES[c]}: one step's peaks, GB: requested {(m.get('requested_bytes_peak') or 0) / 1e9:.3f}, "
                       f"allocated {(m.get('allocated_bytes_peak') or 0) / 1e9:.3f}, forward graph "
                       f"{m['forward_peak_bytes'] / 1e9:.3f}, reserved {(m.get('reserved_bytes_peak') or 0) / 1e9:.3f}")
