@@ -228,7 +228,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         export_chrome_trace(g, c.exact.order, args.trace, name=f"{g.name} (exact)")
     payload = {"graph": g.name, "nodes": len(g), "rows": c.records(), "bound_us": c.bound,
-               "exposed_bound_us": c.exposed_bound, "status": c.result.status.value, "memory_budget": c.memory_budget}
+               "exposed_bound_us": c.exposed_bound, "status": c.result.status.value, "memory_budget": c.memory_budget,
+               **({"hold": hold} if hold is not None else {})}
     lines = [f"graph {g.name}: {len(g)} nodes, compute {fmt_us(g.compute_total)}, communication {fmt_us(g.comm_total)}",
              "", c.to_markdown()]
     if args.plot:

@@ -151,9 +151,10 @@ def test_compare_hold_option():
     p = run("compare", "tp_small", "--time-limit", "1", "--hold", "h200", "--json")
     assert p.returncode == 0, p.stderr
     g = load_graph(bundled("tp_small"))
-    rows = json.loads(p.stdout)["rows"]
+    payload = json.loads(p.stdout)
+    rows = payload["rows"]
     exact = next(r for r in rows if r["method"] == "exact")
-    assert all("held_exposed_us" in r for r in rows)
+    assert all("held_exposed_us" in r for r in rows) and payload["hold"] == 0.7
     p = run("compare", "tp_small", "--time-limit", "1", "--hold", "0.5")
     assert p.returncode == 0 and "exposed, hold 0.5" in p.stdout and "an estimate" in p.stdout
     assert H200_HOLD == 0.7 and exact["held_exposed_us"] >= exact["exposed_us"] - 1e-6
