@@ -433,6 +433,13 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
                        collective_order=a.collective_order)
         p.on_apply = lambda g, order: applied.append(len(order))
+        if rank == 0:  # Inductor's peak after fusion, per graph (benchmarks/gpu/fusion_memory.py, after run 33)
+            import functools
+
+            from benchmarks.gpu.fusion_memory import after_fusion
+
+            res["after_fusion_peaks"] = []
+            icfg._post_fusion_custom_pass = functools.partial(after_fusion, sink=res["after_fusion_peaks"])
         torch._dynamo.reset()
         for prm in model.parameters():
             prm.grad = None
@@ -447,6 +454,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     t0 = time.monotonic()
     for _ in range(a.warmup):
         step()
+    icfg._post_fusion_custom_pass = None
     if gpu:
         torch.cuda.synchronize()
     res["compile_and_warmup_s"] = time.monotonic() - t0

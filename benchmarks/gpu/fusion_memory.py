@@ -27,6 +27,29 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 
+def after_fusion(nodes, sink: list):
+    """Inductor's `_post_fusion_custom_pass`: the peak of its nodes after fusion, in the order it will emit them
+    (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged."""
+    from torch._inductor import memory
+    from torch._inductor.utils import OrderedSet
+    from torch._inductor.virtualized import V
+
+    from overlapsat import simulate
+    from overlapsat.torch.importer import import_snodes
+
+    try:  # a measurement: it must never cost the compile
+        sc = V.graph.scheduler  # the sizes and successors the importer reads (Inductor's memory planning)
+        memory.assign_memory_planning_info_for_scheduler_buffers(nodes, sc.name_to_buf)
+        free_in = memory.get_freeable_input_buf(nodes, OrderedSet(V.graph.graph_inputs.keys()))
+        memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sc.name_to_fused_node, sc.name_to_buf,
+                                                               free_in)
+        g = import_snodes(nodes, durations=lambda _nd: 1.0)
+        sink.append((len(g.coll_seq), simulate(g).peak_memory))
+    except Exception as e:  # noqa: BLE001
+        sink.append(("error", f"{type(e).__name__}: {e}"))
+    return nodes
+
+
 def run(a: argparse.Namespace) -> list[dict]:
     import torch
     import torch._inductor.config as icfg
@@ -37,7 +60,6 @@ def run(a: argparse.Namespace) -> list[dict]:
     from overlapsat import load_graph, simulate
     from overlapsat.store import solve_store, usable_schedule
     from overlapsat.torch.fx_apply import install_fx
-    from overlapsat.torch.importer import import_snodes
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind_fusion_")
     icfg.force_disable_caches = True
@@ -45,20 +67,6 @@ def run(a: argparse.Namespace) -> list[dict]:
     torch.manual_seed(0)
     model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, a.world, "cpu", torch.float32, 1, True)
     x = torch.randn(1, a.seq, a.dim)
-    def after_fusion(nodes, sink):
-        """Inductor's nodes after fusion, in the order it will emit them: their peak (scheduler-level import)."""
-        from torch._inductor import memory
-        from torch._inductor.utils import OrderedSet
-        from torch._inductor.virtualized import V
-
-        sc = V.graph.scheduler  # the sizes and successors the importer reads (Inductor's memory planning)
-        memory.assign_memory_planning_info_for_scheduler_buffers(nodes, sc.name_to_buf)
-        free_in = memory.get_freeable_input_buf(nodes, OrderedSet(V.graph.graph_inputs.keys()))
-        memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sc.name_to_fused_node, sc.name_to_buf, free_in)
-        g = import_snodes(nodes, durations=lambda _nd: 1.0)
-        sink.append((len(g.coll_seq), simulate(g).peak_memory))
-        return nodes
-
     rows = []
     for label, budget in (("d", None), ("d_mem 1.3", 1.3)):
         store = tempfile.mkdtemp(prefix="osat_fusion_")
