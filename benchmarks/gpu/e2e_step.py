@@ -433,13 +433,17 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
                        collective_order=a.collective_order)
         p.on_apply = lambda g, order: applied.append(len(order))
-        if rank == 0:  # Inductor's peak after fusion, per graph (benchmarks/gpu/fusion_memory.py, after run 33)
-            import functools
-
+        if rank == 0:  # Inductor's peak after fusion, per graph (benchmarks/gpu/fusion_memory.py, after run 33),
+            # then the library's own check (decisions.md 21), which install_fx put there
             from benchmarks.gpu.fusion_memory import after_fusion
 
             res["after_fusion_peaks"] = []
-            icfg._post_fusion_custom_pass = functools.partial(after_fusion, sink=res["after_fusion_peaks"])
+
+            def hook(nodes, prev=icfg._post_fusion_custom_pass, sink=res["after_fusion_peaks"]):
+                after_fusion(nodes, sink)
+                return prev(nodes) if prev is not None else nodes
+
+            icfg._post_fusion_custom_pass = hook
         torch._dynamo.reset()
         for prm in model.parameters():
             prm.grad = None

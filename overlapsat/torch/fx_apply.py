@@ -18,7 +18,8 @@ ones OverlapScheduler pins), `pin="all"` every kernel the model prices
 warning and leaves the graph as it came. Under `collective_order="free"`
 an order stands only if every rank agrees on the collective sequence it
 issues (`overlapsat.torch.agree`); otherwise every rank keeps the graph as
-it came.
+it came. An order solved under a memory budget is checked again after
+Inductor's fusion, which can move nodes (`overlapsat.torch.after_fusion`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
-from overlapsat.store import schedules_digest
+from overlapsat.store import schedule_path, schedules_digest
+from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.validate import validate
@@ -70,6 +72,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def __call__(self, graph: Any) -> None:
         before = list(graph.nodes)
         moved = None
+        self._budget: tuple[str, int, int | None] | None = None
+        expect("", None, None)  # nothing for this compile's after-fusion check unless an order stands below
         try:
             moved = self._run(graph)
             if moved is not None and self.collective_order != "free":
@@ -78,11 +82,15 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             log.warning("overlapsat: keeping this FX graph's order: %s: %s", type(e).__name__, e)
             _restore(graph, before)
             moved = None
+        stands = moved is not None
         if self.collective_order == "free":  # every rank, every graph: one exchange, whatever happened above
-            self._agree(graph, before, moved)
+            stands = self._agree(graph, before, moved)
+        if stands and self._budget is not None:
+            expect(*self._budget)  # the order was solved under a budget: check it after fusion (after_fusion.py)
 
-    def _agree(self, graph: Any, before: list[Any], moved: Moved | None) -> None:
-        """Keep a free order only if every rank issues the same collective sequence; else restore the graph."""
+    def _agree(self, graph: Any, before: list[Any], moved: Moved | None) -> bool:
+        """Keep a free order only if every rank issues the same collective sequence; else restore the graph.
+        True if a moved order stands."""
         ok, why = agree(collective_sequence(graph), timeout_s=self.agree_timeout)
         if ok:
             if moved is not None:
@@ -97,6 +105,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                         "order: %s", why)
         else:
             log.info("overlapsat: the ranks did not agree on this FX graph's collective order (%s); it was kept", why)
+        return ok and moved is not None
 
     def _run(self, graph: Any) -> Moved | None:
         """Import, then record the graph (capture, a miss) or move its nodes to the schedule (what `_pin` needs)."""
@@ -110,7 +119,9 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
                                           collective_order=self.collective_order)
             if order is not None:
-                return self._move(graph, g, order)
+                moved = self._move(graph, g, order)
+                self._budget = _budget_of(self.store, fp, g)
+                return moved
             if why != "no schedule":
                 log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
         record_graph(self.store, g, fp)
@@ -165,6 +176,18 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         self.collective_order, self.profile, self.on_apply = state["collective_order"], state["profile"], None
         self.pin, self.comm_slowdown = state.get("pin", "compute"), state.get("comm_slowdown", 1.0)
         self.agree_timeout = state.get("agree_timeout", 1800.0)
+
+
+def _budget_of(store: str, fp: str, g: Graph) -> tuple[str, int, int | None] | None:
+    """(fingerprint, budget bytes, model peak) of a stored schedule solved under a memory budget, else None."""
+    from overlapsat.schedules import load_schedule
+
+    try:
+        m = load_schedule(schedule_path(store, fp), g).metrics
+    except (GraphError, OSError):
+        return None
+    b = m.get("memory_budget")
+    return (fp, int(b), m.get("peak_memory")) if isinstance(b, (int, float)) and b > 0 else None
 
 
 def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) -> dict[Any, Any]:
@@ -251,6 +274,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
                        pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout)
     icfg.post_grad_custom_post_pass = p
+    install_check()  # budgets checked after Inductor's fusion (overlapsat.torch.after_fusion)
     icfg.reorder_for_peak_memory = False
     icfg.reorder_for_compute_comm_overlap = False
     return p

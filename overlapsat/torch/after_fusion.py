@@ -1,0 +1,106 @@
+"""After Inductor's fusion: does an order solved under a memory budget still fit it? (decisions.md 21)
+
+The FX pass applies an order before Inductor lowers and fuses the graph.
+Fusion then places each fused node at its earliest member's position
+(horizontal fusion reaches 64 nodes apart), which allocates a later
+member's outputs early and moves its inputs up with it. A budgeted order,
+packed up to its budget, can go over (docs/gpu_results.md, run 33 and the
+CPU check after it). This pass runs where Inductor's nodes are final: for
+a graph whose applied schedule was solved under a budget, it takes
+Inductor's own estimate of the peak of the order it will emit and, above
+the budget, logs one warning naming both. It never changes the nodes: at
+this point the collectives' sequence is fixed on every rank, and a
+changed order could not be agreed any more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+try:  # Inductor keys its FX graph cache on a scheduler pass's uuid(); a plain callable would bypass the cache
+    from torch._inductor.custom_graph_pass import CustomSchedulerPass as _Base
+except Exception:  # noqa: BLE001 - an older torch (or none): the check is not installed (install_check)
+    _Base = None  # type: ignore[assignment,misc]
+
+_PENDING = threading.local()  # the budget of the graph the FX pass just ordered, for this compile's scheduler
+
+
+def expect(fingerprint: str, budget: int | None, model_peak: int | None) -> None:
+    """Called by the FX pass for each graph: what the scheduler that follows in this thread should check."""
+    _PENDING.value = (fingerprint, budget, model_peak) if budget else None
+
+
+def _take() -> tuple[str, int, int | None] | None:
+    v = getattr(_PENDING, "value", None)
+    _PENDING.value = None
+    return v
+
+
+def inductor_peak(nodes: list[Any]) -> int:
+    """Inductor's own peak estimate of `nodes` in this order (its memory planning, as reorder_for_peak_memory
+    computes it)."""
+    from torch._inductor import memory
+    from torch._inductor.utils import OrderedSet
+    from torch._inductor.virtualized import V
+
+    sched = V.graph.scheduler
+    peak, _ = memory.prepare_planning_info(nodes, sched.name_to_buf, sched.name_to_fused_node,
+                                           OrderedSet(V.graph.graph_inputs.keys()),
+                                           OrderedSet(V.graph.get_output_names()))
+    return int(peak)
+
+
+if _Base is not None:
+
+    class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
+        """Inductor's `_post_fusion_custom_pass`: warns when a budgeted order's peak after fusion exceeds its
+        budget. It never changes the nodes, so its cache key is constant."""
+
+        def __call__(self, nodes: list[Any]) -> list[Any]:
+            pending = _take()
+            if pending is None:
+                return nodes
+            fp, budget, model_peak = pending
+            try:
+                peak = inductor_peak(nodes)
+            except Exception as e:  # noqa: BLE001 - a check only: the compile goes on
+                log.debug("overlapsat: no peak after fusion for graph %s: %s: %s", fp, type(e).__name__, e)
+                return nodes
+            if peak > budget:
+                log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
+                            "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
+                            "fusion moved nodes; the order stands (docs/decisions.md 21)", fp, budget,
+                            model_peak, peak, 100 * (peak / budget - 1))
+            else:
+                log.info("overlapsat: graph %s: peak after fusion %d B, within its budget of %d B", fp, peak, budget)
+            return nodes
+
+        def uuid(self) -> str:
+            return "overlapsat-after-fusion-1"
+
+else:  # pragma: no cover - torch without scheduler custom passes
+    AfterFusionCheck = None  # type: ignore[assignment,misc]
+
+
+def install_check() -> bool:
+    """Put the check in Inductor's `_post_fusion_custom_pass`, unless torch lacks scheduler passes or the slot
+    holds someone else's pass (left as it is). True if the check is there."""
+    import torch._inductor.config as icfg
+
+    if AfterFusionCheck is None or not hasattr(icfg, "_post_fusion_custom_pass"):
+        return False
+    cur = icfg._post_fusion_custom_pass
+    if isinstance(cur, AfterFusionCheck):
+        return True
+    if cur is not None:
+        log.info("overlapsat: Inductor's _post_fusion_custom_pass is taken; budgets are not checked after fusion")
+        return False
+    icfg._post_fusion_custom_pass = AfterFusionCheck()
+    return True
+
+
+__all__ = ["AfterFusionCheck", "expect", "inductor_peak", "install_check"]
