@@ -48,9 +48,17 @@ def inductor_peak(nodes: list[Any]) -> int:
     from torch._inductor.virtualized import V
 
     sched = V.graph.scheduler
-    peak, _ = memory.prepare_planning_info(nodes, sched.name_to_buf, sched.name_to_fused_node,
-                                           OrderedSet(V.graph.graph_inputs.keys()),
-                                           OrderedSet(V.graph.get_output_names()))
+    inputs, outputs = OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names())
+    prepare = getattr(memory, "prepare_planning_info", None)
+    if prepare is not None:
+        peak, _ = prepare(nodes, sched.name_to_buf, sched.name_to_fused_node, inputs, outputs)
+        return int(peak)
+    # an older torch: the same steps by hand
+    free_in = memory.get_freeable_input_buf(nodes, inputs)
+    memory.assign_memory_planning_info_for_scheduler_buffers(nodes, sched.name_to_buf)
+    memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sched.name_to_fused_node, sched.name_to_buf,
+                                                           free_in)
+    peak, _ = memory.estimate_peak_memory(nodes, free_in, outputs)
     return int(peak)
 
 

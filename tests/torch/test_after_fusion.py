@@ -61,6 +61,18 @@ def test_budget_is_read_from_the_stored_schedule(tmp_path):
     assert _budget_of(str(tmp_path), "missing", g) is None
 
 
+def _without_prepare(nodes):
+    """inductor_peak as it runs on a torch without memory.prepare_planning_info."""
+    from torch._inductor import memory
+
+    saved = memory.prepare_planning_info
+    del memory.prepare_planning_info
+    try:
+        return af.inductor_peak(nodes)
+    finally:
+        memory.prepare_planning_info = saved
+
+
 @pytest.fixture
 def fake_world():
     import torch.distributed as dist
@@ -113,8 +125,10 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
                 ref: list = []
                 after_fusion(nodes, ref)
                 names = [n.get_name() for n in nodes]
+                by_hand = _without_prepare(nodes)  # the older-torch path of inductor_peak
                 out = super().__call__(nodes)
                 seen.append((pending, ref[-1][1], [n.get_name() for n in out] == names))
+                assert by_hand == af.inductor_peak(nodes) == ref[-1][1]
                 return out
 
         icfg._post_fusion_custom_pass = Watching()
