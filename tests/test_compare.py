@@ -138,12 +138,14 @@ def test_held_column_is_simulate_held_of_each_row():
 
     g = load_graph(bundled("tp_small"))
     plain = compare(g, time_limit=1)
+    # (its exact row may differ from plain's: a 1 s solve can be cut by the wall clock; the hold is only
+    # walked after the solve, so each row is checked against its own order)
     c = compare(g, time_limit=1, hold=0.7)
-    assert [r.order for r in c.rows] == [r.order for r in plain.rows] and c.bound == plain.bound
     held_any = False
     for r, rec in zip(c.rows, c.records()):
         ref = simulate_held(g, r.order, 0.7).exposed
         assert rec["held_exposed_us"] == ref >= r.exposed - 1e-9
+        assert rec["exposed_us"] == pytest.approx(simulate(g, r.order).exposed)  # MODEL.md's, as without a hold
         held_any |= ref > r.exposed + 1e-6
     assert held_any  # the example's GEMMs hold some transfer back in some row
     md = c.to_markdown()
