@@ -96,8 +96,10 @@ def test_contended_columns_are_simulate_contended_of_each_row():
     inter = Interference(1.5, 1.25)
     plain = compare(g, time_limit=2)
     c = compare(g, time_limit=2, interference=inter)
-    ours = [r for r in c.rows if r.method != TIE_BROKEN]
-    assert [r.makespan for r in ours] == [r.makespan for r in plain.rows] and c.bound == plain.bound
+    ours = [r for r in c.rows if r.method not in (TIE_BROKEN, "exact")]
+    # the heuristics are deterministic by work; the two exact solves may not be (the wall clock can cut one
+    # under load), so the exact row is checked against its own order below, not against plain's
+    assert [r.makespan for r in ours] == [r.makespan for r in plain.rows if r.method != "exact"]
     assert c.best_heuristic.method == plain.best_heuristic.method
     for r in c.rows:
         if r.method == TIE_BROKEN:  # the exact order's ties broken: no longer, no higher, shorter contended
@@ -106,6 +108,7 @@ def test_contended_columns_are_simulate_contended_of_each_row():
     for r, rec in zip(c.rows, c.records()):
         ref = simulate_contended(g, r.order, inter)
         assert rec["contended_makespan_us"] == ref.makespan and rec["contended_exposed_us"] == ref.exposed
+        assert rec["makespan_us"] == pytest.approx(simulate(g, r.order).makespan)  # MODEL.md's, as without
     md = c.to_markdown()
     assert "contended makespan" in md and "an estimate" in md and "contended" not in plain.to_markdown()
     with pytest.raises(GraphError, match="interference"):
