@@ -54,8 +54,9 @@ def recorded(store: str) -> list[str]:
     return sorted(n[: -len(GRAPH_SUFFIX)] for n in os.listdir(store) if n.endswith(GRAPH_SUFFIX))
 
 
-def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "group") -> tuple[list[str] | None, str]:
-    """The stored order for `graph` when it loads, matches and validates; else (None, why not)."""
+def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "group") -> tuple[Any, str]:
+    """The stored Schedule for `graph` (its order and the metrics it was solved with) when it loads, matches
+    and validates; else (None, why not)."""
     from overlapsat.schedules import load_schedule
     from overlapsat.validate import validate
 
@@ -63,13 +64,19 @@ def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "gr
     if not os.path.exists(path):
         return None, "no schedule"
     try:
-        order = load_schedule(path, graph).order
+        sched = load_schedule(path, graph)
     except GraphError as e:
         return None, f"corrupt schedule: {e}"
-    vs = validate(graph, order, collective_order=collective_order, limit=1)
+    vs = validate(graph, sched.order, collective_order=collective_order, limit=1)
     if vs:
         return None, f"invalid schedule: {vs[0]}"
-    return order, "ok"
+    return sched, "ok"
+
+
+def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "group") -> tuple[list[str] | None, str]:
+    """The stored order for `graph` when it loads, matches and validates; else (None, why not)."""
+    sched, why = usable_stored(store, fp, graph, collective_order)
+    return (sched.order if sched is not None else None), why
 
 
 def schedules_digest(store: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
 from overlapsat.io import atomic_write_text
-from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_schedule
+from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_stored
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
@@ -82,9 +82,11 @@ def open_store(store: str) -> None:
 
 
 def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: float,
-                     collective_order: str) -> tuple[list[str] | None, str]:
-    """The usable stored order of `g`, or in "solve" mode one solved inline and stored; else (None, why not)."""
-    order, why = usable_schedule(store, fp, g, collective_order)
+                     collective_order: str) -> tuple[list[str] | None, str, dict[str, Any]]:
+    """The usable stored order of `g`, or in "solve" mode one solved inline and stored; else (None, why not).
+    Third: the metrics the order was solved with (a stored schedule's; an inline solve has no budget)."""
+    sched, why = usable_stored(store, fp, g, collective_order)
+    order, metrics = (sched.order, sched.metrics) if sched is not None else (None, {})
     if order is None and mode == "solve":
         from overlapsat.solver import optimize
 
@@ -93,7 +95,7 @@ def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: fl
             raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
         r.save(schedule_path(store, fp))
         order = r.names
-    return order, why
+    return order, why, metrics
 
 
 def record_graph(store: str, g: Graph, fp: str) -> None:
@@ -170,8 +172,8 @@ class SchedulePass:
         if self.mode == "capture":
             self._record(g, fp)
             return snodes
-        order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
-                                      collective_order=self.collective_order)
+        order, why, _ = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
+                                         collective_order=self.collective_order)
         if order is not None:
             return self._apply(g, snodes, order, os.path.basename(schedule_path(self.store, fp)))
         self._record(g, fp)

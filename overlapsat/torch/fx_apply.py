@@ -32,7 +32,7 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
-from overlapsat.store import schedule_path, schedules_digest
+from overlapsat.store import schedules_digest
 from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
@@ -116,11 +116,11 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             g = g.with_comm_scale(self.comm_slowdown)
         fp = g.fingerprint()
         if self.mode != "capture":
-            order, why = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
-                                          collective_order=self.collective_order)
+            order, why, metrics = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
+                                                   collective_order=self.collective_order)
             if order is not None:
                 moved = self._move(graph, g, order)
-                self._budget = _budget_of(self.store, fp, g)
+                self._budget = _budget_of(fp, metrics)
                 return moved
             if why != "no schedule":
                 log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
@@ -178,16 +178,11 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         self.agree_timeout = state.get("agree_timeout", 1800.0)
 
 
-def _budget_of(store: str, fp: str, g: Graph) -> tuple[str, int, int | None] | None:
-    """(fingerprint, budget bytes, model peak) of a stored schedule solved under a memory budget, else None."""
-    from overlapsat.schedules import load_schedule
-
-    try:
-        m = load_schedule(schedule_path(store, fp), g).metrics
-    except (GraphError, OSError):
-        return None
-    b = m.get("memory_budget")
-    return (fp, int(b), m.get("peak_memory")) if isinstance(b, (int, float)) and b > 0 else None
+def _budget_of(fp: str, metrics: dict[str, Any]) -> tuple[str, int, int | None] | None:
+    """(fingerprint, budget bytes, model peak) of a schedule solved under a memory budget (its metrics), else
+    None."""
+    b = metrics.get("memory_budget")
+    return (fp, int(b), metrics.get("peak_memory")) if isinstance(b, (int, float)) and b > 0 else None
 
 
 def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) -> dict[Any, Any]:
