@@ -30,19 +30,12 @@ sys.path.insert(0, ROOT)
 def after_fusion(nodes, sink: list):
     """Inductor's `_post_fusion_custom_pass`: the peak of its nodes after fusion, in the order it will emit them
     (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged."""
-    from torch._inductor import memory
-    from torch._inductor.utils import OrderedSet
-    from torch._inductor.virtualized import V
-
     from overlapsat import simulate
+    from overlapsat.torch.after_fusion import plan_memory
     from overlapsat.torch.importer import import_snodes
 
     try:  # a measurement: it must never cost the compile
-        sc = V.graph.scheduler  # the sizes and successors the importer reads (Inductor's memory planning)
-        memory.assign_memory_planning_info_for_scheduler_buffers(nodes, sc.name_to_buf)
-        free_in = memory.get_freeable_input_buf(nodes, OrderedSet(V.graph.graph_inputs.keys()))
-        memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sc.name_to_fused_node, sc.name_to_buf,
-                                                               free_in)
+        plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
         g = import_snodes(nodes, durations=lambda _nd: 1.0)
         sink.append((len(g.coll_seq), simulate(g).peak_memory))
     except Exception as e:  # noqa: BLE001

@@ -40,6 +40,21 @@ def _take() -> tuple[str, int, int | None] | None:
     return v
 
 
+def plan_memory(nodes: list[Any]) -> tuple[dict[str, Any], Any]:
+    """Give the scheduler's `nodes` Inductor's memory-planning info (buffer sizes, successors), in their
+    current order, as `reorder_for_peak_memory` does before it estimates; (freeable inputs, graph outputs)."""
+    from torch._inductor import memory
+    from torch._inductor.utils import OrderedSet
+    from torch._inductor.virtualized import V
+
+    sched = V.graph.scheduler
+    free_in = memory.get_freeable_input_buf(nodes, OrderedSet(V.graph.graph_inputs.keys()))
+    memory.assign_memory_planning_info_for_scheduler_buffers(nodes, sched.name_to_buf)
+    memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sched.name_to_fused_node, sched.name_to_buf,
+                                                           free_in)
+    return free_in, OrderedSet(V.graph.get_output_names())
+
+
 def inductor_peak(nodes: list[Any]) -> int:
     """Inductor's own peak estimate of `nodes` in this order (its memory planning, as reorder_for_peak_memory
     computes it)."""
@@ -47,17 +62,13 @@ def inductor_peak(nodes: list[Any]) -> int:
     from torch._inductor.utils import OrderedSet
     from torch._inductor.virtualized import V
 
-    sched = V.graph.scheduler
-    inputs, outputs = OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names())
     prepare = getattr(memory, "prepare_planning_info", None)
     if prepare is not None:
-        peak, _ = prepare(nodes, sched.name_to_buf, sched.name_to_fused_node, inputs, outputs)
+        sched = V.graph.scheduler
+        peak, _ = prepare(nodes, sched.name_to_buf, sched.name_to_fused_node,
+                          OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names()))
         return int(peak)
-    # an older torch: the same steps by hand
-    free_in = memory.get_freeable_input_buf(nodes, inputs)
-    memory.assign_memory_planning_info_for_scheduler_buffers(nodes, sched.name_to_buf)
-    memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sched.name_to_fused_node, sched.name_to_buf,
-                                                           free_in)
+    free_in, outputs = plan_memory(nodes)  # an older torch: the same steps by hand
     peak, _ = memory.estimate_peak_memory(nodes, free_in, outputs)
     return int(peak)
 
@@ -111,4 +122,4 @@ def install_check() -> bool:
     return True
 
 
-__all__ = ["AfterFusionCheck", "expect", "inductor_peak", "install_check"]
+__all__ = ["AfterFusionCheck", "expect", "inductor_peak", "install_check", "plan_memory"]
