@@ -112,11 +112,12 @@ def main(paths: list[str]) -> None:
                    + (", re-gathered in backward" if args.get("regather") else ""))
             wins.setdefault(key, []).append(100 * (step["d"] / torch_best[0] - 1))
         for c in NAMES:  # from the runs after run 33 on: the allocator's peaks by phase (e2e_step.memory_phases)
-            af = cfgs.get(c, {}).get("ranks", [{}])[0].get("after_fusion_peaks")
+            r0 = cfgs.get(c, {}).get("ranks", [{}])[0]
+            af = r0.get("after_fusion_peaks")
             if af:
                 print(f"\n{NAMES[c]}: Inductor's peak after fusion per graph (collectives: MB): "
                       + ", ".join(f"{k}: {v / 1e6:.1f}" if k != "error" else f"error {v}" for k, v in af))
-            m = cfgs.get(c, {}).get("ranks", [{}])[0].get("memory")
+            m = r0.get("memory")
             if m and "error" not in m:
                 print(f"\n{NAMES[c]}: one step's peaks, GB: requested {(m.get('requested_bytes_peak') or 0) / 1e9:.3f}, "
                       f"allocated {(m.get('allocated_bytes_peak') or 0) / 1e9:.3f}, forward graph "
