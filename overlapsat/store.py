@@ -255,4 +255,4 @@ def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options:
 
 
 __all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path",
-           "schedules_digest", "solve_one", "solve_store", "usable_schedule"]
+           "schedules_digest", "solve_one", "solve_store", "usable_schedule", "usable_stored"]

@@ -58,7 +58,7 @@ def fault(name):
     elif name == "lookup":
         def boom(*a, **k):
             raise OSError(5, "Input/output error", os.path.join(s, fp + ".schedule.json"))
-        patch(apply, "usable_schedule", boom)
+        patch(apply, "usable_stored", boom)  # the schedule lookup the pass calls
         p = SchedulePass(s)
     elif name == "validation":  # a stored order that breaks a dependency
         order = list(reversed(g.input_order))
