@@ -27,10 +27,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, ROOT)
 
 
-def after_fusion(nodes, sink: list):
+def after_fusion(nodes, sink: list, save_dir: str | None = None):
     """Inductor's `_post_fusion_custom_pass`: the peak of its nodes after fusion, in the order it will emit them
-    (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged."""
-    from overlapsat import simulate
+    (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged.
+    save_dir: also keep the imported graph there (`after_fusion_<collectives>.graph.json`; its nodes and
+    buffers carry Inductor's names, as the generated code does), for a memory snapshot to be compared with."""
+    from overlapsat import save_graph, simulate
     from overlapsat.torch.after_fusion import plan_memory
     from overlapsat.torch.importer import import_snodes
 
@@ -38,6 +40,9 @@ def after_fusion(nodes, sink: list):
         plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
         g = import_snodes(nodes, durations=lambda _nd: 1.0)
         sink.append((len(g.coll_seq), simulate(g).peak_memory))
+        if save_dir is not None:
+            os.makedirs(save_dir, exist_ok=True)
+            save_graph(g, os.path.join(save_dir, f"after_fusion_{len(g.coll_seq)}.graph.json"))
     except Exception as e:  # noqa: BLE001
         sink.append(("error", f"{type(e).__name__}: {e}"))
     return nodes
