@@ -483,9 +483,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             res["memory"] = memory_phases(compiled, x, model)
         except Exception as e:  # noqa: BLE001 - the step timings stand without it
             res["memory"] = {"error": f"{type(e).__name__}: {e}"}
-        if a.snapshot and rank == 0:
+        if a.snapshot:  # every rank runs the step (its collectives need the peer); rank 0 keeps the history
             try:
-                res["snapshot"] = memory_snapshot(compiled, x, model, os.path.join(out, f"snapshot_{cfg}"))
+                res["snapshot"] = memory_snapshot(compiled, x, model, os.path.join(out, f"snapshot_{cfg}"), rank == 0)
             except Exception as e:  # noqa: BLE001 - the step timings stand without it
                 res["snapshot"] = {"error": f"{type(e).__name__}: {e}"}
         from torch.profiler import ProfilerActivity, profile
@@ -560,7 +560,7 @@ def memory_phases(compiled, x, model) -> dict:
     return out
 
 
-def memory_snapshot(compiled, x, model, out: str) -> dict:
+def memory_snapshot(compiled, x, model, out: str, keep: bool = True) -> dict:
     """One more step under the allocator's history (after run 34's overshoot: the rule fixed in
     docs/gpu_results.md asks for the allocator's tensors against the importer's). Kept compact: each event as
     (action, address, size, where), `where` being the generated module and line that asked for the block (the
@@ -570,6 +570,13 @@ def memory_snapshot(compiled, x, model, out: str) -> dict:
 
     import torch
 
+    if not keep:  # another rank: the same step, so that rank 0's collectives meet their peers (runs 35-36 hung
+        loss = compiled(x).float().pow(2).mean()  # when only rank 0 ran it)
+        loss.backward()
+        torch.cuda.synchronize()
+        for prm in model.parameters():
+            prm.grad = None
+        return {}
     cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     os.makedirs(out, exist_ok=True)
     torch.cuda.synchronize()

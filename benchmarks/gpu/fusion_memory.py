@@ -33,12 +33,13 @@ def after_fusion(nodes, sink: list, save_dir: str | None = None):
     save_dir: also keep the imported graph there (`after_fusion_<collectives>.graph.json`; its nodes and
     buffers carry Inductor's names, as the generated code does), for a memory snapshot to be compared with."""
     from overlapsat import save_graph, simulate
-    from overlapsat.torch.after_fusion import plan_memory
+    from overlapsat.torch.after_fusion import plan_memory, planning_info_restored
     from overlapsat.torch.importer import import_snodes
 
-    try:  # a measurement: it must never cost the compile
-        plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
-        g = import_snodes(nodes, durations=lambda _nd: 1.0)
+    try:  # a measurement: it must never cost the compile, nor change it (planning info restored after)
+        with planning_info_restored(nodes):
+            plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
+            g = import_snodes(nodes, durations=lambda _nd: 1.0)
         sink.append((len(g.coll_seq), simulate(g).peak_memory))
         if save_dir is not None:
             os.makedirs(save_dir, exist_ok=True)

@@ -118,7 +118,8 @@ def analyse(run_dir: str, cfg: str) -> dict:
         g = load_graph(path)
         graphs[len(g.coll_seq)] = g
     mod = last_where.split(":")[0]
-    g = next((gr for n, gr in graphs.items() if colls.get(mod) in (n, 2 * n)), None)
+    # a module's text names each collective a few times (the call, its comment, ...): the graph whose count divides
+    g = next((gr for n, gr in sorted(graphs.items(), reverse=True) if colls.get(mod) and colls[mod] % n == 0), None)
     if g is not None:
         buf = names.get(last_where, "")
         producer = next((b.producer for b in g.buffers if b.name == buf), None)
