@@ -58,11 +58,12 @@ def replay(events: list, base: int, stop: int | None = None) -> tuple[int, int, 
     return cur, stop, live
 
 
-def buffer_names(run_dir: str, cfg: str) -> tuple[dict[str, str], dict[str, int]]:
-    """`module:line` -> the buffer that line assigns (or the line's text), and each module's collective calls
-    (which graph it is: the forward's or the backward's)."""
+def buffer_names(run_dir: str, cfg: str) -> tuple[dict[str, str], dict[str, int], dict[str, str]]:
+    """`module:line` -> the buffer that line assigns (or the line's text); each module's collective calls
+    (which graph it is: the forward's or the backward's); `module:line` -> the line's text."""
     names: dict[str, str] = {}
     colls: dict[str, int] = {}
+    texts: dict[str, str] = {}
     for path in glob.glob(os.path.join(run_dir, f"snapshot_{cfg}", "*.py")):
         mod = os.path.basename(path)
         with open(path, encoding="utf-8", errors="replace") as fi:
@@ -71,75 +72,70 @@ def buffer_names(run_dir: str, cfg: str) -> tuple[dict[str, str], dict[str, int]
         for k, ln in enumerate(lines, start=1):
             m = ASSIGN.match(ln)
             names[f"{mod}:{k}"] = m.group(1) if m else ln.strip()[:80]
-    return names, colls
-
-
-def model_live(graph, upto: str) -> dict[str, int]:
-    """The importer's live buffers (name -> bytes) after node `upto` allocates (MODEL.md's memory walk)."""
-    order = list(graph.names)
-    last: dict[str, str] = {}
-    for b in graph.buffers:
-        for c in b.consumers:
-            if b.name not in last or order.index(c) > order.index(last[b.name]):
-                last[b.name] = c
-    live = {b.name: b.size_free for b in graph.buffers if b.freeable_input}
-    for nm in order:
-        for b in graph.buffers:
-            if b.producer == nm:
-                live[b.name] = b.size_alloc
-        if nm == upto:
-            return live
-        for b in graph.buffers:
-            if b.name in live and ((last.get(b.name) == nm) or (b.producer == nm and not b.consumers and not b.output)):
-                del live[b.name]
-    return live
+            texts[f"{mod}:{k}"] = ln
+    return names, colls, texts
 
 
 def analyse(run_dir: str, cfg: str) -> dict:
-    from overlapsat import load_graph, simulate
+    """The step's peak on the GPU, decomposed against the after-fusion import of the graph it falls in: the
+    bytes live when that graph started beyond its inputs (state outside the graphs), the model's post-alloc
+    memory at the node whose line made the peak allocation, and what is left (allocations the model does not
+    have, such as a kernel's workspace). Buffer names are not compared one by one: Inductor's wrapper reuses
+    a freed block for a later buffer of the same size (and a saved input's block for a backward buffer), so
+    a block keeps the name of its first buffer; the totals are compared instead, at every collective."""
+    from overlapsat import load_graph
+    from overlapsat.simulate import memory_curve
 
     with lzma.open(os.path.join(run_dir, f"snapshot_{cfg}", "events.json.xz"), "rt", encoding="utf-8") as fi:
         snap = json.load(fi)
-    names, colls = buffer_names(run_dir, cfg)
-    peak, at, live = replay(snap["events"], snap["base_allocated_bytes"])
-    by_module: dict[str, int] = {}
-    blocks = []
-    for key, (size, where) in live.items():
-        mod = where.split(":")[0] if where.endswith(tuple("0123456789")) and where.count(":") == 1 else where
-        by_module[mod] = by_module.get(mod, 0) + size
-        blocks.append({"where": where, "buffer": names.get(where, where), "bytes": size, "key": key})
-    last_where = snap["events"][at][3] if at >= 0 else "-"
-    out = {"peak_bytes": peak, "peak_event": at, "peak_event_where": last_where,
-           "peak_event_buffer": names.get(last_where, last_where),
-           "live_by_module": dict(sorted(by_module.items(), key=lambda kv: -kv[1])),
-           "modules_collective_calls": colls}
+    events, base = snap["events"], snap["base_allocated_bytes"]
+    names, colls, texts = buffer_names(run_dir, cfg)
+    peak, at, live = replay(events, base)
+    where = events[at][3]
+    mod = where.split(":")[0]
     graphs = {}
     for path in glob.glob(os.path.join(run_dir, f"after_fusion_{cfg}", "after_fusion_*.graph.json")):
         g = load_graph(path)
         graphs[len(g.coll_seq)] = g
-    mod = last_where.split(":")[0]
     # a module's text names each collective a few times (the call, its comment, ...): the graph whose count divides
-    g = next((gr for n, gr in sorted(graphs.items(), reverse=True) if colls.get(mod) and colls[mod] % n == 0), None)
-    if g is not None:
-        buf = names.get(last_where, "")
-        producer = next((b.producer for b in g.buffers if b.name == buf), None)
-        out["model_peak_bytes"] = simulate(g).peak_memory
-        if producer is not None:
-            ml = model_live(g, producer)
-            gpu = {}
-            for b in blocks:
-                if b["where"].startswith(mod + ":"):
-                    gpu[b["buffer"]] = gpu.get(b["buffer"], 0) + b["bytes"]
-            out["at_node"] = producer
-            out["model_live_bytes_at_node"] = sum(ml.values())
-            out["model_inputs_live_bytes"] = sum(v for k, v in ml.items()
-                                                 if any(b.name == k and b.freeable_input for b in g.buffers))
-            out["gpu_live_in_module_bytes"] = sum(gpu.values())
-            out["gpu_only"] = sorted(([k, v] for k, v in gpu.items() if k not in ml), key=lambda kv: -kv[1])[:40]
-            out["model_only"] = sorted(([k, v] for k, v in ml.items() if k not in gpu
-                                        and not any(b.name == k and b.freeable_input for b in g.buffers)),
-                                       key=lambda kv: -kv[1])[:40]
-            out["size_differs"] = [[k, gpu[k], ml[k]] for k in gpu if k in ml and abs(gpu[k] - ml[k]) > 4096][:40]
+    n, g = next(((n, gr) for n, gr in sorted(graphs.items(), reverse=True)
+                 if colls.get(mod) and colls[mod] % n == 0), (None, None))
+    out: dict = {"peak_bytes": peak, "peak_event": at, "peak_where": where, "peak_buffer": names.get(where, where)}
+    if g is None:
+        return out
+    mods = {m for m, c in colls.items() if c % n == 0 and c}  # this graph's modules (the capture's one too)
+    first = next(i for i, e in enumerate(events) if e[3].split(":")[0] in mods and e[0] == "alloc")
+    before, _, _ = replay(events[:first], base, first - 1) if first else (base, 0, {})
+    inputs = sum(b.size_free for b in g.buffers if b.freeable_input)
+    offset = before - inputs  # live when the graph starts, beyond what the model counts as its inputs
+    post_alloc, _ = memory_curve(g, list(range(len(g))))
+    buf = names.get(where, "")
+    producer = next((b.producer for b in g.buffers if b.name == buf), None)
+    model_at = post_alloc[g.names.index(producer)] if producer is not None else None
+    transient = sum(e[2] for i, e in enumerate(events[: at + 1]) if e[0] == "alloc" and e[3] == where
+                    and any(f[0] == "free_completed" and f[1] == e[1] and f[3] == where for f in events[at + 1: at + 4]))
+    # the model's post-alloc memory at each collective against the GPU's after the collective's allocation
+    coll_nodes = [i for i, nd in enumerate(g.nodes) if nd.kind.name == "COLLECTIVE"]
+    gpu_at = []
+    cur_live: dict = {}
+    cur = base
+    for action, addr, size, w in events:
+        if action == "alloc":
+            cur_live[addr] = size
+            cur += size
+            m, _, ln = w.partition(":")
+            if m in mods and ln.isdigit() and any(f"{c}.default(" in texts.get(w, "") for c in COLLECTIVE_CALLS):
+                gpu_at.append(cur - offset)
+        elif action == "free_completed":
+            cur -= cur_live.pop(addr, size)
+    gaps = [gpu_at[k] - post_alloc[coll_nodes[k]] for k in range(min(len(gpu_at), len(coll_nodes)))]
+    out.update({"graph_collectives": n, "live_before_graph_bytes": before, "model_inputs_bytes": inputs,
+                "outside_graph_bytes": offset, "graph_part_at_peak_bytes": peak - offset,
+                "model_peak_bytes": max(post_alloc), "peak_node": producer, "model_at_peak_node_bytes": model_at,
+                "transient_at_peak_bytes": transient,
+                "unexplained_at_peak_bytes": None if model_at is None else peak - offset - model_at - transient,
+                "collective_gaps_bytes": {"count": len(gaps), "exact": sum(1 for x in gaps if x == 0),
+                                          "min": min(gaps, default=0), "max": max(gaps, default=0)}})
     return out
 
 
