@@ -1,0 +1,66 @@
+"""Where overlapsat does not apply an order, Inductor must emit exactly the code it emits without overlapsat
+(with the same re-sorting passes off, which `install_fx` turns off by design): the capture pass, an apply
+pass that finds nothing stored, and the check after fusion on a graph without a budget. Runs 34-38 found a
+check that left Inductor's planning info behind and so changed the frees it emitted (decisions.md 21); this
+test holds the whole bridge to the same standard. One gloo rank, CPU, in a subprocess."""
+
+import json
+
+import pytest
+
+from tests.torch.scripts import CATCH_WARNINGS, run_script
+
+pytest.importorskip("torch")
+
+SCRIPT = r"""
+import json, logging, os, tempfile
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+import torch, torch.distributed as dist
+import torch._inductor.config as icfg
+import torch.distributed._functional_collectives as funcol
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+icfg.force_disable_caches = True
+from torch._inductor.utils import run_and_get_code
+from overlapsat.torch.fx_apply import install_fx
+""" + CATCH_WARNINGS + r"""
+
+class Step(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(32, 64))
+        self.w2 = torch.nn.Parameter(torch.randn(64, 32))
+
+    def forward(self, x):
+        a = funcol.all_gather_tensor(self.w1, 0, dist.group.WORLD)
+        h = torch.relu(x @ a)
+        b = funcol.all_gather_tensor(self.w2, 0, dist.group.WORLD)
+        return (torch.tanh(h @ b) * h.sum(-1, keepdim=True)).sum()
+
+torch.manual_seed(0)
+model, x = Step(), torch.randn(16, 32)
+
+def calls(setup):
+    torch._dynamo.reset()
+    icfg.post_grad_custom_post_pass = None
+    icfg._post_fusion_custom_pass = None
+    icfg.reorder_for_peak_memory = False
+    icfg.reorder_for_compute_comm_overlap = False
+    setup()
+    _, codes = run_and_get_code(lambda: torch.compile(model)(x).backward())
+    return [c.split("def call(", 1)[1] for c in codes if "def call(" in c]
+
+plain = calls(lambda: None)
+store = tempfile.mkdtemp()
+captured = calls(lambda: install_fx("capture", store))
+recorded = sorted(f for f in os.listdir(store) if f.endswith(".graph.json"))
+missed = calls(lambda: install_fx("apply", tempfile.mkdtemp()))
+print(json.dumps({"graphs": len(plain), "recorded": len(recorded), "capture": captured == plain,
+                  "miss": missed == plain}))
+"""
+
+
+def test_bridge_leaves_inductors_code_alone_where_it_applies_nothing():
+    out = json.loads(run_script(SCRIPT).stdout.strip().splitlines()[-1])
+    assert out["graphs"] == 2 and out["recorded"] == 2  # forward and backward, both seen by the capture
+    assert out["capture"], "the capture pass changed Inductor's code"
+    assert out["miss"], "an apply pass with nothing stored changed Inductor's code"
