@@ -9,7 +9,9 @@ to the fused nodes (`plan_memory`), and left it there. This script compiles the 
 (fake process group) with and without that info left behind, and walks each generated `call`: every block it
 allocates, aliases (`reinterpret_tensor`, `# reuse`) and deletes, by Python reference counts. The walk sizes
 the graph inputs and CPU attention's outputs from the code's own size asserts, so its absolute peak is not
-Inductor's estimate; the difference between the two variants is what it measures.
+Inductor's estimate; the difference between the variants is what it measures. A third variant turns off
+Inductor's buffer reuse (`allow_buffer_reuse`), which holds a freed buffer until a later one of the same size
+takes it over.
 """
 
 from __future__ import annotations
@@ -110,8 +112,8 @@ def main() -> None:
     model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
     x = torch.randn(1, 256, 512)
     print("| order | graph (collectives) | Inductor's estimate after fusion, MB | code walk, info restored (as "
-          "shipped), MB | code walk, info left behind, MB |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+          "shipped), MB | code walk, info left behind, MB | code walk, as shipped, allow_buffer_reuse=False, MB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for budget in (1.3, None):
         store = tempfile.mkdtemp(prefix="osat_code_")
         torch._dynamo.reset()
@@ -119,20 +121,21 @@ def main() -> None:
         torch.compile(model)(x).sum().backward()
         solve_store(store, time_limit=300, work_limit=6, workers=2, collective_order="free", memory_budget=budget)
         rows: dict[int, list] = {}
-        for left in (False, True):
+        for left, reuse in ((False, True), (True, True), (False, False)):
             est: list = []
             torch._dynamo.reset()
             install_fx("apply", store, collective_order="free")
             icfg._post_fusion_custom_pass = (lambda n, est=est: (after_fusion(n, est), plan_memory(n), n)[2]) \
                 if left else (lambda n, est=est: after_fusion(n, est))
-            _, codes = run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
+            with icfg.patch(allow_buffer_reuse=reuse):
+                _, codes = run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
             icfg._post_fusion_custom_pass = None
             bodies = [c.split("def call(", 1)[1] for c in codes if "def call(" in c]
             for body, (colls, peak) in zip(bodies, est):
                 rows.setdefault(colls, [peak]).append(walk(body))
-        for colls, (peak, restored, left_behind) in sorted(rows.items()):
+        for colls, (peak, restored, left_behind, no_reuse) in sorted(rows.items()):
             print(f"| {'budget 1.3' if budget else 'no budget'} | {colls} | {peak / 1e6:.2f} | {restored / 1e6:.2f} "
-                  f"| {left_behind / 1e6:.2f} |")
+                  f"| {left_behind / 1e6:.2f} | {no_reuse / 1e6:.2f} |")
     dist.destroy_process_group()
 
 

@@ -391,6 +391,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     import torch._inductor.config as icfg
 
     icfg.force_disable_caches = True
+    if a.no_buffer_reuse:  # Inductor's wrapper then frees each buffer at its last use (after runs 34-38)
+        icfg.allow_buffer_reuse = False
     device = f"cuda:{rank}" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32
     torch.manual_seed(0)
@@ -690,6 +692,8 @@ def main() -> None:
                     help="an earlier run's store.tar.gz: apply its schedules instead of solving (the same orders)")
     ap.add_argument("--snapshot", action="store_true",
                     help="rank 0: one more step under the allocator's history, and the imported graphs after fusion")
+    ap.add_argument("--no-buffer-reuse", action="store_true",
+                    help="Inductor's allow_buffer_reuse off: no freed buffer held until a later one takes it over")
     ap.add_argument("--keep-traces", nargs="*", default=["d"])
     ap.add_argument("--predict", metavar="STORE_DIR",
                     help="print the predictions for one configuration's stored graphs and schedules "

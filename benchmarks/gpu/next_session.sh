@@ -21,17 +21,22 @@ memory)  # 2 H200s (nvidia-h200-x2): run 33's overshoot (5.41 GB against 5.17 al
   mv "$OUT/pass1" "$OUT/pin_compute"; mv "$OUT/log_pass1.txt" "$OUT/log_pin_compute.txt"
   FIRST="d_mem" SECOND="" FIRST_S=200 EXTRA="--collective-order free --memory-budget 1.3 --solve-s 60 --pin all" \
     bash benchmarks/gpu/regather_x2.sh ;;
-snapshot)  # 2 H200s (about 4 minutes): run 33's budgeted `free` orders again, applied from its store without
+snapshot)  # 2 H200s (about 5 minutes): run 33's budgeted `free` orders again, applied from its store without
      # solving, with the after-fusion check that no longer leaves planning info behind (runs 34-38 found that it
      # changed Inductor's frees), and the allocator's history of one step on every rank (rank 0 keeps it).
      # A call returns at most 8 files: everything travels as one archive. Analysed offline:
      # benchmarks/gpu/memory_snapshot.py (docs/gpu_results.md, "Fixed before the next runs, after runs 34-38")
+  # Then the same with Inductor's buffer reuse off (the CPU check in benchmarks/gpu/code_memory.py).
   R=benchmarks/results/gpu_2026-11-23
-  work=$(mktemp -d) && mkdir -p "$work/run"
-  timeout 300 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
-    --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces --snapshot \
-    --store-from "$R/run33_regather_free_mem/store.tar.gz" --out "$work/run" 2>&1 | grep -v -i "warn\|pre_bucket" \
-    > "$work/run/log.txt"
-  tar -C "$work" -cJf "$OUT/snapshot_run.tar.xz" run
-  tail -3 "$work/run/log.txt" | cut -c1-300 ;;
+  work=$(mktemp -d)
+  for job in "reuse" "no_reuse --no-buffer-reuse"; do
+    set -- $job
+    mkdir -p "$work/$1"
+    timeout 240 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
+      --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces --snapshot \
+      --store-from "$R/run33_regather_free_mem/store.tar.gz" --out "$work/$1" ${2:-} 2>&1 \
+      | grep -v -i "warn\|pre_bucket" > "$work/$1/log.txt"
+    tail -2 "$work/$1/log.txt" | cut -c1-300
+  done
+  tar -C "$work" -cJf "$OUT/snapshot_runs.tar.xz" reuse no_reuse ;;
 esac
