@@ -200,3 +200,88 @@ def test_hold_polish_moves_a_wait_past_compute_when_the_transfer_is_held_and_kee
     assert walk(gr, ids, hold=0.7) == pytest.approx(10)
     before, after = simulate(gr), simulate(gr, ids)
     assert after.makespan <= before.makespan and after.peak_memory <= before.peak_memory
+
+
+def _snapshot_run(tmp_path, workspace: int, outside: int) -> tuple:
+    """A run folder as `e2e_step --snapshot` leaves it, built from a small graph: a generated module whose
+    lines assign the graph's buffers, and allocator events that follow MODEL.md's walk exactly, plus
+    `outside` bytes live before the graph and a `workspace` allocated and freed inside the peak node."""
+    import lzma
+
+    from overlapsat import GraphBuilder, save_graph, simulate
+    from overlapsat.simulate import memory_curve
+
+    b = GraphBuilder("bw")
+    b.input("buf0", 64, freeable=True)
+    b.collective("op1", op="all_gather", reads=["buf0"], writes={"buf1": 256})
+    b.wait("op2", "op1")
+    b.compute("op3", 1.0, reads=["buf1"], writes={"buf3": 512})
+    b.compute("op4", 1.0, reads=["buf3"], writes={"buf4": 128}, outputs=["buf4"])
+    g = b.build()
+    af = tmp_path / "after_fusion_d_mem"
+    snap = tmp_path / "snapshot_d_mem"
+    af.mkdir()
+    snap.mkdir()
+    save_graph(g, str(af / "after_fusion_1.graph.json"))
+    lines = ["def call(args):"]
+    line_of = {}
+    for nm in ("buf1", "buf3", "buf4"):
+        call = "torch.ops._c10d_functional.all_gather_into_tensor.default(x)" if nm == "buf1" else "kernel(x)"
+        lines.append(f"    {nm} = {call}")
+        line_of[nm] = len(lines)
+    (snap / "mod.py").write_text("\n".join(lines) + "\n")
+    events = [["alloc", 1, outside, "e2e_step.py:1:step"]]  # live before the graph, beyond its inputs
+    addr = {"buf1": 11, "buf3": 13, "buf4": 14}
+    pos = {n: i for i, n in enumerate(g.names)}
+    for nm in g.names:
+        for buf in g.buffers:
+            if buf.producer == nm:
+                events.append(["alloc", addr[buf.name], buf.size_alloc, f"mod.py:{line_of[buf.name]}"])
+                if nm == "op3" and workspace:  # inside the kernel: allocated after its output, freed at once
+                    events += [["alloc", 99, workspace, f"mod.py:{line_of[buf.name]}"],
+                               ["free_requested", 99, workspace, f"mod.py:{line_of[buf.name]}"],
+                               ["free_completed", 99, workspace, f"mod.py:{line_of[buf.name]}"]]
+        for buf in g.buffers:
+            last = max((pos[c] for c in buf.consumers), default=None)
+            if last == pos[nm] and not buf.output:
+                a = addr.get(buf.name, 50)  # the input's block was allocated before the trace
+                events += [["free_requested", a, buf.size_free, "-"], ["free_completed", a, buf.size_free, "-"]]
+    with lzma.open(snap / "events.json.xz", "wt", encoding="utf-8") as fo:
+        json.dump({"base_allocated_bytes": 64, "events": events}, fo)
+    pa, _ = memory_curve(g, list(range(len(g))))
+    return g, pa, simulate(g).peak_memory
+
+
+@pytest.mark.parametrize("workspace", [0, 1000])
+def test_memory_snapshot_splits_the_peak_into_outside_model_and_workspace(tmp_path, workspace):
+    from benchmarks.gpu.memory_snapshot import analyse
+
+    g, post_alloc, model_peak = _snapshot_run(tmp_path, workspace, outside=4096)
+    out = analyse(str(tmp_path), "d_mem")
+    # by hand: op1 holds buf0 and buf1 (320), frees buf0; op3 adds buf3 to buf1 (768), the peak
+    assert model_peak == 256 + 512 == out["model_peak_bytes"]
+    assert out["outside_graph_bytes"] == 4096
+    assert out["peak_node"] == "op3" and out["model_at_peak_node_bytes"] == model_peak
+    assert out["transient_at_peak_bytes"] == workspace
+    assert out["peak_bytes"] == 4096 + model_peak + workspace and out["unexplained_at_peak_bytes"] == 0
+    assert out["collective_gaps_bytes"] == {"count": 1, "exact": 1, "min": 0, "max": 0}
+
+
+def test_code_walk_counts_reuse_as_held_and_aliases_as_one_block():
+    from benchmarks.gpu.code_memory import walk
+
+    body = "\n".join([
+        "self, args):",
+        "    assert_size_stride(primals_1, (4, 4), (4, 1), 'input')",  # 64 B from the start
+        "    buf0 = empty_strided_cpu((8, 4), (4, 1), torch.float32)",  # 128 B
+        "    buf1 = reinterpret_tensor(buf0, (32,), (1,), 0)",  # a view: no new block
+        "    del primals_1",
+        "    buf2 = empty_strided_cpu((16, 4), (4, 1), torch.float32)",  # 256 B: 128 + 256 live
+        "    del buf0",  # buf1 still views the block
+        "    buf3 = buf1; del buf1  # reuse",  # the 128 B block taken over
+        "    buf4 = empty_strided_cpu((16, 4), (4, 1), torch.float32)",  # 256 B: 128 + 256 + 256 = 640 peak
+        "    del buf2",
+        "    del buf3",
+        "    del buf4",
+    ])
+    assert walk(body) == 128 + 256 + 256

@@ -107,11 +107,10 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
     (overlapsat's scheduler-level importer and simulator) puts the peak over the budget; the nodes leave the
     check as they came."""
     import torch._inductor.config as icfg
+    from torch._inductor.utils import run_and_get_code
 
     from benchmarks.gpu.e2e_step import build
     from benchmarks.gpu.fusion_memory import after_fusion
-    from torch._inductor.utils import run_and_get_code
-
     from overlapsat.store import solve_store
     from overlapsat.torch.fx_apply import install_fx
 
