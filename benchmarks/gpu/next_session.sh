@@ -13,6 +13,12 @@ tp)  # 4 H200s (nvidia-h200-x4): the tensor-parallel step (2-way TP x 2-way FSDP
   timeout 540 python3 benchmarks/gpu/e2e_step.py --world 4 --tp 2 --collective-order chain --out "$OUT/tp" \
     --steps 30 --prof-steps 5 --configs d d_tie c b_three b_iter 2>&1 | grep -v -i "warn\|pre_bucket" \
     | tee "$OUT/log_tp.txt" | cut -c1-200 | grep -v "^ " | tail -6 ;;
+tp2)  # 2 H200s (nvidia-h200-x2), since no 4-GPU machine is lent: 2-way Megatron tensor parallelism alone (no
+     # FSDP dimension), sequence 4096, so each all_reduce carries 32 MiB; checked on 2 gloo ranks on the CPU
+     # (2026-11-23). One call: (d) and the torch orders, then a second pass of (d) and (b) as time allows.
+  timeout 540 python3 benchmarks/gpu/e2e_step.py --world 2 --tp 2 --seq 4096 --collective-order chain \
+    --out "$OUT/tp2" --steps 30 --prof-steps 5 --configs d b_iter c a 2>&1 | grep -v -i "warn\|pre_bucket" \
+    | tee "$OUT/log_tp2.txt" | cut -c1-200 | grep -v "^ " | tail -6 ;;
 memory)  # 2 H200s (nvidia-h200-x2): run 33's overshoot (5.41 GB against 5.17 allowed and predicted at `free`
      # under the budget 1.3), with the allocator's requested and allocated peaks and the forward graph's peak
      # recorded (e2e_step.memory_phases); then the same at pin="all", which stops fusion across the order
