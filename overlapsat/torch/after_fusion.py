@@ -10,9 +10,9 @@ a graph whose applied schedule was solved under a budget, it takes
 Inductor's own estimate of the peak of the order it will emit and, above
 the budget, logs one warning naming both. It never changes the nodes: at
 this point the collectives' sequence is fixed on every rank, and a
-changed order could not be agreed any more. Nor does it leave Inductor's
-memory-planning info behind: assigned this early, that info changes the
-frees and buffer reuse Inductor emits (found after runs 34-36).
+changed order could not be agreed any more. Its estimate leaves no trace;
+what it does leave, for every graph, is the memory-planning info Inductor's
+own buffer reuse reads (`inform_reuse`, decisions.md 22).
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def planning_info_restored(nodes: list[Any]) -> Iterator[None]:
 def plan_memory(nodes: list[Any]) -> tuple[dict[str, Any], Any]:
     """Give the scheduler's `nodes` Inductor's memory-planning info (buffer sizes, successors), in their
     current order, as `reorder_for_peak_memory` does before it estimates; (freeable inputs, graph outputs).
-    It changes what Inductor emits later: call it inside `planning_info_restored`."""
+    It changes what Inductor's buffer reuse does later: call it inside `planning_info_restored`, or on purpose
+    (`inform_reuse`)."""
     from torch._inductor import memory
     from torch._inductor.utils import OrderedSet
     from torch._inductor.virtualized import V
@@ -110,22 +111,40 @@ def inductor_peak(nodes: list[Any]) -> int:
         return int(peak)
 
 
+def inform_reuse(nodes: list[Any]) -> None:
+    """Leave Inductor's memory-planning info on `nodes`, in the order it will emit them, as its own
+    `reorder_for_peak_memory` does. `install_fx` turns that pass off (it would re-sort the order), but Inductor's
+    wrapper decides whether to hold a freed buffer for a later one of the same size by an estimate built on
+    this info (`EfficientPeakEstimate`); without it the estimate sees no intermediate buffer, and a freed buffer
+    is held across the graph's peak (decisions.md 22: 145 MB on 2 H200s, run 33 against run 37)."""
+    plan_memory(nodes)
+
+
 if _Base is not None:
 
     class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
         """Inductor's `_post_fusion_custom_pass`: warns when a budgeted order's peak after fusion exceeds its
-        budget. It never changes the nodes, so its cache key is constant."""
+        budget, and leaves the planning info Inductor's buffer reuse reads (`inform_reuse`). It never changes
+        the nodes, and it behaves the same for every graph, so its cache key is constant."""
 
         def __call__(self, nodes: list[Any]) -> list[Any]:
             pending = _take()
-            if pending is None:
-                return nodes
-            fp, budget, model_peak = pending
+            if pending is not None:
+                self._check(nodes, *pending)
+            try:
+                inform_reuse(nodes)
+            except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
+                log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s",
+                          type(e).__name__, e)
+            return nodes
+
+        @staticmethod
+        def _check(nodes: list[Any], fp: str, budget: int, model_peak: int | None) -> None:
             try:
                 peak = inductor_peak(nodes)
             except Exception as e:  # noqa: BLE001 - a check only: the compile goes on
                 log.debug("overlapsat: no peak after fusion for graph %s: %s: %s", fp, type(e).__name__, e)
-                return nodes
+                return
             if peak > budget:
                 log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
                             "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
@@ -133,10 +152,9 @@ if _Base is not None:
                             model_peak, peak, 100 * (peak / budget - 1))
             else:
                 log.info("overlapsat: graph %s: peak after fusion %d B, within its budget of %d B", fp, peak, budget)
-            return nodes
 
         def uuid(self) -> str:
-            return "overlapsat-after-fusion-1"
+            return "overlapsat-after-fusion-2"  # 2: leaves the planning info for Inductor's buffer reuse
 
 else:  # pragma: no cover - torch without scheduler custom passes
     AfterFusionCheck = None  # type: ignore[assignment,misc]
@@ -153,10 +171,12 @@ def install_check() -> bool:
     if isinstance(cur, AfterFusionCheck):
         return True
     if cur is not None:
-        log.info("overlapsat: Inductor's _post_fusion_custom_pass is taken; budgets are not checked after fusion")
+        log.info("overlapsat: Inductor's _post_fusion_custom_pass is taken; budgets are not checked after fusion, "
+                 "and Inductor's buffer reuse plans without memory-planning info (decisions.md 22)")
         return False
     icfg._post_fusion_custom_pass = AfterFusionCheck()
     return True
 
 
-__all__ = ["AfterFusionCheck", "expect", "inductor_peak", "install_check", "plan_memory", "planning_info_restored"]
+__all__ = ["AfterFusionCheck", "expect", "inductor_peak", "inform_reuse", "install_check", "plan_memory",
+           "planning_info_restored"]

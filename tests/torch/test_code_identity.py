@@ -1,6 +1,8 @@
 """Where overlapsat does not apply an order, Inductor must emit exactly the code it emits without overlapsat
-(with the same re-sorting passes off, which `install_fx` turns off by design): the capture pass, an apply
-pass that finds nothing stored, and the check after fusion on a graph without a budget. Runs 34-38 found a
+(with the same re-sorting passes off, which `install_fx` turns off by design, and the planning info its
+buffer reuse reads, which `install_fx` leaves as Inductor's own re-sorting would: decisions.md 22): the
+capture pass, an apply pass that finds nothing stored, and the check after fusion on a graph without a
+budget. Runs 34-38 found a
 check that left Inductor's planning info behind and so changed the frees it emitted (decisions.md 21); this
 test holds the whole bridge to the same standard. One gloo rank, CPU, in a subprocess."""
 
@@ -49,7 +51,12 @@ def calls(setup):
     _, codes = run_and_get_code(lambda: torch.compile(model)(x).backward())
     return [c.split("def call(", 1)[1] for c in codes if "def call(" in c]
 
-plain = calls(lambda: None)
+from overlapsat.torch.after_fusion import inform_reuse
+
+def informed():  # Inductor alone, with the planning info its buffer reuse reads (as install_fx leaves it)
+    icfg._post_fusion_custom_pass = lambda nodes: (inform_reuse(nodes), nodes)[1]
+
+plain = calls(informed)
 store = tempfile.mkdtemp()
 captured = calls(lambda: install_fx("capture", store))
 recorded = sorted(f for f in os.listdir(store) if f.endswith(".graph.json"))
