@@ -1,5 +1,6 @@
 """Does Inductor's emitted code depend on memory-planning info left on its nodes after fusion? A CPU check
-(after runs 33-37, docs/gpu_results.md).
+(after runs 33-37, docs/gpu_results.md; the answer led to decisions.md 22: Inductor's buffer-reuse gate reads
+that info, and `install_fx` now leaves it).
 
     python benchmarks/gpu/code_memory.py
 
@@ -111,8 +112,9 @@ def main() -> None:
     torch.manual_seed(0)
     model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
     x = torch.randn(1, 256, 512)
-    print("| order | graph (collectives) | Inductor's estimate after fusion, MB | code walk, info restored (as "
-          "shipped), MB | code walk, info left behind, MB | code walk, as shipped, allow_buffer_reuse=False, MB |")
+    print("| order | graph (collectives) | Inductor's estimate after fusion, MB | code walk, no planning info (blind "
+          "reuse gate, before decision 22), MB | code walk, info left (as shipped), MB | code walk, no info, "
+          "allow_buffer_reuse=False, MB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for budget in (1.3, None):
         store = tempfile.mkdtemp(prefix="osat_code_")
