@@ -29,6 +29,19 @@ def test_pending_is_taken_once_and_only_with_a_budget():
     assert af.AfterFusionCheck()(nodes := ["a", "b"]) is nodes  # nothing pending: the nodes as they came
 
 
+def test_a_failure_to_leave_planning_info_keeps_the_compile(monkeypatch, caplog):
+    """Without the info (an older torch, or Inductor's internals moved), the nodes go on as they came and the
+    failure is logged at debug only: Inductor's buffer reuse then plans as it did before decision 22."""
+    def broken(_nodes):
+        raise AttributeError("no memory planning here")
+
+    monkeypatch.setattr(af, "plan_memory", broken)
+    with caplog.at_level(logging.DEBUG, logger="overlapsat.torch.after_fusion"):
+        assert af.AfterFusionCheck()(nodes := ["a", "b"]) is nodes
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+    assert "no planning info left" in caplog.records[0].getMessage()
+
+
 def test_install_leaves_a_foreign_pass_alone():
     import torch._inductor.config as icfg
     from torch._inductor.custom_graph_pass import CustomSchedulerPass
