@@ -10,9 +10,9 @@ a graph whose applied schedule was solved under a budget, it takes
 Inductor's own estimate of the peak of the order it will emit and, above
 the budget, logs one warning naming both. It never changes the nodes: at
 this point the collectives' sequence is fixed on every rank, and a
-changed order could not be agreed any more. Its estimate leaves no trace;
-what it does leave, for every graph, is the memory-planning info Inductor's
-own buffer reuse reads (`inform_reuse`, decisions.md 22).
+changed order could not be agreed any more. What it does leave, for every
+graph, is the memory-planning info Inductor's own buffer reuse reads
+(`inform_reuse`, decisions.md 22); its estimate is read off that info.
 """
 
 from __future__ import annotations
@@ -92,59 +92,58 @@ def plan_memory(nodes: list[Any]) -> tuple[dict[str, Any], Any]:
     return free_in, OrderedSet(V.graph.get_output_names())
 
 
-def inductor_peak(nodes: list[Any]) -> int:
-    """Inductor's own peak estimate of `nodes` in this order (its memory planning, as reorder_for_peak_memory
-    computes it), leaving the nodes' planning info as it found it."""
+def inform_reuse(nodes: list[Any], *, peak: bool = False) -> int | None:
+    """Leave Inductor's memory-planning info on `nodes`, in the order it will emit them, as its own
+    `reorder_for_peak_memory` does; with `peak`, return Inductor's peak estimate from that info (through
+    `memory.prepare_planning_info` where torch has it). `install_fx` turns that pass off (it would re-sort the
+    order), but Inductor's wrapper decides whether to hold a freed buffer for a later one of the same size by an
+    estimate built on this info (`EfficientPeakEstimate`); without it the estimate sees no intermediate buffer,
+    and a freed buffer is held across the graph's peak (decisions.md 22: 145 MB on 2 H200s, run 33 against run
+    37)."""
     from torch._inductor import memory
     from torch._inductor.utils import OrderedSet
     from torch._inductor.virtualized import V
 
+    prepare = getattr(memory, "prepare_planning_info", None)
+    if peak and prepare is not None:
+        sched = V.graph.scheduler
+        est, _ = prepare(nodes, sched.name_to_buf, sched.name_to_fused_node,
+                         OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names()))
+        return int(est)
+    free_in, outputs = plan_memory(nodes)  # prepare_planning_info's steps, without its estimate unless asked
+    return int(memory.estimate_peak_memory(nodes, free_in, outputs)[0]) if peak else None
+
+
+def inductor_peak(nodes: list[Any]) -> int:
+    """Inductor's own peak estimate of `nodes` in this order (its memory planning, as reorder_for_peak_memory
+    computes it), leaving the nodes' planning info as it found it."""
     with planning_info_restored(nodes):
-        prepare = getattr(memory, "prepare_planning_info", None)
-        if prepare is not None:
-            sched = V.graph.scheduler
-            peak, _ = prepare(nodes, sched.name_to_buf, sched.name_to_fused_node,
-                              OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names()))
-            return int(peak)
-        free_in, outputs = plan_memory(nodes)  # an older torch: the same steps by hand
-        peak, _ = memory.estimate_peak_memory(nodes, free_in, outputs)
-        return int(peak)
-
-
-def inform_reuse(nodes: list[Any]) -> None:
-    """Leave Inductor's memory-planning info on `nodes`, in the order it will emit them, as its own
-    `reorder_for_peak_memory` does. `install_fx` turns that pass off (it would re-sort the order), but Inductor's
-    wrapper decides whether to hold a freed buffer for a later one of the same size by an estimate built on
-    this info (`EfficientPeakEstimate`); without it the estimate sees no intermediate buffer, and a freed buffer
-    is held across the graph's peak (decisions.md 22: 145 MB on 2 H200s, run 33 against run 37)."""
-    plan_memory(nodes)
+        return int(inform_reuse(nodes, peak=True))  # type: ignore[arg-type]
 
 
 if _Base is not None:
 
     class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
-        """Inductor's `_post_fusion_custom_pass`: warns when a budgeted order's peak after fusion exceeds its
-        budget, and leaves the planning info Inductor's buffer reuse reads (`inform_reuse`). It never changes
-        the nodes, and it behaves the same for every graph, so its cache key is constant."""
+        """Inductor's `_post_fusion_custom_pass`: leaves the planning info Inductor's buffer reuse reads
+        (`inform_reuse`), and warns when a budgeted order's peak after fusion, estimated from that same info,
+        exceeds its budget. It never changes the nodes, and it behaves the same for every graph, so its cache
+        key is constant."""
 
         def __call__(self, nodes: list[Any]) -> list[Any]:
             pending = _take()
-            if pending is not None:
-                self._check(nodes, *pending)
-            try:
-                inform_reuse(nodes)
+            try:  # one planning pass: the info stays, and a budgeted graph's estimate is read off it
+                peak = inform_reuse(nodes, peak=pending is not None)
             except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
-                log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s",
+                log.debug("overlapsat: no planning info left for Inductor's buffer reuse%s: %s: %s",
+                          f", nor a peak after fusion for graph {pending[0]}" if pending else "",
                           type(e).__name__, e)
+                return nodes
+            if pending is not None and peak is not None:
+                self._report(peak, *pending)
             return nodes
 
         @staticmethod
-        def _check(nodes: list[Any], fp: str, budget: int, model_peak: int | None) -> None:
-            try:
-                peak = inductor_peak(nodes)
-            except Exception as e:  # noqa: BLE001 - a check only: the compile goes on
-                log.debug("overlapsat: no peak after fusion for graph %s: %s: %s", fp, type(e).__name__, e)
-                return
+        def _report(peak: int, fp: str, budget: int, model_peak: int | None) -> None:
             if peak > budget:
                 log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
                             "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "

@@ -174,7 +174,7 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
             _, checked = run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
         torch._dynamo.reset()
         # the same order with only the planning info left for Inductor's buffer reuse: the same code, frees and
-        # reuse included; the check's own estimate leaves no trace (it once did, found after run 35)
+        # reuse included; the check's estimate adds nothing beyond that info (it once did, found after run 35)
         install_fx("apply", store, collective_order="free", pin="compute")
         icfg._post_fusion_custom_pass = lambda nodes: (af.inform_reuse(nodes), nodes)[1]
         _, plain = run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
