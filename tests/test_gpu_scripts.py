@@ -202,14 +202,14 @@ def test_hold_polish_moves_a_wait_past_compute_when_the_transfer_is_held_and_kee
     assert after.makespan <= before.makespan and after.peak_memory <= before.peak_memory
 
 
-def _snapshot_run(tmp_path, workspace: int, outside: int) -> tuple:
+def _snapshot_run(tmp_path, workspace: int, outside: int) -> int:
     """A run folder as `e2e_step --snapshot` leaves it, built from a small graph: a generated module whose
     lines assign the graph's buffers, and allocator events that follow MODEL.md's walk exactly, plus
-    `outside` bytes live before the graph and a `workspace` allocated and freed inside the peak node."""
+    `outside` bytes live before the graph and a `workspace` allocated and freed inside the peak node; the
+    graph's model peak."""
     import lzma
 
     from overlapsat import GraphBuilder, save_graph, simulate
-    from overlapsat.simulate import memory_curve
 
     b = GraphBuilder("bw")
     b.input("buf0", 64, freeable=True)
@@ -248,15 +248,14 @@ def _snapshot_run(tmp_path, workspace: int, outside: int) -> tuple:
                 events += [["free_requested", a, buf.size_free, "-"], ["free_completed", a, buf.size_free, "-"]]
     with lzma.open(snap / "events.json.xz", "wt", encoding="utf-8") as fo:
         json.dump({"base_allocated_bytes": 64, "events": events}, fo)
-    pa, _ = memory_curve(g, list(range(len(g))))
-    return g, pa, simulate(g).peak_memory
+    return simulate(g).peak_memory
 
 
 @pytest.mark.parametrize("workspace", [0, 1000])
 def test_memory_snapshot_splits_the_peak_into_outside_model_and_workspace(tmp_path, workspace):
     from benchmarks.gpu.memory_snapshot import analyse
 
-    g, post_alloc, model_peak = _snapshot_run(tmp_path, workspace, outside=4096)
+    model_peak = _snapshot_run(tmp_path, workspace, outside=4096)
     out = analyse(str(tmp_path), "d_mem")
     # by hand: op1 holds buf0 and buf1 (320), frees buf0; op3 adds buf3 to buf1 (768), the peak
     assert model_peak == 256 + 512 == out["model_peak_bytes"]

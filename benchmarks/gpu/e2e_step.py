@@ -487,7 +487,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             res["memory"] = {"error": f"{type(e).__name__}: {e}"}
         if a.snapshot:  # every rank runs the step (its collectives need the peer); rank 0 keeps the history
             try:
-                res["snapshot"] = memory_snapshot(compiled, x, model, os.path.join(out, f"snapshot_{cfg}"), rank == 0)
+                res["snapshot"] = memory_snapshot(step, os.path.join(out, f"snapshot_{cfg}"), rank == 0)
             except Exception as e:  # noqa: BLE001 - the step timings stand without it
                 res["snapshot"] = {"error": f"{type(e).__name__}: {e}"}
         from torch.profiler import ProfilerActivity, profile
@@ -562,22 +562,20 @@ def memory_phases(compiled, x, model) -> dict:
     return out
 
 
-def memory_snapshot(compiled, x, model, out: str, keep: bool = True) -> dict:
-    """One more step under the allocator's history (after run 34's overshoot: the rule fixed in
-    docs/gpu_results.md asks for the allocator's tensors against the importer's). Kept compact: each event as
-    (action, address, size, where), `where` being the generated module and line that asked for the block (the
-    first frame in Inductor's cache folder), else the first frame outside torch; and every generated module
-    with a `call`, so `memory_snapshot.py` can name each block by its Inductor buffer."""
+def memory_snapshot(step, out: str, keep: bool = True) -> dict:
+    """One more `step()` (forward, backward, gradients dropped) under the allocator's history (after run
+    34's overshoot: the rule fixed in docs/gpu_results.md asks for the allocator's tensors against the
+    importer's). Kept compact: each event as (action, address, size, where), `where` being the generated
+    module and line that asked for the block (the first frame in Inductor's cache folder), else the first
+    frame outside torch; and every generated module with a `call`, so `memory_snapshot.py` can name each
+    block by its Inductor buffer."""
     import shutil
 
     import torch
 
     if not keep:  # another rank: the same step, so that rank 0's collectives meet their peers (runs 35-36 hung
-        loss = compiled(x).float().pow(2).mean()  # when only rank 0 ran it)
-        loss.backward()
+        step()  # when only rank 0 ran it)
         torch.cuda.synchronize()
-        for prm in model.parameters():
-            prm.grad = None
         return {}
     cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     os.makedirs(out, exist_ok=True)
@@ -585,14 +583,11 @@ def memory_snapshot(compiled, x, model, out: str, keep: bool = True) -> dict:
     base = torch.cuda.memory_allocated()
     torch.cuda.memory._record_memory_history("all", context="alloc", stacks="python", max_entries=200000)
     try:
-        loss = compiled(x).float().pow(2).mean()
-        loss.backward()
+        step()
         torch.cuda.synchronize()
         snap = torch.cuda.memory._snapshot()
     finally:
         torch.cuda.memory._record_memory_history(None)
-    for prm in model.parameters():
-        prm.grad = None
     dev = torch.cuda.current_device()
     events = []
     for ev in snap["device_traces"][dev]:

@@ -7,9 +7,9 @@ RUN_DIR holds what `e2e_step.py --snapshot` kept for one configuration: `snapsho
 (the allocator's events of one step, each with the generated module and line that asked for the block), the
 generated modules themselves, and `after_fusion_<cfg>/after_fusion_<collectives>.graph.json` (Inductor's
 nodes after fusion, imported in the order it emits them, with its buffer names). The script replays the
-events to the step's peak, names each live block by the buffer the generated line assigns, and sets the
-live set against the importer's at the node that produced the last block allocated before the peak:
-buffers live on the GPU that the importer has freed (or never had), and the reverse.
+events to the step's peak and names the buffer whose generated line made the peak allocation; it sets the
+bytes live there against the importer's post-alloc memory at the node producing that buffer, and the bytes
+live after each collective's allocation against the importer's at that collective.
 """
 
 from __future__ import annotations
@@ -29,33 +29,22 @@ ASSIGN = re.compile(r"^\s*(buf\d+)\s*=")
 COLLECTIVE_CALLS = ("all_gather_into_tensor", "reduce_scatter_tensor", "all_reduce")
 
 
-def replay(events: list, base: int, stop: int | None = None) -> tuple[int, int, dict]:
-    """(peak bytes, index of the event that reached it, blocks live after event `stop` or at the peak):
-    `base` bytes were allocated before the trace; a block freed that the trace never allocated is one of
-    them. The allocator counts a block free when the free completes."""
+def levels(events: list, base: int) -> list[int]:
+    """Bytes live after each event. `base` bytes were allocated before the trace; a freed block the trace never
+    allocated is one of them. The allocator counts a block free when the free completes (when the trace has
+    such events; else when it is requested)."""
     done = "free_completed" if any(e[0] == "free_completed" for e in events) else "free_requested"
-    live: dict[int, tuple[int, str]] = {}
-    cur = peak = base
-    at = -1
-    freed_before = 0  # bytes of blocks that existed before the trace, freed during it
-    for i, (action, addr, size, where) in enumerate(events):
+    sizes: dict[int, int] = {}
+    cur = base
+    out = []
+    for action, addr, size, _where in events:
         if action == "alloc":
-            live[addr] = (size, where)
+            sizes[addr] = size
             cur += size
         elif action == done:
-            if addr in live:
-                cur -= live.pop(addr)[0]
-            else:
-                cur -= size
-                freed_before += size
-        if cur > peak and stop is None:
-            peak, at = cur, i
-        if stop is not None and i == stop:
-            break
-    if stop is None:
-        return replay(events, base, at) if at >= 0 else (peak, at, {})
-    live["before_trace"] = (base - freed_before, "before the trace")  # type: ignore[index]
-    return cur, stop, live
+            cur -= sizes.pop(addr, size)
+        out.append(cur)
+    return out
 
 
 def buffer_names(run_dir: str, cfg: str) -> tuple[dict[str, str], dict[str, int], dict[str, str]]:
@@ -90,8 +79,9 @@ def analyse(run_dir: str, cfg: str) -> dict:
         snap = json.load(fi)
     events, base = snap["events"], snap["base_allocated_bytes"]
     names, colls, texts = buffer_names(run_dir, cfg)
-    peak, at, live = replay(events, base)
-    where = events[at][3]
+    live = levels(events, base)
+    at = max(range(len(live)), key=live.__getitem__)  # the first event at the peak
+    peak, where = live[at], events[at][3]
     mod = where.split(":")[0]
     graphs = {}
     for path in glob.glob(os.path.join(run_dir, f"after_fusion_{cfg}", "after_fusion_*.graph.json")):
@@ -105,7 +95,7 @@ def analyse(run_dir: str, cfg: str) -> dict:
         return out
     mods = {m for m, c in colls.items() if c % n == 0 and c}  # this graph's modules (the capture's one too)
     first = next(i for i, e in enumerate(events) if e[3].split(":")[0] in mods and e[0] == "alloc")
-    before, _, _ = replay(events[:first], base, first - 1) if first else (base, 0, {})
+    before = live[first - 1] if first else base
     inputs = sum(b.size_free for b in g.buffers if b.freeable_input)
     offset = before - inputs  # live when the graph starts, beyond what the model counts as its inputs
     post_alloc, _ = memory_curve(g, list(range(len(g))))
@@ -116,18 +106,9 @@ def analyse(run_dir: str, cfg: str) -> dict:
                     and any(f[0] == "free_completed" and f[1] == e[1] and f[3] == where for f in events[at + 1: at + 4]))
     # the model's post-alloc memory at each collective against the GPU's after the collective's allocation
     coll_nodes = [i for i, nd in enumerate(g.nodes) if nd.kind.name == "COLLECTIVE"]
-    gpu_at = []
-    cur_live: dict = {}
-    cur = base
-    for action, addr, size, w in events:
-        if action == "alloc":
-            cur_live[addr] = size
-            cur += size
-            m, _, ln = w.partition(":")
-            if m in mods and ln.isdigit() and any(f"{c}.default(" in texts.get(w, "") for c in COLLECTIVE_CALLS):
-                gpu_at.append(cur - offset)
-        elif action == "free_completed":
-            cur -= cur_live.pop(addr, size)
+    gpu_at = [live[i] - offset for i, (action, _, _, w) in enumerate(events)
+              if action == "alloc" and w.split(":")[0] in mods
+              and any(f"{c}.default(" in texts.get(w, "") for c in COLLECTIVE_CALLS)]
     gaps = [gpu_at[k] - post_alloc[coll_nodes[k]] for k in range(min(len(gpu_at), len(coll_nodes)))]
     out.update({"graph_collectives": n, "live_before_graph_bytes": before, "model_inputs_bytes": inputs,
                 "outside_graph_bytes": offset, "graph_part_at_peak_bytes": peak - offset,
