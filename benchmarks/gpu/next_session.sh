@@ -45,4 +45,17 @@ snapshot)  # 2 H200s (about 5 minutes): run 33's budgeted `free` orders again, a
     tail -2 "$work/$1/log.txt" | cut -c1-300
   done
   tar -C "$work" -cJf "$OUT/snapshot_runs.tar.xz" reuse no_reuse ;;
+informed)  # 2 H200s (about 3 minutes), after run 39 found the check never installed on torch 2.11: run 33's
+     # budgeted `free` orders from its store with the library's informed reuse gate, the allocator's history of
+     # one step on rank 0; beside it, on the CPU, benchmarks/gpu/reuse_probe.py on this torch
+  R=benchmarks/results/gpu_2026-11-23
+  work=$(mktemp -d); mkdir -p "$work/reuse"
+  timeout 300 python3 benchmarks/gpu/reuse_probe.py > "$work/probe.txt" 2>&1 &
+  timeout 240 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
+    --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces --snapshot \
+    --store-from "$R/run33_regather_free_mem/store.tar.gz" --out "$work/reuse" 2>&1 \
+    | grep -v -i "warn\|pre_bucket" > "$work/reuse/log.txt"
+  tail -2 "$work/reuse/log.txt" | cut -c1-300
+  wait; grep -v -i "warn\|context_fn\|in-place\|\[0/0\] $" "$work/probe.txt" | tail -5
+  tar -C "$work" -cJf "$OUT/informed_run.tar.xz" reuse probe.txt ;;
 esac

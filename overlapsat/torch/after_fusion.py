@@ -27,8 +27,8 @@ log = logging.getLogger(__name__)
 
 try:  # Inductor keys its FX graph cache on a scheduler pass's uuid(); a plain callable would bypass the cache
     from torch._inductor.custom_graph_pass import CustomSchedulerPass as _Base
-except Exception:  # noqa: BLE001 - an older torch (or none): the check is not installed (install_check)
-    _Base = None  # type: ignore[assignment,misc]
+except Exception:  # noqa: BLE001 - an older torch (2.11 has the slot, not the class): keyed by pickling instead
+    _Base = object  # type: ignore[assignment,misc]
 
 _PENDING = threading.local()  # the budget of the graph the FX pass just ordered, for this compile's scheduler
 
@@ -121,50 +121,52 @@ def inductor_peak(nodes: list[Any]) -> int:
         return int(inform_reuse(nodes, peak=True))  # type: ignore[arg-type]
 
 
-if _Base is not None:
+class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
+    """Inductor's `_post_fusion_custom_pass`: leaves the planning info Inductor's buffer reuse reads
+    (`inform_reuse`), and warns when a budgeted order's peak after fusion, estimated from that same info,
+    exceeds its budget. It never changes the nodes, and it behaves the same for every graph, so its cache
+    key is constant: `uuid()` where torch has `CustomSchedulerPass`; on an older torch (2.11, the GPU
+    machines') Inductor pickles the config into its key, and the pickled state is that same uuid."""
 
-    class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
-        """Inductor's `_post_fusion_custom_pass`: leaves the planning info Inductor's buffer reuse reads
-        (`inform_reuse`), and warns when a budgeted order's peak after fusion, estimated from that same info,
-        exceeds its budget. It never changes the nodes, and it behaves the same for every graph, so its cache
-        key is constant."""
-
-        def __call__(self, nodes: list[Any]) -> list[Any]:
-            pending = _take()
-            try:  # one planning pass: the info stays, and a budgeted graph's estimate is read off it
-                peak = inform_reuse(nodes, peak=pending is not None)
-            except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
-                log.debug("overlapsat: no planning info left for Inductor's buffer reuse%s: %s: %s",
-                          f", nor a peak after fusion for graph {pending[0]}" if pending else "",
-                          type(e).__name__, e)
-                return nodes
-            if pending is not None and peak is not None:
-                self._report(peak, *pending)
+    def __call__(self, nodes: list[Any]) -> list[Any]:
+        pending = _take()
+        try:  # one planning pass: the info stays, and a budgeted graph's estimate is read off it
+            peak = inform_reuse(nodes, peak=pending is not None)
+        except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
+            log.debug("overlapsat: no planning info left for Inductor's buffer reuse%s: %s: %s",
+                      f", nor a peak after fusion for graph {pending[0]}" if pending else "",
+                      type(e).__name__, e)
             return nodes
+        if pending is not None and peak is not None:
+            self._report(peak, *pending)
+        return nodes
 
-        @staticmethod
-        def _report(peak: int, fp: str, budget: int, model_peak: int | None) -> None:
-            if peak > budget:
-                log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
-                            "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
-                            "fusion moved nodes; the order stands (docs/decisions.md 21)", fp, budget,
-                            model_peak, peak, 100 * (peak / budget - 1))
-            else:
-                log.info("overlapsat: graph %s: peak after fusion %d B, within its budget of %d B", fp, peak, budget)
+    @staticmethod
+    def _report(peak: int, fp: str, budget: int, model_peak: int | None) -> None:
+        if peak > budget:
+            log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
+                        "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
+                        "fusion moved nodes; the order stands (docs/decisions.md 21)", fp, budget,
+                        model_peak, peak, 100 * (peak / budget - 1))
+        else:
+            log.info("overlapsat: graph %s: peak after fusion %d B, within its budget of %d B", fp, peak, budget)
 
-        def uuid(self) -> str:
-            return "overlapsat-after-fusion-2"  # 2: leaves the planning info for Inductor's buffer reuse
+    def uuid(self) -> str:
+        return "overlapsat-after-fusion-2"  # 2: leaves the planning info for Inductor's buffer reuse
 
-else:  # pragma: no cover - torch without scheduler custom passes
-    AfterFusionCheck = None  # type: ignore[assignment,misc]
+    def __getstate__(self) -> dict[str, str]:
+        return {"uuid": self.uuid()}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        pass
 
 
 def install_check() -> bool:
-    """Put the check in Inductor's `_post_fusion_custom_pass`, unless torch lacks scheduler passes or the slot
-    holds someone else's pass (left as it is). True if the check is there."""
+    """Put the check in Inductor's `_post_fusion_custom_pass`, unless torch lacks that slot or it holds someone
+    else's pass (left as it is). True if the check is there."""
     import torch._inductor.config as icfg
 
-    if AfterFusionCheck is None or not hasattr(icfg, "_post_fusion_custom_pass"):
+    if not hasattr(icfg, "_post_fusion_custom_pass"):
         return False
     cur = icfg._post_fusion_custom_pass
     if isinstance(cur, AfterFusionCheck):

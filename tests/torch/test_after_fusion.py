@@ -62,6 +62,32 @@ def test_install_leaves_a_foreign_pass_alone():
         assert icfg._post_fusion_custom_pass.uuid() == "overlapsat-after-fusion-2"
 
 
+def test_installed_and_keyed_on_a_torch_without_scheduler_pass_class(monkeypatch):
+    """torch 2.11 (the GPU machines') has the `_post_fusion_custom_pass` slot but no `CustomSchedulerPass`:
+    the check was not installed there, so Inductor's buffer reuse stayed blind on the GPUs (docs/gpu_results.md,
+    run 39). It is installed now; that torch keys its FX graph cache by pickling the config, so the pickled
+    check must be the same for every instance and name its version (a lambda there bypasses the cache)."""
+    import importlib
+    import pickle
+
+    import torch._inductor.config as icfg
+    import torch._inductor.custom_graph_pass as cgp
+
+    monkeypatch.delattr(cgp, "CustomSchedulerPass")
+    old = importlib.reload(af)
+    try:
+        assert old.AfterFusionCheck.__mro__[1] is object
+        with icfg.patch(_post_fusion_custom_pass=None):
+            assert old.install_check() is True and isinstance(icfg._post_fusion_custom_pass, old.AfterFusionCheck)
+        one, two = pickle.dumps(old.AfterFusionCheck()), pickle.dumps(old.AfterFusionCheck())
+        assert one == two and b"overlapsat-after-fusion-2" in one
+        assert isinstance(pickle.loads(one), old.AfterFusionCheck)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(af)
+    assert issubclass(af.AfterFusionCheck, cgp.CustomSchedulerPass)
+
+
 def test_budget_is_read_from_the_stored_schedule(tmp_path):
     b = GraphBuilder("g")
     b.compute("a", 1.0, writes={"x": 8})
