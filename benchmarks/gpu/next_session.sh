@@ -58,4 +58,14 @@ informed)  # 2 H200s (about 3 minutes), after run 39 found the check never insta
   tail -2 "$work/reuse/log.txt" | cut -c1-300
   wait; grep -v -i "warn\|context_fn\|in-place\|\[0/0\] $" "$work/probe.txt" | tail -5
   tar -C "$work" -cJf "$OUT/informed_run.tar.xz" reuse probe.txt ;;
+workspace)  # 2 H200s (about 4 minutes), after run 40: the re-gather step at `free` under the budget 1.3, solved
+     # afresh (60 s per graph) now that the FX importer counts cuDNN attention backward's workspace
+     # (fx.kernel_workspace); the allocator's history of one step on rank 0 (docs/gpu_results.md, "Fixed before
+     # run 42")
+  work=$(mktemp -d); mkdir -p "$work/ws"
+  timeout 500 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
+    --solve-s 60 --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces \
+    --snapshot --out "$work/ws" 2>&1 | grep -v -i "warn\|pre_bucket" > "$work/ws/log.txt"
+  tail -2 "$work/ws/log.txt" | cut -c1-300
+  tar -C "$work" -cJf "$OUT/workspace_run.tar.xz" ws ;;
 esac

@@ -24,7 +24,9 @@ output is an alias, not an allocation; and it reads its collective's inputs,
 which stay allocated until the collective completes. Graph inputs: storages of
 `primals_*` placeholders (parameters) are a constant, left out of the peak;
 other placeholders (saved activations, tangents) are freeable inputs, released
-after their last reader. Graph outputs are never released.
+after their last reader. Graph outputs are never released. A kernel that
+allocates and frees memory inside itself (`kernel_workspace`) gets a buffer
+that nothing reads: MODEL.md counts it at that node's step and frees it there.
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ COLLECTIVE_OPS = {
 GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_mm", "_grouped_mm")
 
 FxDurationFn = Callable[[Any, Node], float]  # (fx node, overlapsat node without duration) -> us
+WorkspaceFn = Callable[[Any], int]  # fx node -> bytes its kernel allocates and frees inside itself
+
+
+def kernel_workspace(n: Any) -> int:
+    """Bytes the kernel of FX node `n` allocates and frees inside itself, which the graph does not show.
+    Known for one kernel: cuDNN's attention backward on CUDA keeps an fp32 accumulator of dQ and fp32 row
+    statistics, 4bhsd + 4bhs bytes for a query (b, h, s, d); the allocator measured exactly that on H200s
+    (docs/gpu_results.md, runs 36, 37 and 40). Every other op: 0 (unmeasured ones included: see docs/fx.md)."""
+    import torch
+
+    if getattr(n.target, "overloadpacket", None) is not torch.ops.aten._scaled_dot_product_cudnn_attention_backward:
+        return 0
+    q = n.args[1].meta.get("val") if len(n.args) > 1 and hasattr(n.args[1], "meta") else None
+    if not isinstance(q, torch.Tensor) or q.device.type != "cuda" or q.dim() != 4:
+        return 0
+    b, h, s, d = (int(x) for x in q.shape)
+    return 4 * b * h * s * d + 4 * b * h * s
 
 
 def _functional_name(n: Any) -> str | None:
@@ -134,7 +153,8 @@ def _flops(n: Any) -> float:
 
 def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
               group_sizes: dict[str, int] | None = None, profile: str = "h200",
-              launch_us: float | None = None, wait_us: float | None = None, fusion: bool = True) -> Graph:
+              launch_us: float | None = None, wait_us: float | None = None, fusion: bool = True,
+              workspaces: WorkspaceFn | None = kernel_workspace) -> Graph:
     """The overlapsat Graph of a post-grad FX GraphModule (or fx.Graph), in its node order.
 
     `durations`: None prices nodes with overlapsat's cost model for `profile`;
@@ -145,7 +165,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     compute stream (decisions.md 17); None takes the profile's values.
     `fusion`: ops without FLOPs are priced as Inductor fuses them (a chain
     reads its outside inputs and writes its escaping outputs once; docs/fx.md);
-    False prices each alone.
+    False prices each alone. `workspaces`: bytes a node's kernel allocates and
+    frees inside itself (`kernel_workspace`); None counts none.
     """
     torch_module()
     import torch.fx as fx
@@ -301,6 +322,10 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             buffers.append(Buffer(bname, None, cons, nb, nb, output=sid in output_storages, freeable_input=True))
         elif owner.op == "call_function":
             buffers.append(Buffer(bname, owner.name, cons, nb, nb, output=sid in output_storages))
+    for n in calls:  # read by nothing: allocated and released at the node's own step (MODEL.md, Memory)
+        ws = workspaces(n) if workspaces is not None and kind[n] is NodeKind.COMPUTE and n not in no_op else 0
+        if ws > 0:
+            buffers.append(Buffer(f"{n.name}#workspace", n.name, (), ws, ws))
     meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
                                                   if o.op == "placeholder" and o.name.startswith("primals"))}
     return Graph(nodes, buffers, edges, (), name, meta)

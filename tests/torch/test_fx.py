@@ -302,3 +302,63 @@ def test_a_collective_holds_its_input_until_its_wait_and_is_still_prefetched():
     assert held and all(wait in b.consumers for b in held)
     r = optimize(g, time_limit=2)
     assert g.names[r.order[0]].startswith("all_gather")
+
+
+def _attention_backward_graph(device: str):
+    """grad_q, grad_k, grad_v = cuDNN attention backward(...); returns grad_q + 1. Built by hand: the op needs a
+    CUDA tensor, so every value is a fake tensor on `device` (no GPU needed)."""
+    import operator
+
+    import torch.fx as fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op = torch.ops.aten._scaled_dot_product_cudnn_attention_backward.default
+    b, h, s, d = 1, 2, 16, 8
+    g = fx.Graph()
+    with FakeTensorMode():
+        def ph(name, *shape, dtype=torch.bfloat16):
+            n = g.placeholder(name)
+            n.meta["val"] = torch.empty(shape, device=device, dtype=dtype)
+            return n
+
+        go, q, k, v, o = (ph(nm, b, h, s, d) for nm in ("go", "q", "k", "v", "out"))
+        lse = ph("lse", b, h, s, 1, dtype=torch.float32)
+        seed, off = ph("seed", dtype=torch.int64), ph("off", dtype=torch.int64)
+        bias = ph("bias", 0)
+        args = (go, q, k, v, o, lse, seed, off, bias, bias, bias, s, s, 0.0, True)
+        bwd = g.call_function(op, args)
+        bwd.meta["val"] = op(*(a.meta["val"] if isinstance(a, fx.Node) else a for a in args))
+        grads = []
+        for i in range(3):
+            gi = g.call_function(operator.getitem, (bwd, i))
+            gi.meta["val"] = bwd.meta["val"][i]
+            grads.append(gi)
+        add = g.call_function(torch.ops.aten.add.Tensor, (grads[0], 1))
+        add.meta["val"] = grads[0].meta["val"] + 1
+    g.output((add, grads[1], grads[2]))
+    return g, 4 * b * h * s * d + 4 * b * h * s
+
+
+def test_cudnn_attention_backward_workspace_is_counted_at_its_node():
+    """cuDNN's attention backward allocates an fp32 dQ accumulator and fp32 row statistics inside the kernel
+    (the allocator saw exactly 4bhsd + 4bhs bytes on H200s, docs/gpu_results.md runs 36, 37 and 40): the
+    importer counts them at that node and frees them there, so a budget covers them; on CPU tensors (another
+    kernel) and with `workspaces=None`, nothing."""
+    from overlapsat.torch.fx import import_fx
+
+    g, ws = _attention_backward_graph("cuda")
+    assert ws == 4 * 1 * 2 * 16 * 8 + 4 * 1 * 2 * 16 == 1152
+    with_ws, without = import_fx(g), import_fx(g, workspaces=None)
+    [buf] = [b for b in with_ws.buffers if b.name.endswith("#workspace")]
+    assert buf.consumers == () and buf.size_alloc == buf.size_free == ws and not buf.output
+    r, r0 = simulate(with_ws), simulate(without)
+    # inputs before: five bf16 (1, 2, 16, 8) tensors of 512 B, lse 128 B, two int64 scalars 8 B, bias 0 B;
+    # the backward allocates three 512 B gradients, then frees every input it last reads (all of them)
+    inputs = 5 * 512 + 128 + 2 * 8
+    assert r0.mem_post_alloc[0] == inputs + 3 * 512
+    assert r.mem_post_alloc[0] == inputs + 3 * 512 + ws
+    assert r.peak_memory == r0.peak_memory + ws  # the backward's step is the peak either way
+    assert r.mem_post_alloc[1:] == r0.mem_post_alloc[1:]  # released at its own step
+    validate(with_ws, [n.name for n in with_ws.nodes])
+    g_cpu, _ = _attention_backward_graph("cpu")
+    assert not [b for b in import_fx(g_cpu).buffers if b.name.endswith("#workspace")]
