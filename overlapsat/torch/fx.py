@@ -23,8 +23,11 @@ after its last reader. `wait_tensor` returns its input at run time, so its
 output is an alias, not an allocation; and it reads its collective's inputs,
 which stay allocated until the collective completes. Graph inputs: storages of
 `primals_*` placeholders (parameters) are a constant, left out of the peak;
-other placeholders (saved activations, tangents) are freeable inputs, released
-after their last reader. Graph outputs are never released. A kernel that
+`tangents_*` (the gradients a backward graph receives) are held by autograd's
+caller until the graph returns, so they count from the start and are never
+released (decisions.md 23); other placeholders (saved activations) are
+freeable inputs, released after their last reader. Graph outputs are never
+released. A kernel that
 allocates and frees memory inside itself (`kernel_workspace`) gets a buffer
 that nothing reads: MODEL.md counts it at that node's step and frees it there.
 """
@@ -319,7 +322,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
         if owner.op == "placeholder":
             if owner.name.startswith("primals"):
                 continue  # parameters: a constant, outside the peak (torch never releases them either)
-            buffers.append(Buffer(bname, None, cons, nb, nb, output=sid in output_storages, freeable_input=True))
+            held = sid in output_storages or owner.name.startswith("tangents")  # decisions.md 23
+            buffers.append(Buffer(bname, None, cons, nb, nb, output=held, freeable_input=True))
         elif owner.op == "call_function":
             buffers.append(Buffer(bname, owner.name, cons, nb, nb, output=sid in output_storages))
     for n in calls:  # read by nothing: allocated and released at the node's own step (MODEL.md, Memory)

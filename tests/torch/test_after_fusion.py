@@ -151,10 +151,11 @@ def fake_world():
 
 def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, caplog):
     """The re-gather step, small, at `free` under 1.3 x the captured peak (the CPU check of
-    docs/gpu_results.md): the backward graph's order fits its budget in the FX model and exceeds it after
-    fusion. One warning, for that graph only, and only where an independent import of the fused nodes
-    (overlapsat's scheduler-level importer and simulator) puts the peak over the budget; the nodes leave the
-    check as they came."""
+    docs/gpu_results.md). The check warns exactly where an independent import of the fused nodes
+    (overlapsat's scheduler-level importer and simulator) puts the peak over the budget: the forward graph
+    keeps its solved budget; the backward graph's budget is set one byte below its independent peak after
+    fusion (a case the solver's outcome cannot move; the boundary itself is tested below). The nodes leave
+    the check as they came."""
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code
 
@@ -182,9 +183,11 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
 
         class Watching(af.AfterFusionCheck):
             def __call__(self, nodes):
-                pending = getattr(af._PENDING, "value", None)
                 ref: list = []
                 after_fusion(nodes, ref)
+                pending = getattr(af._PENDING, "value", None)
+                if pending is not None and seen:  # the backward graph: its budget one byte short of the peak
+                    pending = af._PENDING.value = (pending[0], ref[-1][1] - 1, pending[2])
                 names = [n.get_name() for n in nodes]
                 by_hand = _without_prepare(nodes)  # the older-torch path of inductor_peak
                 blind = _reuse_estimate(nodes)  # what Inductor's buffer reuse would plan by, left alone
@@ -209,9 +212,16 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
     warned = [r.getMessage() for r in caplog.records if r.name == "overlapsat.torch.after_fusion"]
     assert len(seen) == 2 and all(p is not None and same for p, _, same in seen)  # both graphs were budgeted
     over = [p[0] for p, peak, _ in seen if peak > p[1]]
-    assert over, seen  # this step, solved this way, goes over (the backward graph: docs/gpu_results.md)
-    assert len(warned) == len(over) and all(any(fp in w for w in warned) for fp in over), (warned, seen)
+    assert over == [seen[1][0][0]], seen  # the backward graph only; the forward's solved budget holds
+    assert len(warned) == 1 and over[0] in warned[0] and "+0.0 %" in warned[0], (warned, seen)
     assert all("after Inductor's fusion" in w for w in warned)
+
+
+def test_report_warns_above_the_budget_only(caplog):
+    with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
+        af.AfterFusionCheck._report(100, "fp", 100, 90)  # at the budget: within
+        af.AfterFusionCheck._report(101, "fp", 100, 90)
+    assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
 
 
 def test_nothing_pending_without_a_budget():

@@ -128,6 +128,26 @@ def test_memory_per_storage_against_a_hand_computed_case():
     assert g.meta["primals_bytes"] == 256
 
 
+def test_tangents_are_held_until_the_graph_returns():
+    """A backward graph's `tangents_*` are held by autograd's caller for the whole call (on 2 H200s the
+    loss's gradient was live at the backward graph's peak, after its last reader: docs/gpu_results.md, runs
+    36-42; decisions.md 23): counted from the start, never released. A saved activation is released after
+    its last reader."""
+    from overlapsat.torch.fx import import_fx
+
+    def f(saved, tangents_1):
+        a = saved * tangents_1  # 256 B; both inputs read for the last time
+        b = a + 1  # 256 B; a freed after
+        return b.sum()  # 4 B, the output; b freed after
+
+    g = import_fx(_trace(f, torch.randn(8, 8), torch.randn(8, 8)))
+    held = [b for b in g.buffers if b.producer is None and b.output]
+    assert [b.name.split("#")[0].startswith("tangents") for b in held] == [True]
+    # before: saved 256 + tangent 256; mul: +256 = 768, saved freed -> 512; add: +256 = 768, a freed -> 512;
+    # sum: +4 = 516, b freed -> 260 (a freeable tangent would give 768, 512, 260)
+    assert simulate(g).mem_post_alloc == [768, 768, 516]
+
+
 def test_unsupported_and_unmatched_nodes_are_named():
     import torch.fx as fx
 
