@@ -68,4 +68,10 @@ workspace)  # 2 H200s (about 4 minutes), after run 40: the re-gather step at `fr
     --snapshot --out "$work/ws" 2>&1 | grep -v -i "warn\|pre_bucket" > "$work/ws/log.txt"
   tail -2 "$work/ws/log.txt" | cut -c1-300
   tar -C "$work" -cJf "$OUT/workspace_run.tar.xz" ws ;;
+step_free)  # 2 H200s (about 7 minutes): the re-gather step at `free`, unbudgeted, solved afresh (20 s per graph),
+     # against torch's iterative pair and the FX-level scheduler, now that the informed reuse gate runs on the
+     # GPU's torch (decision 22's amendment) and the importer counts tangents and workspaces (decision 23)
+  FIRST="d b_iter c" SECOND="d b_iter" FIRST_S=420 EXTRA="--collective-order free" bash benchmarks/gpu/regather_x2.sh
+  cd "$OUT" && tar -cJf step_free.tar.xz pass1 pass2 log_pass1.txt log_pass2.txt 2>/dev/null \
+    && rm -rf pass1 pass2 log_pass1.txt log_pass2.txt ;;
 esac
