@@ -528,7 +528,10 @@ def _build_index(g: Graph) -> None:
             if p >= 0 and c != p:
                 preds[c].add(p)
     for i in range(n):
-        if kind[i] == WAIT:
+        # a wait that reads another wait of its own collective (a second wait_tensor on a waited result)
+        # depends on the collective through that wait only, as Inductor's direct-dependency test sees it
+        # (decisions.md 24)
+        if kind[i] == WAIT and not any(kind[p] == WAIT and coll_of[p] == coll_of[i] for p in preds[i]):
             preds[i].add(coll_of[i])
     # reading a collective's output means waiting for it (MODEL.md: "read by its wait and by the
     # wait's users"), as Inductor's wait mutation edge does; with several waits, the waits that read

@@ -93,25 +93,34 @@ def walk(body: str, item: int = 4) -> int:
     return state["peak"]
 
 
+def small_step(prefix: str) -> tuple:
+    """The small re-gather step on the fake process group of 2 ranks (CPU, caches off): (model, input)."""
+    import torch
+    import torch._inductor.config as icfg
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from benchmarks.gpu.e2e_step import build
+
+    icfg.force_disable_caches = True
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=prefix)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    torch.manual_seed(0)
+    return build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True), torch.randn(1, 256, 512)
+
+
 def main() -> None:
     import torch
     import torch._inductor.config as icfg
     import torch.distributed as dist
     from torch._inductor.utils import run_and_get_code
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from benchmarks.gpu.e2e_step import build
     from benchmarks.gpu.fusion_memory import after_fusion
     from overlapsat.store import solve_store
     from overlapsat.torch.after_fusion import plan_memory
     from overlapsat.torch.fx_apply import install_fx
 
-    icfg.force_disable_caches = True
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind_code_")
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    torch.manual_seed(0)
-    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
-    x = torch.randn(1, 256, 512)
+    model, x = small_step("ind_code_")
     print("| order | graph (collectives) | Inductor's estimate after fusion, MB | code walk, no planning info (blind "
           "reuse gate, before decision 22), MB | code walk, info left (as shipped), MB | code walk, no info, "
           "allow_buffer_reuse=False, MB |")

@@ -29,10 +29,8 @@ def main() -> None:
     import torch._inductor.memory as memory
     import torch.distributed as dist
     from torch._inductor.utils import run_and_get_code
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from benchmarks.gpu.code_memory import walk
-    from benchmarks.gpu.e2e_step import build
+    from benchmarks.gpu.code_memory import small_step, walk
     from benchmarks.gpu.fusion_memory import after_fusion
     from overlapsat.store import solve_store
     from overlapsat.torch import after_fusion as af
@@ -42,12 +40,7 @@ def main() -> None:
     logging.getLogger("overlapsat.torch.after_fusion").setLevel(logging.DEBUG)
     print("torch", torch.__version__, "| prepare_planning_info:", hasattr(memory, "prepare_planning_info"),
           "| CustomSchedulerPass:", af._Base is not object, "| slot:", hasattr(icfg, "_post_fusion_custom_pass"))
-    icfg.force_disable_caches = True
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="ind_probe_")
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    torch.manual_seed(0)
-    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
-    x = torch.randn(1, 256, 512)
+    model, x = small_step("ind_probe_")
     store = tempfile.mkdtemp(prefix="osat_probe_")
     install_fx("capture", store, collective_order="free")
     torch.compile(model)(x).sum().backward()

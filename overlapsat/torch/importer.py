@@ -178,7 +178,9 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
         if comms.contains_wait(s):
             v = s.get_name()
             for u in direct.get(v, []):
-                c = collective_behind(u)
+                # a second wait_tensor on a waited result (tensor parallelism's all_reduce): another wait of
+                # the same collective, as Inductor's passes see it (decisions.md 24)
+                c = collective_behind(u) or coll_of_wait.get(u)
                 if c is not None:
                     coll_of_wait.setdefault(v, c)
                     break

@@ -132,3 +132,37 @@ def test_ports_match_torch_on_its_own_estimates():
         assert all(nd.estimate is not None for nd in g.nodes) and g.port_dur != g.dur
         mine = port_orders(g)
         assert {k: mine[k] for k in PASSES} == {k: ref[k] for k in PASSES}
+
+
+@pytest.mark.compile
+def test_tensor_parallel_double_wait_is_a_second_wait_of_its_collective():
+    """Tensor parallelism's all_reduce waits twice on one result (the functional collective's own wait, then
+    `wait_tensor` on the waited tensor). The scheduler-level importer refused the graph ("wait names no
+    collective"), so the pass kept Inductor's order (found by the 2-H200 run 41's after-fusion check). The
+    second wait is now another wait of the same collective (decisions.md 24); the ports still match torch's
+    passes node for node on it."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.gpu.e2e_step import build
+    from overlapsat.torch import capture
+    from overlapsat.torch.capture import ensure_fake_process_group
+    from overlapsat.torch.conformance import reference_orders
+    from tests.torch.make_data import seeded_duration
+
+    ensure_fake_process_group(2)
+    torch.manual_seed(0)
+    out = build(64, 2, 128, 1, 16, 2, "cpu", torch.float32, 2, False)
+    model = out[0] if isinstance(out, tuple) else out
+    refs = []
+    caps = capture(model, torch.randn(1, 16, 64), name="tp", durations=seeded_duration,
+                   on_snodes=lambda sn, g: refs.append(reference_orders(sn, g)))
+    assert len(caps) == 2 and len(refs) == 2
+    for cap, ref in zip(caps, refs):
+        g = cap.graph
+        waits: dict[str, list[str]] = {}
+        for nd in g.nodes:
+            if nd.kind.name == "WAIT":
+                waits.setdefault(nd.collective, []).append(nd.name)
+        assert g.coll_seq and sorted(map(len, waits.values())) == [2] * len(g.coll_seq)  # every all_reduce twice
+        mine = port_orders(g)
+        assert {k: mine[k] for k in PASSES} == {k: ref[k] for k in PASSES}
+        assert simulate(g).peak_memory == ref["peak_memory"]
