@@ -254,14 +254,22 @@ def _restore(graph: Any, before: list[Any]) -> None:
 
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
                collective_order: str = "group", profile: str = "h200", pin: str = "compute",
-               comm_slowdown: float = 1.0, agree_timeout: float = 1800.0) -> FxSchedulePass:
+               comm_slowdown: float = 1.0, agree_timeout: float = 1800.0,
+               buffer_reuse: bool = True) -> FxSchedulePass:
     """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off.
 
     collective_order="free" lets the order change the collective sequence: each graph's order then stands
     only if every rank agrees on the sequence it issues (waiting up to `agree_timeout` s for the others), and
-    Inductor's caches are skipped, so every rank compiles every graph (overlapsat.torch.agree)."""
+    Inductor's caches are skipped, so every rank compiles every graph (overlapsat.torch.agree).
+
+    buffer_reuse=False turns Inductor's buffer reuse off (`allow_buffer_reuse`): the generated code then
+    frees each buffer after its last use, as the memory model does, where the reuse gate may hold a freed
+    buffer for a later one across a peak its estimate cannot see (a kernel's workspace: 32 MiB over the
+    budget on 2 H200s, docs/gpu_results.md run 44). For a memory budget meant as a hard limit."""
     from overlapsat.torch.need import torch_module
 
+    if not isinstance(buffer_reuse, bool):
+        raise GraphError(f"buffer_reuse must be True or False, got {buffer_reuse!r}")
     torch_module()
     import torch._inductor.config as icfg
 
@@ -272,6 +280,8 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     install_check()  # budgets checked after Inductor's fusion (overlapsat.torch.after_fusion)
     icfg.reorder_for_peak_memory = False
     icfg.reorder_for_compute_comm_overlap = False
+    if not buffer_reuse:
+        icfg.allow_buffer_reuse = False  # part of Inductor's cache key, as every config is
     return p
 
 

@@ -236,3 +236,38 @@ def test_nothing_pending_without_a_budget():
     g.output(g.call_function(torch.ops.aten.relu.default, (x,)))
     p(g)
     assert af._take() is None
+
+
+def test_buffer_reuse_off_is_validated_and_frees_at_last_use(fake_world):
+    """install_fx(buffer_reuse=False) turns Inductor's buffer reuse off: the code holds no freed buffer for a
+    later one (fewer `# reuse` lines; what remains is a kernel writing over its own dead input), and by the
+    generated code's own walk its peak is no higher (docs/gpu_results.md, run 44: the reuse gate held a
+    32 MiB buffer across a workspace it cannot see). A bad value is refused before anything changes."""
+    import torch._inductor.config as icfg
+    from torch._inductor.utils import run_and_get_code
+
+    from benchmarks.gpu.code_memory import walk
+    from benchmarks.gpu.e2e_step import build
+    from overlapsat import GraphError
+    from overlapsat.torch.fx_apply import install_fx
+
+    torch.manual_seed(0)
+    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
+    x = torch.randn(1, 256, 512)
+    codes = {}
+    with icfg.patch(force_disable_caches=True, _post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
+                    reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False, allow_buffer_reuse=True):
+        with pytest.raises(GraphError, match="buffer_reuse"):
+            install_fx("capture", tempfile.mkdtemp(), buffer_reuse="no")
+        assert icfg.post_grad_custom_post_pass is None and icfg.allow_buffer_reuse is True
+        for reuse in (True, False):
+            torch._dynamo.reset()
+            install_fx("capture", tempfile.mkdtemp(), buffer_reuse=reuse)
+            assert icfg.allow_buffer_reuse is reuse
+            _, got = run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
+            codes[reuse] = _calls(got)
+        torch._dynamo.reset()
+    assert len(codes[True]) == len(codes[False]) == 2
+    for on, off in zip(codes[True], codes[False]):
+        assert off.count("# reuse") < on.count("# reuse")
+        assert walk(off) <= walk(on)
