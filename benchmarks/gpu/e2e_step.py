@@ -391,8 +391,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     import torch._inductor.config as icfg
 
     icfg.force_disable_caches = True
-    if a.no_buffer_reuse:  # Inductor's wrapper then frees each buffer at its last use (after runs 34-38)
-        icfg.allow_buffer_reuse = False
+    if a.no_buffer_reuse:  # Inductor's wrapper then frees each buffer at its last use (after runs 34-38); for
+        icfg.allow_buffer_reuse = False  # overlapsat's configurations install_fx(buffer_reuse=False) sets it too
     device = f"cuda:{rank}" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32
     torch.manual_seed(0)
@@ -433,7 +433,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             res["solve_s"] = time.monotonic() - t0
         dist.barrier()
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
-                       collective_order=a.collective_order)
+                       collective_order=a.collective_order, buffer_reuse=not a.no_buffer_reuse)
         p.on_apply = lambda g, order: applied.append(len(order))
         if rank == 0:  # Inductor's peak after fusion, per graph (benchmarks/gpu/fusion_memory.py, after run 33),
             # then the library's own check (decisions.md 21), which install_fx put there

@@ -74,4 +74,12 @@ step_free)  # 2 H200s (about 7 minutes): the re-gather step at `free`, unbudgete
   FIRST="d b_iter c" SECOND="d b_iter" FIRST_S=420 EXTRA="--collective-order free" bash benchmarks/gpu/regather_x2.sh
   cd "$OUT" && tar -cJf step_free.tar.xz pass1 pass2 log_pass1.txt log_pass2.txt 2>/dev/null \
     && rm -rf pass1 pass2 log_pass1.txt log_pass2.txt ;;
+hard_budget)  # 2 H200s (about 4 minutes), after run 44: the same as `workspace`, with install_fx(buffer_reuse=False)
+     # (decisions.md 25); the rule: docs/gpu_results.md, "Not done", the memory overshoot at `free`
+  work=$(mktemp -d); mkdir -p "$work/hard"
+  timeout 500 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
+    --solve-s 60 --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces \
+    --snapshot --no-buffer-reuse --out "$work/hard" 2>&1 | grep -v -i "warn\|pre_bucket" > "$work/hard/log.txt"
+  tail -2 "$work/hard/log.txt" | cut -c1-300
+  tar -C "$work" -cJf "$OUT/hard_budget_run.tar.xz" hard ;;
 esac
