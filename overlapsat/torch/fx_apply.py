@@ -264,8 +264,8 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
 
     buffer_reuse=False turns Inductor's buffer reuse off (`allow_buffer_reuse`): the generated code then
     frees each buffer after its last use, as the memory model does, where the reuse gate may hold a freed
-    buffer for a later one across a peak its estimate cannot see (a kernel's workspace: 32 MiB over the
-    budget on 2 H200s, docs/gpu_results.md run 44). For a memory budget meant as a hard limit."""
+    buffer for a later one across a peak its estimate cannot see (a kernel's workspace: on 2 H200s it held a
+    32 MiB buffer there, docs/gpu_results.md run 44). For a memory budget meant as a hard limit."""
     from overlapsat.torch.need import torch_module
 
     if not isinstance(buffer_reuse, bool):
