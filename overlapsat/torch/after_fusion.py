@@ -149,7 +149,8 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
                         "fusion moved nodes; the order stands (docs/decisions.md 21)", fp, budget,
                         model_peak, peak, 100 * (peak / budget - 1))
         else:
-            log.info("overlapsat: graph %s: peak after fusion %d B, within its budget of %d B", fp, peak, budget)
+            log.info("overlapsat: graph %s: peak after fusion %d B by Inductor's own estimate, which counts no kernel "
+                     "workspace and no input held by the caller, within its budget of %d B", fp, peak, budget)
 
     def uuid(self) -> str:
         return "overlapsat-after-fusion-2"  # 2: leaves the planning info for Inductor's buffer reuse
