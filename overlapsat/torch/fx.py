@@ -27,9 +27,9 @@ which stay allocated until the collective completes. Graph inputs: storages of
 caller until the graph returns, so they count from the start and are never
 released (decisions.md 23); other placeholders (saved activations) are
 freeable inputs, released after their last reader. Graph outputs are never
-released. A kernel that
-allocates and frees memory inside itself (`kernel_workspace`) gets a buffer
-that nothing reads: MODEL.md counts it at that node's step and frees it there.
+released. A kernel that allocates and frees memory inside itself
+(`kernel_workspace`) gets a buffer that nothing reads: MODEL.md counts it at
+that node's step and frees it there.
 """
 
 from __future__ import annotations
