@@ -6,6 +6,15 @@
 #   tar -C site -cf - . | xz -9e -T2 > .whl/site.tar.xz   (then move the .whl files out of .whl)
 set -u
 . benchmarks/gpu/device_env.sh
+mem_run() {  # DIR LIMIT [e2e_step options]: the re-gather step at `free` under the budget 1.3, (d_mem) only, with
+  # the allocator's history of one step on rank 0; the log in DIR/log.txt
+  local dir=$1 limit=$2; shift 2
+  mkdir -p "$dir"
+  timeout "$limit" python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
+    --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces --snapshot \
+    --out "$dir" "$@" 2>&1 | grep -v -i "warn\|pre_bucket" > "$dir/log.txt"
+  tail -2 "$dir/log.txt" | cut -c1-300
+}
 case "${1:-tp}" in
 tp)  # 4 H200s (nvidia-h200-x4): the tensor-parallel step (2-way TP x 2-way FSDP, one issue order over both
      # groups; d_tie breaks the plain model's ties by the contention model). Runs on 4 gloo ranks with eager's
@@ -37,36 +46,24 @@ snapshot)  # 2 H200s (about 5 minutes): run 33's budgeted `free` orders again, a
   work=$(mktemp -d)
   for job in "reuse" "no_reuse --no-buffer-reuse"; do
     set -- $job
-    mkdir -p "$work/$1"
-    timeout 240 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
-      --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces --snapshot \
-      --store-from "$R/run33_regather_free_mem/store.tar.gz" --out "$work/$1" ${2:-} 2>&1 \
-      | grep -v -i "warn\|pre_bucket" > "$work/$1/log.txt"
-    tail -2 "$work/$1/log.txt" | cut -c1-300
+    mem_run "$work/$1" 240 --store-from "$R/run33_regather_free_mem/store.tar.gz" ${2:-}
   done
   tar -C "$work" -cJf "$OUT/snapshot_runs.tar.xz" reuse no_reuse ;;
 informed)  # 2 H200s (about 3 minutes), after run 39 found the check never installed on torch 2.11: run 33's
      # budgeted `free` orders from its store with the library's informed reuse gate, the allocator's history of
      # one step on rank 0; beside it, on the CPU, benchmarks/gpu/reuse_probe.py on this torch
   R=benchmarks/results/gpu_2026-11-23
-  work=$(mktemp -d); mkdir -p "$work/reuse"
+  work=$(mktemp -d)
   timeout 300 python3 benchmarks/gpu/reuse_probe.py > "$work/probe.txt" 2>&1 &
-  timeout 240 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
-    --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces --snapshot \
-    --store-from "$R/run33_regather_free_mem/store.tar.gz" --out "$work/reuse" 2>&1 \
-    | grep -v -i "warn\|pre_bucket" > "$work/reuse/log.txt"
-  tail -2 "$work/reuse/log.txt" | cut -c1-300
+  mem_run "$work/reuse" 240 --store-from "$R/run33_regather_free_mem/store.tar.gz"
   wait; grep -v -i "warn\|context_fn\|in-place\|\[0/0\] $" "$work/probe.txt" | tail -5
   tar -C "$work" -cJf "$OUT/informed_run.tar.xz" reuse probe.txt ;;
 workspace)  # 2 H200s (about 4 minutes), after run 40: the re-gather step at `free` under the budget 1.3, solved
      # afresh (60 s per graph) now that the FX importer counts cuDNN attention backward's workspace
      # (fx.kernel_workspace); the allocator's history of one step on rank 0 (docs/gpu_results.md, "Fixed before
      # run 42")
-  work=$(mktemp -d); mkdir -p "$work/ws"
-  timeout 500 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
-    --solve-s 60 --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces \
-    --snapshot --out "$work/ws" 2>&1 | grep -v -i "warn\|pre_bucket" > "$work/ws/log.txt"
-  tail -2 "$work/ws/log.txt" | cut -c1-300
+  work=$(mktemp -d)
+  mem_run "$work/ws" 500 --solve-s 60
   tar -C "$work" -cJf "$OUT/workspace_run.tar.xz" ws ;;
 step_free)  # 2 H200s (about 7 minutes): the re-gather step at `free`, unbudgeted, solved afresh (20 s per graph),
      # against torch's iterative pair and the FX-level scheduler, now that the informed reuse gate runs on the
@@ -76,10 +73,7 @@ step_free)  # 2 H200s (about 7 minutes): the re-gather step at `free`, unbudgete
     && rm -rf pass1 pass2 log_pass1.txt log_pass2.txt ;;
 hard_budget)  # 2 H200s (about 4 minutes), after run 44: the same as `workspace`, with install_fx(buffer_reuse=False)
      # (decisions.md 25); the rule: docs/gpu_results.md, "Not done", the memory overshoot at `free`
-  work=$(mktemp -d); mkdir -p "$work/hard"
-  timeout 500 python3 benchmarks/gpu/e2e_step.py --world 2 --regather --collective-order free --memory-budget 1.3 \
-    --solve-s 60 --pin compute --warmup 3 --steps 20 --prof-steps 3 --prof-warmup 1 --configs d_mem --keep-traces \
-    --snapshot --no-buffer-reuse --out "$work/hard" 2>&1 | grep -v -i "warn\|pre_bucket" > "$work/hard/log.txt"
-  tail -2 "$work/hard/log.txt" | cut -c1-300
+  work=$(mktemp -d)
+  mem_run "$work/hard" 500 --solve-s 60 --no-buffer-reuse
   tar -C "$work" -cJf "$OUT/hard_budget_run.tar.xz" hard ;;
 esac
