@@ -76,4 +76,25 @@ hard_budget)  # 2 H200s (about 4 minutes), after run 44: the same as `workspace`
   work=$(mktemp -d)
   mem_run "$work/hard" 500 --solve-s 60 --no-buffer-reuse
   tar -C "$work" -cJf "$OUT/hard_budget_run.tar.xz" hard ;;
+reuse_ab)  # 2 H200s (about 6 minutes), after run 45 (buffer_reuse=False: within the budget, step 3.3 % slower
+     # than run 44, whose order differed in 12 of 1,495 places): run 45's stored orders applied without solving,
+     # Inductor's buffer reuse on and off alternated twice (ABAB), 60 timed steps each, to tell the option's cost
+     # from the run-to-run spread (20 steps of run 44 ranged 47.7-52.8 ms)
+  R=benchmarks/results/gpu_2026-11-23/run45_regather_free_mem_no_buffer_reuse
+  work=$(mktemp -d)
+  for job in "reuse1" "no_reuse1 --no-buffer-reuse" "reuse2" "no_reuse2 --no-buffer-reuse"; do
+    set -- $job
+    mem_run "$work/$1" 130 --store-from "$R/store.tar.gz" --steps 60 ${2:-}
+    rm -rf "$work/$1"/trace_* "$work/$1"/snapshot_* "$work/$1"/after_fusion_*
+  done
+  tar -C "$work" -cJf "$OUT/reuse_ab.tar.xz" reuse1 no_reuse1 reuse2 no_reuse2 ;;
+comparable)  # 2 H200s (about 6 minutes): the comparable step (no re-gather, `group`) with the library as it now
+     # is (the informed reuse gate installed on torch 2.11, tangents and workspaces counted), run 32's command,
+     # then the same three configurations in reverse order
+  for pass in "p1 d b_iter c" "p2 c b_iter d"; do
+    set -- $pass; dir=$1; shift
+    timeout 260 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 --prof-steps 10 \
+      --prof-warmup 1 --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" > "$OUT/log_$dir.txt"
+    grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
+  done ;;
 esac
