@@ -97,4 +97,13 @@ comparable)  # 2 H200s (about 6 minutes): the comparable step (no re-gather, `gr
       --prof-warmup 1 --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" > "$OUT/log_$dir.txt"
     grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
   done ;;
+channels)  # 2 H200s (about 6 minutes), after run 47: the comparable step with NCCL limited to fewer channels
+     # (CTAs, so SMs: 24 by default here), a setting every configuration gets, not an order; not counted toward
+     # the 5 % target (docs/gpu_results.md, "Run 48, fixed before it")
+  for job in "ch12 12 d c b_iter" "ch16 16 d c"; do
+    set -- $job; dir=$1; n=$2; shift 2
+    NCCL_MAX_NCHANNELS=$n timeout 250 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 \
+      --prof-steps 10 --prof-warmup 1 --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" > "$OUT/log_$dir.txt"
+    grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
+  done ;;
 esac
