@@ -284,3 +284,22 @@ def test_code_walk_counts_reuse_as_held_and_aliases_as_one_block():
         "    del buf4",
     ])
     assert walk(body) == 128 + 256 + 256
+
+
+def test_per_kernel_slowdown_alone_against_overlapped():
+    """Launches under NCCL for over 90 % of their time against those under it for under 5 %, per kernel and
+    grid; one partly overlapped launch counts in neither."""
+    from benchmarks.gpu.kernel_contention import by_class, per_kernel
+
+    ev = [("nvjet_256x128", 100 * i, 100, 132) for i in range(3)]  # alone: 100 us each
+    ev += [("ncclDevKernel_AllGather", 1000 + 300 * i, 250, 24) for i in range(3)]
+    ev += [("nvjet_256x128", 1010 + 300 * i, 190, 132) for i in range(3)]  # inside each transfer: 190 us
+    ev += [("nvjet_256x128", 1900, 100, 132), ("ncclDevKernel_AllGather", 1950, 20, 24)]  # 20 % overlapped
+    ev += [("triton_poi_add", 2100 + 10 * i, 5, 64) for i in range(3)]  # alone only: no row
+    rows = per_kernel({"traceEvents": [{"cat": "kernel", "name": n, "ts": ts, "dur": d, "args": {"grid": [g, 1, 1]}}
+                                       for n, ts, d, g in ev]})
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["alone_us"], r["overlapped_us"], r["n_alone"], r["n_overlapped"]) == (100, 190, 3, 3)
+    assert r["slowdown"] == 1.9 and r["class"] == "gemm, one wave" and r["extra_us"] == 3 * 90
+    assert by_class(rows)["gemm, one wave"]["slowdown"] == 1.9

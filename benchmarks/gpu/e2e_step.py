@@ -17,6 +17,8 @@ in backward), forward and backward, and times the step:
 - d_mem   the same as d, under a memory budget (`--memory-budget`, a ratio of each captured graph's peak);
 - d_hold  the same as d, each solved order then polished by the partial hold (benchmarks/gpu/partial_hold.py:
           lower exposure under the fitted hold, MODEL.md's makespan and peak no worse).
+- d_kern  the same as d, each solved order then polished by the contention model with GEMMs priced by size
+          (STEP_GEMMS, from run 47's trace: benchmarks/gpu/kernel_contention.py), MODEL.md's figures no worse.
 
 Each: median step time over CUDA events after warm-up, peak memory, and from
 a profiler trace the exposed communication (time an NCCL kernel runs while
@@ -43,8 +45,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie", "d_mem", "d_hold")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold")
+CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
+# d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
+# of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
+# compute 1.25 (1.25-1.27 in runs 32 and 47); NCCL 1.36 (H200_STEP)
+STEP_GEMMS = ((68.7e9, 1.88), (184.7e9, 1.09))
 
 
 _TP: dict = {}  # the tensor-parallel group, for the two autograd functions below (module level for dynamo)
@@ -428,8 +434,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
                 tie = {"memory_budget": a.memory_budget}
             outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
             res["solved"] = [o.as_dict() for o in outs]
-            if cfg == "d_hold":
-                res["hold_polished"] = polish_store(store, a.collective_order)
+            if cfg in ("d_hold", "d_kern"):
+                res["hold_polished" if cfg == "d_hold" else "kern_polished"] = polish_store(store, a.collective_order,
+                                                                                          cfg)
             res["solve_s"] = time.monotonic() - t0
         dist.barrier()
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
@@ -519,10 +526,14 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     dist.destroy_process_group()
 
 
-def polish_store(store: str, collective_order: str) -> list[dict]:
-    """d_hold: replace each stored schedule by its partial-hold polish; what each graph's figures became."""
+def polish_store(store: str, collective_order: str, cfg: str = "d_hold") -> list[dict]:
+    """d_hold: replace each stored schedule by its partial-hold polish; d_kern: by its polish under the
+    contention model with GEMMs priced by size (STEP_GEMMS). What each graph's figures became."""
     from benchmarks.gpu.partial_hold import polish_hold
     from overlapsat import load_graph, save_schedule
+    from overlapsat.cost import H200_STEP, Interference, polish_contended
+
+    kern = Interference(1.25, H200_STEP.comm_slowdown, STEP_GEMMS)
     from overlapsat.store import graph_path, recorded, schedule_path, usable_schedule
 
     out = []
@@ -532,8 +543,13 @@ def polish_store(store: str, collective_order: str) -> list[dict]:
         if order is None:
             out.append({"fingerprint": fp, "skipped": why})
             continue
-        p = polish_hold(g, order, collective_order=collective_order)
-        out.append({"fingerprint": fp, "hold_exposed_us": [p.contended_before, p.contended_after], "moves": p.moves})
+        if cfg == "d_kern":
+            p = polish_contended(g, order, kern, collective_order=collective_order, max_evaluations=20000)
+            out.append({"fingerprint": fp, "contended_us": [p.contended_before, p.contended_after], "moves": p.moves})
+        else:
+            p = polish_hold(g, order, collective_order=collective_order)
+            out.append({"fingerprint": fp, "hold_exposed_us": [p.contended_before, p.contended_after],
+                        "moves": p.moves})
         save_schedule(schedule_path(store, fp), g, [g.names[i] for i in p.order])
     return out
 

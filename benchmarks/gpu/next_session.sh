@@ -106,4 +106,13 @@ channels)  # 2 H200s (about 6 minutes), after run 47: the comparable step with N
       --prof-steps 10 --prof-warmup 1 --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" > "$OUT/log_$dir.txt"
     grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
   done ;;
+kern)  # 2 H200s (about 7 minutes), after run 48: the comparable step, (d) against (d_kern), its order polished
+     # under GEMMs priced by size (e2e_step.STEP_GEMMS); the rule: docs/gpu_results.md, "Run 49, fixed before it"
+  for job in "k1 d d_kern c b_iter" "k2 c d_kern d"; do
+    set -- $job; dir=$1; shift
+    timeout 250 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 --prof-steps 10 \
+      --prof-warmup 1 --keep-traces d d_kern --configs "$@" 2>&1 | grep -v -i "warn\|pre_bucket" > "$OUT/log_$dir.txt"
+    grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
+  done
+  cd "$OUT" && tar -cJf kern.tar.xz k1 k2 log_k1.txt log_k2.txt && rm -rf k1 k2 log_k1.txt log_k2.txt ;;
 esac

@@ -18,8 +18,9 @@ import sys
 NAMES = {"a": "a: no reordering", "b_iter": "b: iterative pair", "b_three": "b: three passes",
          "c": "c: FX OverlapScheduler", "d": "d: overlapsat (FX)", "d_int": "d_int: overlapsat, transfers x1.5",
          "d_tie": "d_tie: overlapsat, contention tie-break", "d_mem": "d_mem: overlapsat, memory budget",
-         "d_hold": "d_hold: overlapsat, partial-hold tie-break"}
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold")
+         "d_hold": "d_hold: overlapsat, partial-hold tie-break",
+         "d_kern": "d_kern: overlapsat, GEMMs priced by size"}
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
 
 
 def ms(us: float | None) -> str:

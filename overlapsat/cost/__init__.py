@@ -4,6 +4,7 @@ from overlapsat.cost.calibration import Calibration, Table, build_calibration, b
 from overlapsat.cost.hardware import HardwareProfile, builtin_profiles, load_profile, profile_from_dict
 from overlapsat.cost.hold import H200_HOLD, HeldResult, simulate_held
 from overlapsat.cost.interference import (
+    H200_GEMM_PAIRS,
     H200_NVLINK,
     H200_STEP,
     ContendedResult,
@@ -17,7 +18,7 @@ from overlapsat.cost.polish import Polished, polish_contended
 
 __all__ = [
     "AnalyticalCostModel", "CalibratedCostModel", "Calibration", "CollectiveEstimate", "ContendedResult", "CostModel",
-    "H200_HOLD", "H200_NVLINK", "H200_STEP", "HardwareProfile", "HeldResult", "Interference", "Polished",
+    "H200_GEMM_PAIRS", "H200_HOLD", "H200_NVLINK", "H200_STEP", "HardwareProfile", "HeldResult", "Interference", "Polished",
     "polish_contended", "simulate_contended", "simulate_held", "simulate_with_interference",
     "Table", "build_calibration", "builtin_calibration", "builtin_profiles", "cost_model", "estimate",
     "load_calibration", "load_profile", "profile_from_dict", "reprice",

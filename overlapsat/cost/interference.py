@@ -18,6 +18,7 @@ solver does not model it). Two models of the same order:
 from __future__ import annotations
 
 import bisect
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,16 +30,58 @@ from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
 from overlapsat.simulate import SimResult, order_array, simulate
 
 
+def _factor_ok(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 1.0 <= v < 100
+
+
 @dataclass(frozen=True)
 class Interference:
+    """How much overlapping work slows down. `gemm_slowdown`, if given, prices a GEMM-like node by its size:
+    (flops, factor) points, interpolated in log(flops) and held flat beyond the ends. A GEMM that fills the
+    SMs in one wave loses a whole wave to NCCL's CTAs; a large one loses only their share (2 H200s: 1.9
+    against 1.05-1.4 in one step, docs/gpu_results.md "Per kernel"). Other nodes use `compute_slowdown`."""
+
     compute_slowdown: float = 1.0  # compute runs this much slower while a transfer is in flight
     comm_slowdown: float = 1.0  # a transfer runs this much slower while compute runs
+    gemm_slowdown: tuple[tuple[float, float], ...] = ()  # (flops, factor), flops strictly increasing
 
     def __post_init__(self) -> None:
         for f in ("compute_slowdown", "comm_slowdown"):
             v = getattr(self, f)
-            if not isinstance(v, (int, float)) or not (1.0 <= v < 100):
+            if not _factor_ok(v):
                 raise GraphError(f"Interference.{f} must be in [1, 100), got {v!r}")
+        pts = self.gemm_slowdown
+        if not isinstance(pts, tuple) or not all(isinstance(p, tuple) and len(p) == 2 for p in pts):
+            raise GraphError(f"Interference.gemm_slowdown must be a tuple of (flops, factor) pairs, got {pts!r}")
+        for i, (x, y) in enumerate(pts):
+            if not isinstance(x, (int, float)) or isinstance(x, bool) or not (0 < x < float("inf")):
+                raise GraphError(f"Interference.gemm_slowdown: flops must be positive and finite, got {x!r}")
+            if not _factor_ok(y):
+                raise GraphError(f"Interference.gemm_slowdown: a factor must be in [1, 100), got {y!r}")
+            if i and x <= pts[i - 1][0]:
+                raise GraphError(f"Interference.gemm_slowdown: flops must increase, got {pts[i - 1][0]!r} then {x!r}")
+
+    def gemm_factor(self, flops: float) -> float:
+        """The slowdown of a GEMM of `flops` (compute_slowdown when no table or no size)."""
+        pts = self.gemm_slowdown
+        if not pts or flops <= 0:
+            return float(self.compute_slowdown)
+        if flops <= pts[0][0]:
+            return float(pts[0][1])
+        if flops >= pts[-1][0]:
+            return float(pts[-1][1])
+        i = bisect.bisect_right([x for x, _ in pts], flops)
+        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+        t = (math.log(flops) - math.log(x0)) / (math.log(x1) - math.log(x0))
+        return float(y0 + t * (y1 - y0))
+
+    def compute_factors(self, graph: Graph) -> list[float]:
+        """Per node: the slowdown of its work on the compute stream while a transfer is in flight."""
+        kc = float(self.compute_slowdown)
+        if not self.gemm_slowdown:
+            return [kc] * len(graph.nodes)
+        return [self.gemm_factor(nd.flops) if graph.kind[v] == COMPUTE and nd.gemm_like else kc
+                for v, nd in enumerate(graph.nodes)]
 
 
 # measured on 2 H200s (NVLink, NCCL 2.28.9): 1 GiB all_gather beside 8192^3 bf16 GEMMs, 2026-11-22. A best
@@ -48,6 +91,10 @@ H200_NVLINK = Interference(compute_slowdown=1.016, comm_slowdown=1.044)
 # of a compiled Llama-style SimpleFSDP step, and held out on three 4-H200 runs (compute kernel time within 1 %):
 # docs/gpu_results.md, benchmarks/gpu/contention.py, 2026-11-22
 H200_STEP = Interference(compute_slowdown=1.67, comm_slowdown=1.36)
+# a GEMM's own slowdown beside NCCL by its size, (flops, factor): the medians of benchmarks/gpu/interference.py's
+# pairs on 2 H200s (2048^3, 4096^3, 8192^3 bf16 GEMMs beside all_gathers and reduce_scatters, 2026-11-22);
+# for Interference.gemm_slowdown (docs/gpu_results.md, "Per kernel")
+H200_GEMM_PAIRS = ((2.0 * 2048**3, 1.87), (2.0 * 4096**3, 1.40), (2.0 * 8192**3, 1.23))
 
 
 def _merged(intervals: list[tuple[float, float]]) -> tuple[list[float], list[float]]:
@@ -156,9 +203,10 @@ def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
     after which its transfer joins its group's queue (one transfer at a time per group, in issue order);
     a wait stalls until its transfer ends, then does its own work. Between two events every rate is
     constant, so the walk jumps from one finish to the next: O(events x groups). Every rate lies in
-    [1/max(f), 1], so the makespan lies between the plain walk's and max(f) times it (tested)."""
+    [1/max(f), 1] (f over both factors and the GEMM table), so the makespan lies between the plain walk's and
+    max(f) times it (tested)."""
     ids = order_array(graph, order).tolist()
-    kc, kn = float(interference.compute_slowdown), float(interference.comm_slowdown)
+    kcs, kn = interference.compute_factors(graph), float(interference.comm_slowdown)
     w = _Walk(graph)
     exposed = busy = comm_busy = 0.0
     k = 0
@@ -194,7 +242,7 @@ def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
                 continue
         run = w.running()
         working = cur >= 0 and not stalled
-        rs = 1.0 / kc if run else 1.0
+        rs = 1.0 / kcs[cur] if run and working else 1.0
         rt = 1.0 / kn if working else 1.0
         dt = min([work / rs] if working else [], default=float("inf"))
         dt = min([dt, *(w.left[c] / rt for c in run)])

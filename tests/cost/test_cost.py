@@ -18,7 +18,7 @@ from overlapsat.cost import (
     reprice,
 )
 from overlapsat.cost.interference import Interference, simulate_contended, simulate_with_interference
-from overlapsat.graph import WAIT, Node, NodeKind
+from overlapsat.graph import COMPUTE, WAIT, Node, NodeKind
 
 
 def test_nccl_model_hand_computed():
@@ -218,6 +218,63 @@ def test_contended_without_slowdown_is_the_plain_walk():
         # every rate lies in [1/1.7, 1], so each event is no earlier than in the plain walk and no later
         # than in the plain walk with every duration 1.7 times longer
         assert ref.makespan - 1e-9 <= slow.makespan <= 1.7 * ref.makespan + 1e-9, seed
+
+
+def _gemm_beside(transfer: float, compute: float, flops: float):
+    """As _beside, with x a GEMM of `flops`."""
+    b = GraphBuilder()
+    b.collective("c", group="g", duration=transfer)
+    b.compute("x", compute, flops=flops, gemm_like=True)
+    b.wait("w", "c")
+    return b.build()
+
+
+def test_gemm_priced_by_size_hand_computed():
+    """A GEMM's own factor from the (flops, factor) table; other compute keeps compute_slowdown."""
+    table = ((1e9, 2.0), (1e12, 1.25))
+    inter = Interference(1.5, 1.2, table)
+    assert inter.gemm_factor(1e6) == 2.0 and inter.gemm_factor(1e15) == 1.25  # flat beyond the ends
+    assert inter.gemm_factor(1e9) == 2.0 and inter.gemm_factor(1e12) == 1.25
+    # log-linear: 10^10.5 is half-way in log(flops) from 1e9 to 1e12
+    assert inter.gemm_factor(10 ** 10.5) == pytest.approx(2.0 - 0.5 * 0.75)
+    assert inter.gemm_factor(0.0) == 1.5  # a GEMM of unknown size
+    # x at 1/2 (1e9 flops): c at 1/1.2 ends at 12, x has done 6 of 10; its last 4 alone -> 16
+    r = simulate_contended(_gemm_beside(10.0, 10.0, 1e9), None, inter)
+    assert (r.makespan, r.exposed, r.compute_busy) == pytest.approx((16.0, 0.0, 16.0))
+    # the same kernel not GEMM-like keeps 1.5 (test_contended_hand_computed: 14)
+    assert simulate_contended(_beside(10.0, 10.0), None, inter).makespan == pytest.approx(14.0)
+    # a large GEMM at 1.25: c ends at 12, x has done 9.6; 0.4 alone -> 12.4
+    r = simulate_contended(_gemm_beside(10.0, 10.0, 1e13), None, inter)
+    assert r.makespan == pytest.approx(12.4)
+
+
+def test_gemm_table_of_one_factor_is_the_scalar_model():
+    """A table that prices every GEMM at compute_slowdown changes nothing (random graphs; GEMM-like marks and
+    sizes set on some compute nodes)."""
+    import dataclasses
+
+    from tests.brute import random_graph
+
+    inter = Interference(1.4, 1.7)
+    flat = Interference(1.4, 1.7, ((1e6, 1.4), (1e12, 1.4)))
+    for seed in range(100):
+        g, _ = random_graph(seed, max_nodes=12)
+        nodes = tuple(dataclasses.replace(nd, flops=1e3 * (i + 1) ** 4, gemm_like=i % 2 == 0)
+                      if g.kind[i] == COMPUTE else nd for i, nd in enumerate(g.nodes))
+        g = dataclasses.replace(g, nodes=nodes)
+        a, b = simulate_contended(g, None, inter), simulate_contended(g, None, flat)
+        assert (a.makespan, a.exposed, a.compute_busy) == pytest.approx((b.makespan, b.exposed, b.compute_busy),
+                                                                        abs=1e-9), seed
+
+
+@pytest.mark.parametrize("table, match", [
+    ([(1e9, 2.0)], "tuple of"), (((1e9, 2.0, 3.0),), "tuple of"), (((0.0, 2.0),), "positive"),
+    (((float("inf"), 2.0),), "positive"), (((1e9, 0.5),), r"\[1, 100\)"), (((1e9, True),), r"\[1, 100\)"),
+    (((1e9, 2.0), (1e9, 1.5)), "increase"), (((1e12, 2.0), (1e9, 1.5)), "increase"),
+])
+def test_gemm_table_is_validated(table, match):
+    with pytest.raises(GraphError, match=match):
+        Interference(1.5, 1.2, table)
 
 
 def test_repeats_merge_to_their_median():
