@@ -18,7 +18,8 @@ in backward), forward and backward, and times the step:
 - d_hold  the same as d, each solved order then polished by the partial hold (benchmarks/gpu/partial_hold.py:
           lower exposure under the fitted hold, MODEL.md's makespan and peak no worse).
 - d_kern  the same as d, each solved order then polished by the contention model with GEMMs priced by size
-          (STEP_GEMMS, from run 47's trace: benchmarks/gpu/kernel_contention.py), MODEL.md's figures no worse.
+          (STEP_GEMMS, from run 47's trace: benchmarks/gpu/kernel_contention.py), MODEL.md's figures no worse;
+          not faster than d on 2 H200s (run 49), so not adopted.
 
 Each: median step time over CUDA events after warm-up, peak memory, and from
 a profiler trace the exposed communication (time an NCCL kernel runs while
