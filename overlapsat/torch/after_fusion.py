@@ -143,14 +143,19 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
 
     @staticmethod
     def _report(peak: int, fp: str, budget: int, model_peak: int | None) -> None:
+        import torch._inductor.config as icfg
+
+        reuse = ("; Inductor's buffer reuse is on and may hold a freed buffer across a peak that estimate cannot "
+                 "see: install_fx(buffer_reuse=False) keeps a hard budget (decisions.md 25)"
+                 if getattr(icfg, "allow_buffer_reuse", False) else "")
         if peak > budget:
             log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
                         "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
-                        "fusion moved nodes; the order stands (docs/decisions.md 21)", fp, budget,
-                        model_peak, peak, 100 * (peak / budget - 1))
+                        "fusion moved nodes; the order stands (docs/decisions.md 21)%s", fp, budget,
+                        model_peak, peak, 100 * (peak / budget - 1), reuse)
         else:
             log.info("overlapsat: graph %s: peak after fusion %d B by Inductor's own estimate, which counts no kernel "
-                     "workspace and no input held by the caller, within its budget of %d B", fp, peak, budget)
+                     "workspace and no input held by the caller, within its budget of %d B%s", fp, peak, budget, reuse)
 
     def uuid(self) -> str:
         return "overlapsat-after-fusion-2"  # 2: leaves the planning info for Inductor's buffer reuse

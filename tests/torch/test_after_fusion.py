@@ -224,6 +224,20 @@ def test_report_warns_above_the_budget_only(caplog):
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
 
 
+@pytest.mark.parametrize("reuse", [True, False])
+def test_report_names_buffer_reuse_only_while_it_is_on(monkeypatch, caplog, reuse):
+    """A budgeted graph's report points at install_fx(buffer_reuse=False) while Inductor's reuse is on (on 2
+    H200s it held a 32 MiB buffer across the peak, docs/gpu_results.md run 44), and not once it is off."""
+    import torch._inductor.config as icfg
+
+    monkeypatch.setattr(icfg, "allow_buffer_reuse", reuse)
+    with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
+        af.AfterFusionCheck._report(100, "fp", 100, 90)
+        af.AfterFusionCheck._report(101, "fp", 100, 90)
+    assert len(caplog.records) == 2
+    assert all(("buffer_reuse=False" in r.getMessage()) is reuse for r in caplog.records)
+
+
 def test_nothing_pending_without_a_budget():
     """An FX pass call that applies nothing leaves nothing for the check (a stale budget would be checked
     against another graph)."""
