@@ -120,8 +120,12 @@ class Comparison:
                      + f"; exact: {self.result.status.value}")
         if self.interference is not None:
             inter = self.interference
-            lines.append(f"contended: each order walked with compute {inter.compute_slowdown:g}x slower while a "
-                         f"transfer runs and transfers {inter.comm_slowdown:g}x slower while compute runs "
+            gemms = ""
+            if inter.gemm_slowdown:
+                fs = [f for _, f in inter.gemm_slowdown]
+                gemms = f" (GEMMs by size: {min(fs):g}x to {max(fs):g}x)"
+            lines.append(f"contended: each order walked with compute {inter.compute_slowdown:g}x slower{gemms} while "
+                         f"a transfer runs and transfers {inter.comm_slowdown:g}x slower while compute runs "
                          "(simulate_contended); an estimate, which the bound and 'optimal' above do not cover")
         if self.hold is not None:
             lines.append(f"hold {self.hold:g}: a transfer that becomes ready inside a GEMM waits for {self.hold:g} of "

@@ -111,6 +111,9 @@ def test_contended_columns_are_simulate_contended_of_each_row():
         assert rec["makespan_us"] == pytest.approx(simulate(g, r.order).makespan)  # MODEL.md's, as without
     md = c.to_markdown()
     assert "contended makespan" in md and "an estimate" in md and "contended" not in plain.to_markdown()
+    assert "compute 1.5x slower while" in md  # no GEMM table: the one factor, said as it is
+    c.interference = Interference(1.5, 1.25, ((1e9, 2.0), (1e12, 1.2)))  # the note names a GEMM table's range
+    assert "compute 1.5x slower (GEMMs by size: 1.2x to 2x) while" in c.to_markdown()
     with pytest.raises(GraphError, match="interference"):
         compare(g, time_limit=1, interference=(1.5, 1.2))
 
