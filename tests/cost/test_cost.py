@@ -265,6 +265,11 @@ def test_gemm_table_of_one_factor_is_the_scalar_model():
         a, b = simulate_contended(g, None, inter), simulate_contended(g, None, flat)
         assert (a.makespan, a.exposed, a.compute_busy) == pytest.approx((b.makespan, b.exposed, b.compute_busy),
                                                                         abs=1e-9), seed
+        # a table that varies: every rate still lies in [1/max(f), 1], so the makespan stays between the plain
+        # walk's and max(f) times it
+        varied = simulate_contended(g, None, Interference(1.1, 1.3, ((1e4, 2.5), (1e6, 1.2))))
+        ref = simulate(g).makespan
+        assert ref - 1e-9 <= varied.makespan <= 2.5 * ref + 1e-9, seed
 
 
 @pytest.mark.parametrize("table, match", [
