@@ -18,6 +18,7 @@ import argparse
 import bisect
 import gzip
 import json
+import lzma
 import os
 import statistics
 import sys
@@ -29,8 +30,8 @@ sys.path.insert(0, ROOT)
 
 
 def kernels(path: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """(NCCL, compute) kernel intervals of a trace (.json or .json.gz), each sorted by start."""
-    opener = gzip.open if path.endswith(".gz") else open
+    """(NCCL, compute) kernel intervals of a trace (.json, .json.gz or .json.xz), each sorted by start."""
+    opener = gzip.open if path.endswith(".gz") else lzma.open if path.endswith(".xz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         ev = json.load(f)
     ev = ev.get("traceEvents", ev) if isinstance(ev, dict) else ev

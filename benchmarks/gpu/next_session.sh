@@ -4,6 +4,8 @@
 # into one archive, which benchmarks/gpu/device_env.sh unpacks on the device:
 #   mkdir site && for w in .whl/*.whl; do unzip -q -o "$w" -d site; done
 #   tar -C site -cf - . | xz -9e -T2 > .whl/site.tar.xz   (then move the .whl files out of .whl)
+# The tracked results and .whl together come within about 0.1 MB of that limit (after run 49): move
+# benchmarks/results/gpu_2026-11-22 out of the tree for each call (no case reads it) and put it back after.
 set -u
 . benchmarks/gpu/device_env.sh
 mem_run() {  # DIR LIMIT [e2e_step options]: the re-gather step at `free` under the budget 1.3, (d_mem) only, with
