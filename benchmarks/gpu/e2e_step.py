@@ -400,6 +400,10 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     icfg.force_disable_caches = True
     if a.no_buffer_reuse:  # Inductor's wrapper then frees each buffer at its last use (after runs 34-38); for
         icfg.allow_buffer_reuse = False  # overlapsat's configurations install_fx(buffer_reuse=False) sets it too
+    if gpu and a.blas_lt:  # cuBLASLt for every matmul: the only path that honours an SM carveout
+        torch.backends.cuda.preferred_blas_library("cublaslt")
+    if gpu and a.sm_carveout:  # GEMMs planned for the SMs NCCL leaves them (after run 49, docs/gpu_results.md)
+        torch._C._set_sm_carveout_experimental(a.sm_carveout)
     device = f"cuda:{rank}" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32
     torch.manual_seed(0)
@@ -700,6 +704,9 @@ def main() -> None:
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
     ap.add_argument("--memory-budget", type=float, default=1.1,
                     help="d_mem: each graph's peak at most this ratio of its captured order's peak")
+    ap.add_argument("--blas-lt", action="store_true", help="matmuls through cuBLASLt (preferred_blas_library)")
+    ap.add_argument("--sm-carveout", type=int, default=0, metavar="SMS",
+                    help="with --blas-lt: cuBLASLt plans each GEMM for this many SMs fewer (NCCL takes 24 here)")
     ap.add_argument("--store-from", metavar="TAR",
                     help="an earlier run's store.tar.gz: apply its schedules instead of solving (the same orders)")
     ap.add_argument("--snapshot", action="store_true",
@@ -728,6 +735,10 @@ def main() -> None:
         return
     if not a.out:
         ap.error("--out is required")
+    if a.sm_carveout and not a.blas_lt:
+        ap.error("--sm-carveout needs --blas-lt: only cuBLASLt honours it")
+    if not 0 <= a.sm_carveout < 132:
+        ap.error(f"--sm-carveout: between 0 and the GPU's SM count, got {a.sm_carveout}")
     os.makedirs(a.out, exist_ok=True)
     import torch
     import torch.multiprocessing as mp

@@ -117,4 +117,13 @@ kern)  # 2 H200s (about 7 minutes), after run 48: the comparable step, (d) again
     grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
   done
   cd "$OUT" && tar -cJf kern.tar.xz k1 k2 log_k1.txt log_k2.txt && rm -rf k1 k2 log_k1.txt log_k2.txt ;;
+carveout)  # 2 H200s (about 7 minutes), after run 49: the comparable step with every matmul through cuBLASLt,
+     # first as it plans, then with an SM carveout of 24 (NCCL's CTAs), so that a GEMM that fills the SMs in
+     # one wave no longer loses one beside NCCL; the rule: docs/gpu_results.md, "Fixed for the next runs"
+  for job in "lt --blas-lt" "lt_carve --blas-lt --sm-carveout 24"; do
+    set -- $job; dir=$1; shift
+    timeout 250 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 --prof-steps 10 \
+      --prof-warmup 1 "$@" --configs d c 2>&1 | grep -v -i "warn\|pre_bucket" > "$OUT/log_$dir.txt"
+    grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
+  done ;;
 esac
