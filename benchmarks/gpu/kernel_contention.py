@@ -58,12 +58,13 @@ def kind_of(name: str, alone_us: float) -> str:
 def per_kernel(trace: dict) -> list[dict]:
     """One row per (kernel name, grid) with at least 3 launches alone and 3 overlapped."""
     ev = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("dur", 0) > 0]
-    nccl = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if "nccl" in e["name"].lower())
+    from benchmarks.gpu.e2e_step import union
+
+    nccl = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if "nccl" in e["name"].lower()])  # disjoint
     starts = [a for a, _ in nccl]
-    longest = max((b - a for a, b in nccl), default=0.0)
 
     def covered(a: float, b: float) -> float:
-        i = bisect.bisect_left(starts, a - longest)
+        i = max(0, bisect.bisect_right(starts, a) - 1)
         t = 0.0
         while i < len(nccl) and nccl[i][0] < b:
             t += max(0.0, min(b, nccl[i][1]) - max(a, nccl[i][0]))
