@@ -286,20 +286,46 @@ def test_code_walk_counts_reuse_as_held_and_aliases_as_one_block():
     assert walk(body) == 128 + 256 + 256
 
 
-def test_per_kernel_slowdown_alone_against_overlapped():
+def test_per_kernel_slowdown_alone_against_overlapped(tmp_path):
     """Launches under NCCL for over 90 % of their time against those under it for under 5 %, per kernel and
     grid; one partly overlapped launch counts in neither."""
     from benchmarks.gpu.kernel_contention import by_class, per_kernel
+    from benchmarks.gpu.run_files import trace_kernels
 
     ev = [("nvjet_256x128", 100 * i, 100, 132) for i in range(3)]  # alone: 100 us each
     ev += [("ncclDevKernel_AllGather", 1000 + 300 * i, 250, 24) for i in range(3)]
     ev += [("nvjet_256x128", 1010 + 300 * i, 190, 132) for i in range(3)]  # inside each transfer: 190 us
     ev += [("nvjet_256x128", 1900, 100, 132), ("ncclDevKernel_AllGather", 1950, 20, 24)]  # 20 % overlapped
     ev += [("triton_poi_add", 2100 + 10 * i, 5, 64) for i in range(3)]  # alone only: no row
-    rows = per_kernel({"traceEvents": [{"cat": "kernel", "name": n, "ts": ts, "dur": d, "args": {"grid": [g, 1, 1]}}
-                                       for n, ts, d, g in ev]})
+    rows = per_kernel(trace_kernels(_trace(tmp_path, "k.json", ev)))
     assert len(rows) == 1
     r = rows[0]
     assert (r["alone_us"], r["overlapped_us"], r["n_alone"], r["n_overlapped"]) == (100, 190, 3, 3)
     assert r["slowdown"] == 1.9 and r["class"] == "gemm, one wave" and r["extra_us"] == 3 * 90
     assert by_class(rows)["gemm, one wave"]["slowdown"] == 1.9
+
+
+def test_traces_read_alike_plain_gzip_and_xz(tmp_path):
+    """The same events from a trace kept plain, as .gz (runs before 27) and as .xz; a run's .xz is preferred and
+    a run without any trace is named in the error."""
+    import gzip
+    import lzma
+
+    from benchmarks.gpu.run_files import run_trace, trace_kernels
+
+    plain = _trace(tmp_path, "trace_d.json", [("ncclDevKernel_AllGather", 0, 10, 24), ("sm90_gemm", 5, 10, 132)])
+    body = open(plain, "rb").read()
+    # a CPU-side event in the same file is no kernel
+    doc = json.loads(body)
+    doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 3})
+    body = json.dumps(doc).encode()
+    with gzip.open(tmp_path / "trace_d.json.gz", "wb") as f:
+        f.write(body)
+    with lzma.open(tmp_path / "trace_d.json.xz", "wb") as f:
+        f.write(body)
+    want = trace_kernels(plain)
+    assert [e["name"] for e in want] == ["ncclDevKernel_AllGather", "sm90_gemm"]
+    assert trace_kernels(str(tmp_path / "trace_d.json.gz")) == want == trace_kernels(str(tmp_path / "trace_d.json.xz"))
+    assert run_trace(str(tmp_path)).endswith("trace_d.json.xz")
+    with pytest.raises(SystemExit, match="trace_c.json.xz"):
+        run_trace(str(tmp_path), "c")

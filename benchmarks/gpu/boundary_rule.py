@@ -15,11 +15,11 @@ from __future__ import annotations
 import glob
 import os
 import sys
-import tarfile
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+
+from benchmarks.gpu.run_files import unpack_store  # noqa: E402
 
 
 def walk(g, order, *, boundary: bool = True, hold: float | None = None) -> float:
@@ -44,10 +44,7 @@ def main(runs: list[str]) -> None:
         if not os.path.exists(os.path.join(run, "store.tar.gz")):
             print(f"| {os.path.basename(run.rstrip('/'))} | (no store kept) | - | - |")
             continue
-        tmp = tempfile.mkdtemp()
-        with tarfile.open(os.path.join(run, "store.tar.gz")) as t:
-            t.extractall(tmp, filter="data")
-        st = os.path.join(tmp, "store", "d")
+        st = os.path.join(unpack_store(os.path.join(run, "store.tar.gz")), "store", "d")
         tot = {"d": [0.0, 0.0], "a": [0.0, 0.0]}
         for f in sorted(glob.glob(os.path.join(st, "*.graph.json"))):
             g = load_graph(f)

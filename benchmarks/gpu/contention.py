@@ -26,12 +26,11 @@ import argparse
 import json
 import os
 import sys
-import tarfile
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from benchmarks.gpu.run_files import unpack_store  # noqa: E402
 from overlapsat import is_valid, load_graph, simulate  # noqa: E402
 from overlapsat.cost.interference import H200_STEP, Interference, simulate_contended  # noqa: E402
 from overlapsat.cost.polish import SHIFTS, moved  # noqa: E402
@@ -44,10 +43,7 @@ def load_run(spec: str) -> tuple[dict, list]:
     """The run's results and its (graph, captured order, solved order) triples."""
     run, _, graphs_from = spec.partition(":")
     res = json.load(open(os.path.join(run, "results.json"), encoding="utf-8"))
-    tmp = tempfile.mkdtemp()
-    with tarfile.open(os.path.join(graphs_from or run, "store.tar.gz")) as t:
-        t.extractall(tmp, filter="data")
-    store = os.path.join(tmp, "store", "d")
+    store = os.path.join(unpack_store(os.path.join(graphs_from or run, "store.tar.gz")), "store", "d")
     out = []
     for fn in sorted(os.listdir(store)):
         if fn.endswith(".graph.json"):

@@ -46,6 +46,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from benchmarks.gpu.run_files import kernels_of, trace_events  # noqa: E402
+
 CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
 OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
@@ -329,10 +331,8 @@ def held_back(ev: list, steps: int, skip: int) -> dict:
 def analyse_trace(path: str, steps: int, skip: int = 0) -> dict:
     """Exposed communication and in-step interference from a profiler trace (us, per step). `skip`: profiled
     steps left out of the `after_warmup` figures (the first waits for the profiler to start)."""
-    with open(path, encoding="utf-8") as f:
-        ev = json.load(f)
-    ev = ev.get("traceEvents", ev) if isinstance(ev, dict) else ev
-    kern = [e for e in ev if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"]
+    ev = trace_events(path)
+    kern = kernels_of(ev)
     comm = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in kern if "nccl" in e["name"].lower()]
     comp = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in kern if "nccl" not in e["name"].lower()]
     uc, up = union([(s, e) for s, e, _ in comm]), union([(s, e) for s, e, _ in comp])
@@ -722,12 +722,6 @@ def main() -> None:
     a = ap.parse_args()
     if a.analyse:
         path, steps = a.analyse
-        if path.endswith((".gz", ".xz")):  # runs 27 on are stored as .xz, half the size (the carry limit)
-            tmp = os.path.join(tempfile.mkdtemp(), "trace.json")
-            opener = gzip.open if path.endswith(".gz") else lzma.open
-            with opener(path, "rb") as fi, open(tmp, "wb") as fo:
-                fo.write(fi.read())
-            path = tmp
         print(json.dumps(analyse_trace(path, int(steps), skip=a.prof_warmup), indent=1))
         return
     if a.predict:

@@ -29,6 +29,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from benchmarks.gpu.run_files import trace_kernels  # noqa: E402
+
 GEMMS = (2048, 4096, 8192)
 PAYLOADS_MIB = (8, 64, 256)
 KINDS = ("all_gather", "reduce_scatter")
@@ -37,14 +39,10 @@ ORDERS = ("gemm_first", "comm_first")
 
 def kernels(trace: str) -> list[tuple[float, float, str, int]]:
     """(start, end, name, CTAs) of every GPU kernel in a profiler trace."""
-    with open(trace, encoding="utf-8") as f:
-        ev = json.load(f)
-    ev = ev.get("traceEvents", ev) if isinstance(ev, dict) else ev
     out = []
-    for e in ev:
-        if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel":
-            grid = e.get("args", {}).get("grid", [0])
-            out.append((e["ts"], e["ts"] + e["dur"], e["name"], int(grid[0]) if grid else 0))
+    for e in trace_kernels(trace):
+        grid = e.get("args", {}).get("grid", [0])
+        out.append((e["ts"], e["ts"] + e["dur"], e["name"], int(grid[0]) if grid else 0))
     return out
 
 

@@ -20,28 +20,18 @@ import argparse
 import bisect
 import collections
 import glob
-import gzip
 import json
-import lzma
 import os
 import statistics
 import sys
-import tarfile
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from benchmarks.gpu.run_files import run_trace, trace_kernels, unpack_store  # noqa: E402
+
 ALONE, OVERLAPPED = 0.05, 0.90  # fraction of a launch's time under NCCL
-
-
-def _trace(run: str) -> dict:
-    for name, opener in (("trace_d.json.xz", lzma.open), ("trace_d.json.gz", gzip.open)):
-        p = os.path.join(run, name)
-        if os.path.exists(p):
-            with opener(p, "rt", encoding="utf-8") as f:
-                return json.load(f)
-    raise SystemExit(f"{run}: no trace_d.json.xz or trace_d.json.gz")
 
 
 def kind_of(name: str, alone_us: float) -> str:
@@ -55,9 +45,10 @@ def kind_of(name: str, alone_us: float) -> str:
     return "other"
 
 
-def per_kernel(trace: dict) -> list[dict]:
-    """One row per (kernel name, grid) with at least 3 launches alone and 3 overlapped."""
-    ev = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e.get("dur", 0) > 0]
+def per_kernel(kernels: list[dict]) -> list[dict]:
+    """One row per (kernel name, grid) with at least 3 launches alone and 3 overlapped, from a trace's kernel
+    events (`run_files.trace_kernels`)."""
+    ev = [e for e in kernels if e.get("dur", 0) > 0]
     from benchmarks.gpu.e2e_step import union
 
     nccl = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if "nccl" in e["name"].lower()])  # disjoint
@@ -114,8 +105,7 @@ def objective(run: str, other: float) -> list[dict]:
     kern = Interference(other, H200_STEP.comm_slowdown, H200_GEMM_PAIRS)
     out = []
     with tempfile.TemporaryDirectory() as d:
-        with tarfile.open(os.path.join(run, "store.tar.gz")) as t:
-            t.extractall(d, filter="data")
+        unpack_store(os.path.join(run, "store.tar.gz"), d)
         for f in sorted(glob.glob(os.path.join(d, "store", "d", "*.graph.json"))):
             g = load_graph(f)
             with open(f.replace(".graph.json", ".schedule.json"), encoding="utf-8") as fh:
@@ -141,7 +131,7 @@ def main() -> None:
             for r in objective(run, a.other):
                 print(json.dumps(r))
             continue
-        rows = per_kernel(_trace(run))
+        rows = per_kernel(trace_kernels(run_trace(run)))
         print("| kernel | grid | class | alone us | slowdown | launches alone / overlapped |")
         print("| --- | --- | --- | ---: | ---: | ---: |")
         for r in rows[:a.top]:

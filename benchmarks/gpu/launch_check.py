@@ -16,26 +16,20 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import gzip
 import json
-import lzma
 import os
 import statistics
 import sys
-import tarfile
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+from benchmarks.gpu.run_files import trace_kernels, unpack_store  # noqa: E402
+
 
 def kernels(path: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """(NCCL, compute) kernel intervals of a trace (.json, .json.gz or .json.xz), each sorted by start."""
-    opener = gzip.open if path.endswith(".gz") else lzma.open if path.endswith(".xz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        ev = json.load(f)
-    ev = ev.get("traceEvents", ev) if isinstance(ev, dict) else ev
-    k = [e for e in ev if e.get("ph") == "X" and str(e.get("cat", "")).lower() == "kernel"]
+    k = trace_kernels(path)
     comm = sorted((e["ts"], e["ts"] + e["dur"]) for e in k if "nccl" in e["name"].lower())
     comp = sorted((e["ts"], e["ts"] + e["dur"]) for e in k if "nccl" not in e["name"].lower())
     return comm, comp
@@ -44,10 +38,7 @@ def kernels(path: str) -> tuple[list[tuple[float, float]], list[tuple[float, flo
 def prices(trace: str, store_tar: str, steps: int) -> dict:
     from overlapsat import load_graph
 
-    tmp = tempfile.mkdtemp()
-    with tarfile.open(store_tar) as t:
-        t.extractall(tmp, filter="data")
-    store = os.path.join(tmp, "store", "d")
+    store = os.path.join(unpack_store(store_tar), "store", "d")
     graphs = [load_graph(os.path.join(store, f)) for f in sorted(os.listdir(store)) if f.endswith(".graph.json")]
     graphs.sort(key=len)  # the forward graph is the smaller one in these steps
     seq = [(g, c) for g in graphs for c in g.coll_seq]  # captured order: the collectives in input order

@@ -23,11 +23,12 @@ import json
 import os
 import statistics
 import sys
-import tarfile
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
+
+from benchmarks.gpu.run_files import run_trace, unpack_store  # noqa: E402
+
 RUNS = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-22")
 TRAIN = ("run12", "run13_regather", "run14_regather", "run17_regather", "run18_regather")
 TEST = ("run19_regather", "run20", "run22", "run26_regather_free")
@@ -55,17 +56,9 @@ def measured_us(run: str, cfg: str = "d") -> float:
     p = d["configs"][cfg]["ranks"][0].get("profile", {})
     if "waits_on_nccl_us" in p:
         return p["waits_on_nccl_us"]
-    import gzip
-    import lzma
-
     from benchmarks.gpu.e2e_step import analyse_trace
 
-    tmp = os.path.join(tempfile.mkdtemp(), "trace.json")
-    xz = os.path.join(run, "trace_d.json.xz")  # runs 27 on, and the earlier traces since recompressed
-    src = lzma.open(xz, "rb") if os.path.exists(xz) else gzip.open(os.path.join(run, "trace_d.json.gz"), "rb")
-    with src as fi, open(tmp, "wb") as fo:
-        fo.write(fi.read())
-    return analyse_trace(tmp, d["meta"]["args"]["prof_steps"], skip=1)["waits_on_nccl_us"]
+    return analyse_trace(run_trace(run, cfg), d["meta"]["args"]["prof_steps"], skip=1)["waits_on_nccl_us"]
 
 
 def predicted_us(run: str, cfg: str = "d", holds: tuple[float, ...] = tuple(HOLDS)) -> dict[float, float]:
@@ -75,10 +68,7 @@ def predicted_us(run: str, cfg: str = "d", holds: tuple[float, ...] = tuple(HOLD
     from overlapsat.store import usable_schedule
 
     args = json.load(open(os.path.join(run, "results.json"), encoding="utf-8"))["meta"]["args"]
-    tmp = tempfile.mkdtemp()
-    with tarfile.open(os.path.join(run, "store.tar.gz")) as t:
-        t.extractall(tmp, filter="data")
-    st = os.path.join(tmp, "store", cfg)
+    st = os.path.join(unpack_store(os.path.join(run, "store.tar.gz")), "store", cfg)
     out = dict.fromkeys(holds, 0.0)
     for f in sorted(glob.glob(os.path.join(st, "*.graph.json"))):
         g = load_graph(f)
