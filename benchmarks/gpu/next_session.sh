@@ -119,7 +119,8 @@ kern)  # 2 H200s (about 7 minutes), after run 48: the comparable step, (d) again
   cd "$OUT" && tar -cJf kern.tar.xz k1 k2 log_k1.txt log_k2.txt && rm -rf k1 k2 log_k1.txt log_k2.txt ;;
 carveout)  # 2 H200s (about 7 minutes), after run 49: the comparable step with every matmul through cuBLASLt,
      # first as it plans, then with an SM carveout of 24 (NCCL's CTAs), so that a GEMM that fills the SMs in
-     # one wave no longer loses one beside NCCL; the rule: docs/gpu_results.md, "Fixed for the next runs"
+     # one wave no longer loses one beside NCCL; the rule: docs/gpu_results.md, "Fixed for the next runs".
+     # Run 50 (one H200, NCCL-shaped occupier) predicts it slower: take it last ("Run 50")
   for job in "lt --blas-lt" "lt_carve --blas-lt --sm-carveout 24"; do
     set -- $job; dir=$1; shift
     timeout 250 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 --prof-steps 10 \
