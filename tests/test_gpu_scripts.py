@@ -329,3 +329,21 @@ def test_traces_read_alike_plain_gzip_and_xz(tmp_path):
     assert run_trace(str(tmp_path)).endswith("trace_d.json.xz")
     with pytest.raises(SystemExit, match="trace_c.json.xz"):
         run_trace(str(tmp_path), "c")
+
+
+def test_carveout_table_against_cublas_alone():
+    """Every setting's GEMM median against cuBLAS alone for the same shape, alone and beside the occupier."""
+    from benchmarks.gpu.carveout_probe import SETTINGS, SHAPES, table
+
+    rows = []
+    for lib, carve in SETTINGS:
+        for name, *_ in SHAPES:
+            for beside in (False, True):
+                alone = 100.0 if lib == "cublas" else 100.0 + carve  # 124 us at carveout 24
+                us = alone * (1.9 if beside and carve < 24 else 1.0)
+                rows.append({"lib": lib, "carveout": carve, "shape": name, "beside": beside,
+                             "gemm_us": [us, us + 2, us - 2], "grid": [f"[{132 - carve}, 1, 1]"]})
+    t = table({"device": "H200", "torch": "2.11", "sms": 132, "reps": 3, "occ_us": 165.0, "rows": rows})
+    assert "| qkvo_fwd | cublas | [132, 1, 1] | 100.0 | 190.0 | 1.00 | 1.90 |" in t
+    assert "| mlp_dw | cublaslt -24 | [108, 1, 1] | 124.0 | 124.0 | 1.24 | 1.24 |" in t
+    assert "| mlp_dw | cublaslt -16 | [116, 1, 1] | 116.0 | 220.4 | 1.16 | 2.20 |" in t

@@ -4,6 +4,7 @@ test process), and the handler those scripts use to count overlapsat's warnings.
 import os
 import subprocess
 import sys
+import warnings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -40,12 +41,16 @@ def run_ranks(script: str, phase: str, workdir, stores: list, tag: str = "", _re
     init = workdir / f"pg_{phase}{tag}"
     outs = [workdir / f"{phase}{tag}{r}.json" for r in range(world)]
     here = os.path.dirname(os.path.abspath(__file__))
-    procs = [subprocess.Popen([sys.executable, os.path.join(here, script), phase, str(r), str(world), str(init),
-                               str(stores[r]), str(outs[r])], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for r in range(world)]
+    # -X faulthandler: a rank killed by SIGABRT/SIGSEGV prints every thread's Python stack to its stderr
+    procs = [subprocess.Popen([sys.executable, "-X", "faulthandler", os.path.join(here, script), phase, str(r),
+                               str(world), str(init), str(stores[r]), str(outs[r])], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for r in range(world)]
     errs = [p.communicate(timeout=600)[1] for p in procs]
     failed = [(r, p.returncode, e) for r, (p, e) in enumerate(zip(procs, errs)) if p.returncode != 0]
     if _retry and any(rc < 0 for _, rc, _ in failed):
+        # rerun, but say so in the test report with the stacks: the abort stays visible while unexplained
+        warnings.warn("rank killed by a signal, rerun once:\n" + "\n".join(
+            f"rank {r} exited {rc}:\n{e[-4000:]}" for r, rc, e in failed), stacklevel=2)
         return run_ranks(script, phase, workdir, stores, tag + "_rerun", _retry=False)
     # every failing rank, with its exit status: a rank that dies takes its peer down with a connection error,
     # so the first rank's message alone can hide the cause
