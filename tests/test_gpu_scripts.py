@@ -305,6 +305,56 @@ def test_per_kernel_slowdown_alone_against_overlapped(tmp_path):
     assert by_class(rows)["gemm, one wave"]["slowdown"] == 1.9
 
 
+def test_gemm_launches_tagged_by_size_from_the_stored_orders(tmp_path):
+    """One kernel serving two sizes is two rows once each launch is tagged with its node's flops; the step's
+    sequence is the forward graph's GEMMs then the backward's (the one receiving tangents), each in its
+    stored order; a trace that is not whole steps, or launches two kernels at one position, is refused."""
+    import tarfile
+
+    from benchmarks.gpu.kernel_contention import per_kernel, step_gemms, tag_gemms
+    from benchmarks.gpu.run_files import trace_kernels
+
+    store = tmp_path / "store" / "d"
+    store.mkdir(parents=True)
+
+    def graph(name, gemms, tangents):
+        nodes = [{"name": f"{name}{i}", "kind": "compute", "duration": 1.0, "flops": f, "gemm_like": True}
+                 for i, f in enumerate(gemms)] + [{"name": f"{name}x", "kind": "compute", "duration": 1.0}]
+        bufs = [{"name": "tangents_1#0", "producer": None, "consumers": [f"{name}0"], "size_alloc": 8,
+                 "size_free": 8}] if tangents else []
+        (store / f"{name}.graph.json").write_text(json.dumps({"nodes": nodes, "buffers": bufs}))
+        order = [n["name"] for n in reversed(nodes)]  # the stored order, not the file's
+        (store / f"{name}.schedule.json").write_text(json.dumps({"order": order}))
+
+    graph("a_bw", [3e9, 5e9], tangents=True)  # sorts first by file name, runs second
+    graph("b_fw", [7e9], tangents=False)
+    with tarfile.open(tmp_path / "store.tar.gz", "w:gz") as t:
+        t.add(tmp_path / "store", arcname="store")
+    step = step_gemms(str(tmp_path))
+    assert step == [7e9, 5e9, 3e9]
+
+    # six steps; the forward GEMM and the backward's 5 GFLOP one share a kernel, 3 GFLOP runs another
+    ev, ts = [], 0
+    for s in range(6):
+        for name, dur in (("nvjet_A", 100), ("nvjet_A", 250), ("nvjet_B", 40)):
+            over = s % 2 == 1  # odd steps run inside a transfer
+            ev.append((name, ts, dur * (2 if over and name == "nvjet_A" else 1), 132))
+            if over:
+                ev.append(("ncclDevKernel_AllGather", ts - 1, dur * 2 + 2, 24))
+            ts += 1000
+    kernels = trace_kernels(_trace(tmp_path, "k.json", ev))
+    rows = {(r["kernel"], r["flops"]): r for r in per_kernel(tag_gemms(kernels, step))}
+    assert (rows[("nvjet_A", 7e9)]["alone_us"], rows[("nvjet_A", 7e9)]["slowdown"]) == (100, 2.0)
+    assert (rows[("nvjet_A", 5e9)]["alone_us"], rows[("nvjet_A", 5e9)]["slowdown"]) == (250, 2.0)
+    assert rows[("nvjet_B", 3e9)]["slowdown"] == 1.0
+    untagged = per_kernel(kernels)  # by name alone the two sizes mix: median of 100s and 250s
+    assert [r["alone_us"] for r in untagged if r["kernel"] == "nvjet_A"] == [175]
+    with pytest.raises(ValueError, match="whole number of steps"):
+        tag_gemms([e for e in kernels if e["ts"] != 0], step)  # the first GEMM left out
+    with pytest.raises(ValueError, match="GEMM 0 of the step launches nvjet_A and nvjet_B"):
+        tag_gemms(kernels, [1.0, 2.0])  # 18 launches are 9 steps of 2, but position 0 runs both kernels
+
+
 def test_traces_read_alike_plain_gzip_and_xz(tmp_path):
     """The same events from a trace kept plain, as .gz (runs before 27) and as .xz; a run's .xz is preferred and
     a run without any trace is named in the error."""

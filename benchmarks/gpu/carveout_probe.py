@@ -3,7 +3,7 @@
     python benchmarks/gpu/carveout_probe.py --out DIR        (one H100/H200; torch and CuPy, no overlapsat)
     python benchmarks/gpu/carveout_probe.py --read DIR       (the table, here)
 
-The comparable step's one-wave GEMMs run 1.74-1.97 times as long beside NCCL (runs 32, 47, 48). In its traces
+The comparable step's one-wave GEMMs run 1.78-2.01 times as long beside NCCL (runs 32, 47, 48). In its traces
 they are persistent cuBLAS kernels of 132 CTAs with 213 KB of shared memory each, and NCCL's kernels are 24
 CTAs with 104 KB each: no SM holds one of each, so beside a transfer 24 of the GEMM's CTAs wait for SMs. A
 carveout plans the GEMM for fewer SMs; what that costs alone decides whether it can pay (wave quantisation

@@ -38,8 +38,9 @@ def _factor_ok(v: object) -> bool:
 class Interference:
     """How much overlapping work slows down. `gemm_slowdown`, if given, prices a GEMM-like node by its size:
     (flops, factor) points, interpolated in log(flops) and held flat beyond the ends. A GEMM that fills the
-    SMs in one wave loses a whole wave to NCCL's CTAs; a large one loses only their share (2 H200s: 1.9
-    against 1.05-1.4 in one step, docs/gpu_results.md "Per kernel"). Other nodes use `compute_slowdown`."""
+    SMs in one wave loses a whole wave to NCCL's CTAs; a large one loses only their share (2 H200s: 1.8-2.0
+    against 1.05-1.4 for cuBLAS's 192x192-tile kernels in one step, docs/gpu_results.md "Per kernel").
+    Other nodes use `compute_slowdown`."""
 
     compute_slowdown: float = 1.0  # compute runs this much slower while a transfer is in flight
     comm_slowdown: float = 1.0  # a transfer runs this much slower while compute runs
