@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from overlapsat.errors import GraphError
+from overlapsat.gc_pause import paused_gc
 
 COMPUTE, COLLECTIVE, WAIT = 0, 1, 2
 
@@ -138,6 +139,10 @@ class Graph:
     _cache: dict[str, Any] = field(init=False, repr=False, compare=False)  # derived tables of other layers
 
     def __post_init__(self) -> None:
+        with paused_gc():  # the index is millions of small lists at production sizes (gc_pause.py)
+            self._freeze_and_index()
+
+    def _freeze_and_index(self) -> None:
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "edges", tuple((str(u), str(v)) for u, v in self.edges))

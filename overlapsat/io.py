@@ -15,6 +15,7 @@ import zlib
 from typing import Any
 
 from overlapsat.errors import GraphError
+from overlapsat.gc_pause import paused_gc
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
 
 GRAPH_FORMAT = "overlapsat-graph"
@@ -235,7 +236,8 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:
-    return graph_from_dict(read_json(path, "graph"), source=os.fspath(path))
+    with paused_gc():  # millions of small objects, no cycles (gc_pause.py)
+        return graph_from_dict(read_json(path, "graph"), source=os.fspath(path))
 
 
 def save_graph(g: Graph, path: str | os.PathLike[str]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.canonical import chained
 from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.gc_pause import paused_gc
 from overlapsat.graph import Graph
 from overlapsat.heuristics.base import PassResult
 from overlapsat.heuristics.iterative import (
@@ -77,6 +78,7 @@ def pipelines(memory_budget_ratio: float = 0.2) -> dict[str, list[Pass]]:
 ITERATIVE = frozenset(name for name in pipelines() if "iterative" in name or name.startswith("reorder_communication"))
 
 
+@paused_gc()  # the passes' tables are millions of small lists at production sizes (gc_pause.py)
 def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: CollectiveOrder = "group",
             deadline: float | None = None, include: Sequence[str] | None = None,
             work_limit: int | None = None) -> list[HeuristicResult]:

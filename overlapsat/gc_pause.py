@@ -1,0 +1,27 @@
+"""Pausing Python's cyclic garbage collector while overlapsat builds large tables.
+
+Building a graph's index or running the heuristic portfolio allocates millions of small lists and tuples;
+each 700 of them start a collection, and the older generations' passes walk every object already built.
+At 100k nodes that was about half of graph loading and a quarter of the portfolio (docs/solver.md). The
+structures built there hold no reference cycles to reclaim, so the collector is paused for the duration and
+restored as it was found (a caller that disabled it keeps it disabled). Reference counting still frees
+everything as usual; only cycle detection waits.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Run the block with the cyclic collector off; re-enable it afterwards only if it was on."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
