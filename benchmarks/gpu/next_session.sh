@@ -20,7 +20,7 @@ mem_run() {  # DIR LIMIT [e2e_step options]: the re-gather step at `free` under 
 case "${1:-tp}" in
 tp)  # 4 H200s (nvidia-h200-x4): the tensor-parallel step (2-way TP x 2-way FSDP, one issue order over both
      # groups; d_tie breaks the plain model's ties by the contention model). Runs on 4 gloo ranks with eager's
-     # loss; never on a GPU: no 4-GPU machine was lent in eight sessions.
+     # loss; never on a GPU: no 4-GPU machine was lent in nine sessions.
   timeout 540 python3 benchmarks/gpu/e2e_step.py --world 4 --tp 2 --collective-order chain --out "$OUT/tp" \
     --steps 30 --prof-steps 5 --configs d d_tie c b_three b_iter 2>&1 | grep -v -i "warn\|pre_bucket" \
     | tee "$OUT/log_tp.txt" | cut -c1-200 | grep -v "^ " | tail -6 ;;
