@@ -5,7 +5,6 @@ collective_order="free") and writes to OUT (JSON) the order in which the generat
 (by the input each gathers), whether the result matches eager, and overlapsat's warnings.
 """
 
-import json
 import logging
 import os
 import re
@@ -26,6 +25,7 @@ icfg.force_disable_caches = True
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 from overlapsat.torch.fx_apply import install_fx  # noqa: E402
+from tests.torch.scripts import finish_rank  # noqa: E402
 
 warnings: list[str] = []
 
@@ -58,6 +58,5 @@ def gathered(code):
     return re.findall(r"_c10d_functional\.all_gather_into_tensor\.default\((\w+),", body)
 
 
-json.dump({"rank": rank, "gathers": gathered(codes[0]), "matches_eager": bool(torch.allclose(res, ref, atol=1e-4)),
-           "warnings": warnings}, open(out, "w"))
-dist.destroy_process_group()
+finish_rank(out, {"rank": rank, "gathers": gathered(codes[0]), "matches_eager": bool(torch.allclose(res, ref, atol=1e-4)),
+                  "warnings": warnings})

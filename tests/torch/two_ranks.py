@@ -5,7 +5,6 @@ install("apply") and write what was applied, the order of the generated code, an
 and gradients match eager, to OUT (JSON).
 """
 
-import json
 import os
 import re
 import sys
@@ -25,6 +24,7 @@ from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 from overlapsat.torch import install  # noqa: E402
 from overlapsat.torch.models import fsdp_transformer  # noqa: E402
+from tests.torch.scripts import finish_rank  # noqa: E402
 
 torch.manual_seed(0)  # the same parameters' shards on both ranks (as FSDP after init)
 model = fsdp_transformer(2)
@@ -79,5 +79,4 @@ for a in applied:  # the code of this graph: the one whose events are all nodes 
     mine = [e for e in cands if e and set(e) <= set(a["order"]) and set(a["collectives"]) <= set(e)]
     rows.append({"graph": a["graph"], "order": a["order"], "input": a["input"], "code_events": mine})
 match = bool(torch.allclose(y, y_ref, atol=1e-5)) and all(torch.allclose(u, v, atol=1e-5) for u, v in zip(grads, g_ref))
-json.dump({"rank": rank, "applied": rows, "matches_eager": match, "graphs": sorted(os.listdir(store))}, open(out, "w"))
-dist.destroy_process_group()
+finish_rank(out, {"rank": rank, "applied": rows, "matches_eager": match, "graphs": sorted(os.listdir(store))})
