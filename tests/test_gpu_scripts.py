@@ -355,6 +355,28 @@ def test_gemm_launches_tagged_by_size_from_the_stored_orders(tmp_path):
         tag_gemms(kernels, [1.0, 2.0])  # 18 launches are 9 steps of 2, but position 0 runs both kernels
 
 
+def test_window_check_reads_step_times_from_the_first_gemm_of_each_step(tmp_path):
+    """Steps start at every n-th GEMM launch; the first gap (the profiler's start) is left out; a window whose
+    median step is longer than the timed median is flagged, against a hand-made results.json."""
+    from benchmarks.gpu.window_check import check, window_steps_ms
+
+    ev, t = [], 0
+    for gap in (90_000, 50_000, 52_000, 60_000, 51_000):  # us: five steps of two GEMMs and a transfer each
+        ev += [("nvjet_a", t, 100, 132), ("ncclDevKernel_AllGather", t + 200, 300, 24), ("nvjet_b", t + 600, 100, 132)]
+        t += gap
+    ev.append(("nvjet_a", t, 100, 132))  # the sixth step's first GEMM ends the fifth step
+    ev.append(("nvjet_b", t + 600, 100, 132))
+    path = _trace(tmp_path, "trace_d.json", ev)
+    from benchmarks.gpu.run_files import trace_kernels
+
+    assert window_steps_ms(trace_kernels(path), 2) == [50.0, 52.0, 60.0, 51.0]
+    assert window_steps_ms(trace_kernels(path), 5) == []  # 12 GEMMs are not whole steps of 5
+    (tmp_path / "results.json").write_text(json.dumps({"configs": {"d": {"ranks": [
+        {"step_ms_median": 50.0, "profile": {"exposed_comm_us": 2500.0}}]}}}))
+    (r,) = check(str(tmp_path), 2)
+    assert (r["window_ms"], r["ratio"], r["flagged"], r["waits_ms"]) == (51.5, 1.03, True, 2.5)
+
+
 def test_traces_read_alike_plain_gzip_and_xz(tmp_path):
     """The same events from a trace kept plain, as .gz (runs before 27) and as .xz; a run's .xz is preferred and
     a run without any trace is named in the error."""
