@@ -5,7 +5,8 @@ each 700 of them start a collection, and the older generations' passes walk ever
 At 100k nodes that was about half of graph loading and a quarter of the portfolio (docs/solver.md). The
 structures built there hold no reference cycles to reclaim, so the collector is paused for the duration and
 restored as it was found (a caller that disabled it keeps it disabled). Reference counting still frees
-everything as usual; only cycle detection waits.
+everything as usual; only cycle detection waits. The switch is process-wide: with blocks in several threads,
+the last one to leave that found the collector on turns it back on, so it always ends on.
 """
 
 from __future__ import annotations
