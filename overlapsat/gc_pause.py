@@ -6,7 +6,8 @@ At 100k nodes that was about half of graph loading and a quarter of the portfoli
 structures built there hold no reference cycles to reclaim, so the collector is paused for the duration and
 restored as it was found (a caller that disabled it keeps it disabled). Reference counting still frees
 everything as usual; only cycle detection waits. The switch is process-wide: with blocks in several threads,
-the last one to leave that found the collector on turns it back on, so it always ends on.
+each that found the collector on turns it back on as it leaves, so it is on again once all have left (maybe
+earlier, which costs only speed).
 """
 
 from __future__ import annotations
