@@ -6,6 +6,8 @@
 #   tar -C site -cf - . | xz -9e -T2 > .whl/site.tar.xz   (then move the .whl files out of .whl)
 # The tracked results and .whl together come within about 0.1 MB of that limit (after run 49): move
 # benchmarks/results/gpu_2026-11-22 out of the tree for each call (no case reads it) and put it back after.
+# After each call, on the CPU: python benchmarks/gpu/window_check.py DIR for every results folder it brought back
+# (the window rule fixed after run 50, docs/gpu_results.md "Window check").
 set -u
 . benchmarks/gpu/device_env.sh
 mem_run() {  # DIR LIMIT [e2e_step options]: the re-gather step at `free` under the budget 1.3, (d_mem) only, with
