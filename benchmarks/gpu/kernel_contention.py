@@ -52,7 +52,7 @@ def kind_of(name: str, alone_us: float) -> str:
 
 
 def step_gemms(run: str, cfg: str = "d") -> list[float]:
-    """The flops of the GEMM-like nodes of one step in (d)'s launch order: the forward graph's, then the
+    """The flops of the GEMM-like nodes of one step in `cfg`'s launch order: the forward graph's, then the
     backward's (the graph that receives `tangents_*`), each in its stored schedule's order."""
     graphs = []
     with tempfile.TemporaryDirectory() as d:
@@ -97,8 +97,8 @@ def key_of(e: dict) -> tuple[str, str, float | None]:
 
 
 def per_kernel(kernels: list[dict]) -> list[dict]:
-    """One row per (kernel name, grid) with at least 3 launches alone and 3 overlapped, from a trace's kernel
-    events (`run_files.trace_kernels`)."""
+    """One row per kernel (`key_of`: name, grid, and flops once tagged) with at least 3 launches alone and 3
+    overlapped, from a trace's kernel events (`run_files.trace_kernels`, maybe through `tag_gemms`)."""
     ev = [e for e in kernels if e.get("dur", 0) > 0]
     from benchmarks.gpu.e2e_step import union
 
