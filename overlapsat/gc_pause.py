@@ -2,9 +2,10 @@
 
 Building a graph's index or running the heuristic portfolio allocates millions of small lists and tuples;
 each 700 of them start a collection, and the older generations' passes walk every object already built.
-At 100k nodes that was about half of graph loading and a quarter of the portfolio (docs/solver.md). The
-structures built there hold no reference cycles to reclaim, so the collector is paused for the duration and
-restored as it was found (a caller that disabled it keeps it disabled). Reference counting still frees
+At 100k nodes that was about half of graph loading and a quarter of the portfolio (docs/solver.md). What is
+built there stays alive until the block ends, so those collections found almost nothing to reclaim; the
+collector is paused for the duration (cyclic garbage left meanwhile is collected after it) and restored as
+it was found (a caller that disabled it keeps it disabled). Reference counting still frees
 everything as usual; only cycle detection waits. The switch is process-wide: with blocks in several threads,
 each that found the collector on turns it back on as it leaves, so it is on again once all have left (maybe
 earlier, which costs only speed).
