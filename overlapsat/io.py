@@ -236,7 +236,7 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
 
 
 def load_graph(path: str | os.PathLike[str]) -> Graph:
-    with paused_gc():  # millions of small objects, no cycles (gc_pause.py)
+    with paused_gc():  # millions of small objects, all alive until the graph is built (gc_pause.py)
         return graph_from_dict(read_json(path, "graph"), source=os.fspath(path))
 
 

@@ -105,9 +105,9 @@ def test_with_durations_reprices():
     assert g.with_durations({"b": 5}).compute_total == 6
 
 
-def test_the_collector_is_paused_while_building_and_restored_as_found():
-    """Graph building, loading and the portfolio run with the cyclic collector off (gc_pause.py), and leave it
-    as they found it: on stays on, off stays off, also after an error inside."""
+def test_the_collector_is_paused_in_the_block_and_restored_as_found():
+    """`paused_gc` turns the cyclic collector off inside its block and leaves it as it found it: on stays on,
+    off stays off, also after an error inside; as `run_all`'s decorator it keeps the signature."""
     import gc
     import inspect
 
@@ -131,7 +131,7 @@ def test_the_collector_is_paused_while_building_and_restored_as_found():
     assert "memory_budget" in inspect.signature(run_all).parameters  # the decorator keeps the signature
 
 
-def test_building_a_large_graph_starts_no_collection(monkeypatch):
+def test_building_a_large_graph_starts_at_most_one_collection(monkeypatch):
     """The pause is in place where it matters: rebuilding a 5,000-node graph's index starts about 70
     collections without it; with it, only the one young-generation pass that follows re-enabling."""
     import contextlib

@@ -219,19 +219,18 @@ def main() -> None:
     a = ap.parse_args()
     for run in a.runs:
         print(f"## {run}")
-        if not a.objective:
-            kernels = trace_kernels(run_trace(run, a.cfg))
-            if os.path.exists(os.path.join(run, "store.tar.gz")):
-                try:
-                    kernels = tag_gemms(kernels, step_gemms(run, a.cfg))
-                except ValueError as e:
-                    raise SystemExit(f"{run}: {e}") from None
-            else:
-                print("(no store.tar.gz: GEMMs keyed by kernel name and grid alone, sizes mixed)")
         if a.objective:
             for r in objective(run, a.other):
                 print(json.dumps(r))
             continue
+        kernels = trace_kernels(run_trace(run, a.cfg))
+        if os.path.exists(os.path.join(run, "store.tar.gz")):
+            try:
+                kernels = tag_gemms(kernels, step_gemms(run, a.cfg))
+            except ValueError as e:
+                raise SystemExit(f"{run}: {e}") from None
+        else:
+            print("(no store.tar.gz: GEMMs keyed by kernel name and grid alone, sizes mixed)")
         if a.wave_rule:
             print("| kernel | GFLOP | alone us | launches at a transfer | constant | error, wave rule | error, constant |")
             print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")

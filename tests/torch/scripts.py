@@ -32,10 +32,10 @@ def finish_rank(out: str, result: dict) -> None:
     """End a rank script: write its result, leave the process group, and exit without interpreter teardown.
 
     A gloo rank sometimes aborted after its work was done: "terminate called without an active exception",
-    SIGABRT, with no Python frame on any thread (1 run in 25 of the two-rank tests on a 2-core machine,
-    2026-11-24; during interpreter teardown, the message of a C++ thread destroyed while joinable). The
-    result is complete and
-    closed before `os._exit`, so nothing the test reads is lost; only the teardown is skipped."""
+    SIGABRT, with no Python frame on any thread, so during interpreter teardown (1 run in 25 of the two-rank
+    tests on a 2-core machine, 2026-11-24; the message of a C++ thread destroyed while joinable). The result
+    is complete and closed before `os._exit`, so nothing the test reads is lost; only the teardown is
+    skipped."""
     import json
 
     import torch.distributed as dist
