@@ -38,7 +38,7 @@ def main() -> None:
             build = time.perf_counter() - t
             order = g.input_order
             ts = best_of(lambda g=g, order=order: simulate(g, order), a.repeat)
-            tv = best_of(lambda g=g, order=order: validate(g, order, memory_budget=1.0), a.repeat)
+            tv = best_of(lambda g=g, order=order: validate(g, order, memory_budget="1.0x"), a.repeat)
             tb = best_of(lambda g=g: lower_bound(g), 1)
             print(f"{kind:6s} {len(g):7d} {g.counts()['edges']:7d} {build:8.2f} {ts:10.3f} {len(g) / ts:10.0f} "
                   f"{tv:10.3f} {len(g) / tv:10.0f} {tb:8.3f}")

@@ -1,6 +1,6 @@
 """Monolithic model against window LNS at the same deterministic work, on the capture corpus.
 
-    python benchmarks/bench_lns.py [--work 6] [--graphs llama8_bwd ...] [--budget 1.0]
+    python benchmarks/bench_lns.py [--work 6] [--graphs llama8_bwd ...] [--budget 1.0x]
 
 For each graph: the best heuristic, the monolithic CP-SAT model alone, window
 LNS alone and the default (monolithic, then LNS), each with the same work
@@ -30,7 +30,7 @@ MODES = {
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", type=float, default=6.0)
-    ap.add_argument("--budget", type=float, default=None)
+    ap.add_argument("--budget", default=None, help="a ratio ('1.0x') or a size ('40GiB')")
     ap.add_argument("--graphs", nargs="*")
     ap.add_argument("--modes", nargs="*", default=list(MODES))
     a = ap.parse_args()

@@ -57,7 +57,7 @@ def main() -> None:
 def throughput(g, names: list[str], ids: list[int]) -> tuple[list[float], list[float]]:
     """Simulator and validator speed, M nodes/s, on the order as names and as ids (best of three)."""
     sim = [len(g) / best_of(lambda o=o: simulate(g, o), 3) / 1e6 for o in (names, ids)]
-    val = [len(g) / best_of(lambda o=o: validate(g, o, memory_budget=1.0), 3) / 1e6 for o in (names, ids)]
+    val = [len(g) / best_of(lambda o=o: validate(g, o, memory_budget="1.0x"), 3) / 1e6 for o in (names, ids)]
     return sim, val
 
 

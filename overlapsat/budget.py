@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph
@@ -23,7 +24,8 @@ class MemoryBudget:
     def __post_init__(self) -> None:
         if (self.bytes is None) == (self.ratio is None):
             raise GraphError("memory budget: give exactly one of bytes or ratio")
-        if self.bytes is not None and (isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0):
+        if self.bytes is not None and (isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0
+                                       or self.bytes >= 2**63):
             raise GraphError(f"memory budget: bytes must be an integer >= 0, got {self.bytes!r}")
         if self.ratio is not None and not (isinstance(self.ratio, (int, float)) and math.isfinite(self.ratio) and self.ratio > 0):
             raise GraphError(f"memory budget: ratio must be a finite number > 0, got {self.ratio!r}")
@@ -33,14 +35,14 @@ class MemoryBudget:
             return self.bytes
         from overlapsat.simulate import peak_memory
 
-        return int(math.floor(peak_memory(graph) * float(self.ratio) + 1e-9))  # type: ignore[arg-type]
+        # exact: the ratio as written (its shortest decimal form), so "1.0x" of a 2^50 B peak is that peak
+        return math.floor(peak_memory(graph) * Fraction(repr(float(self.ratio))))  # type: ignore[arg-type]
 
     @classmethod
     def parse(cls, text: str) -> MemoryBudget:
         """'1.2x' is a ratio; '40GiB', '5e9B' or '123B' are sizes; a bare number is refused as ambiguous.
 
-        The same text means the same on the command line and in Python; in
-        Python an int is bytes and a float a ratio (`resolve_budget`).
+        The same text means the same on the command line and in Python (`resolve_budget`).
         """
         t = text.strip().lower().replace(" ", "")
         m = re.fullmatch(r"([0-9.eE+-]+)x", t)
@@ -63,23 +65,29 @@ class MemoryBudget:
         raise GraphError(f"memory budget {text!r}: expected a ratio like '1.2x' or a size like '40GiB'")
 
 
-BudgetLike = MemoryBudget | int | float | str | None
+class Bytes(int):
+    """A budget already resolved to bytes: what `resolve_budget` returns and accepts back unchanged, so that
+    layers pass a resolved budget on without resolving a ratio twice (against another graph's input order)."""
+
+    __slots__ = ()
 
 
-def resolve_budget(graph: Graph, budget: BudgetLike) -> int | None:
-    """Bytes, or None for no budget. int = bytes, float = ratio, str = parsed."""
+BudgetLike = MemoryBudget | Bytes | str | None
+
+
+def resolve_budget(graph: Graph, budget: BudgetLike) -> Bytes | None:
+    """Bytes, or None for no budget: a `MemoryBudget`, a string ('1.2x', '40GiB', '123B') or a resolved `Bytes`.
+
+    A bare number is refused, as on the command line: `1` (bytes) and `1.0` (a ratio) differ by a dot."""
     if budget is None:
         return None
+    if isinstance(budget, Bytes):
+        return budget
     if isinstance(budget, MemoryBudget):
-        return budget.resolve(graph)
-    if isinstance(budget, bool):
-        raise GraphError(f"memory budget {budget!r}: expected bytes (int), a ratio (float) or a string")
-    if isinstance(budget, int):
-        return MemoryBudget(bytes=budget).resolve(graph)
-    if isinstance(budget, float):
-        if budget > 1000:
-            raise GraphError(f"memory budget {budget!r}: a float is a ratio of the input order's peak; pass bytes as an int")
-        return MemoryBudget(ratio=budget).resolve(graph)
+        return Bytes(budget.resolve(graph))
     if isinstance(budget, str):
-        return MemoryBudget.parse(budget).resolve(graph)
-    raise GraphError(f"memory budget {budget!r}: expected bytes (int), a ratio (float) or a string")
+        return Bytes(MemoryBudget.parse(budget).resolve(graph))
+    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
+        raise GraphError(f"memory budget {budget!r} is ambiguous: write '{budget}x' or MemoryBudget(ratio={budget}) "
+                         f"for a ratio of the input order's peak, or '{budget}B' or MemoryBudget(bytes=...) for a size")
+    raise GraphError(f"memory budget {budget!r}: expected a string ('1.2x', '40GiB'), a MemoryBudget or None")

@@ -14,6 +14,7 @@ from overlapsat.errors import GraphError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
+from overlapsat.io import as_graph
 from overlapsat.solver.optimize import Progress, Result, optimize, tie_break
 from overlapsat.solver.params import SolveParams
 
@@ -148,7 +149,7 @@ class Comparison:
         return pd.DataFrame(self.records())
 
 
-def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
+def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
             collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
             on_progress: Callable[[Progress], None] | None = None,
             extra_orders: dict[str, Any] | None = None,
@@ -166,6 +167,7 @@ def compare(graph: Graph, *, time_limit: float = 10.0, memory_budget: BudgetLike
     GPU's slowdowns under overlap make of the order, an estimate only. `hold` (in [0, 1]; `H200_HOLD` was
     measured) adds each row's exposure with transfers held back by running GEMMs (`simulate_held`), the
     estimate that matched the waits on NCCL on H200s; also an estimate only."""
+    graph = as_graph(graph)
     budget = resolve_budget(graph, memory_budget)
     if hold is not None:
         hold = check_hold(hold)

@@ -170,7 +170,8 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
             kind = NodeKind(kind_s)
         except ValueError:
             raise GraphError(f"{w}.kind: {kind_s!r} is not one of compute, collective, wait") from None
-        kw: dict[str, Any] = dict(duration=float(_field(d, "duration", w, _NUM, 0.0)),
+        # a compute node or collective without a duration is an error, not 0 (a wait costs 0 unless it says)
+        kw: dict[str, Any] = dict(duration=float(_field(d, "duration", w, _NUM, 0.0 if kind is NodeKind.WAIT else ...)),
                                   flops=float(_field(d, "flops", w, _NUM, 0.0)),
                                   bytes_accessed=float(_field(d, "bytes_accessed", w, _NUM, 0.0)),
                                   gemm_like=bool(_field(d, "gemm_like", w, bool, False)))
@@ -238,6 +239,15 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
 def load_graph(path: str | os.PathLike[str]) -> Graph:
     with paused_gc():  # millions of small objects, all alive until the graph is built (gc_pause.py)
         return graph_from_dict(read_json(path, "graph"), source=os.fspath(path))
+
+
+def as_graph(graph: Graph | str | os.PathLike[str]) -> Graph:
+    """A `Graph`, or the graph file at a path (what the public calls accept); anything else is refused by name."""
+    if isinstance(graph, Graph):
+        return graph
+    if isinstance(graph, (str, os.PathLike)):
+        return load_graph(graph)
+    raise GraphError(f"expected a Graph or the path of a graph file, got {type(graph).__name__} {graph!r:.80}")
 
 
 def save_graph(g: Graph, path: str | os.PathLike[str]) -> None:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import overlapsat as osat
 from overlapsat import __version__
 from overlapsat.examples import bundled
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
@@ -90,9 +91,30 @@ def test_a_bare_budget_number_is_refused_with_both_spellings():
     with pytest.raises(GraphError, match="ambiguous"):
         MemoryBudget.parse("1.2")
     g = load_graph(bundled("tp_small"))
-    # the same text means the same in Python and on the command line; Python's float is a ratio, int bytes
-    assert resolve_budget(g, "1.2x") == resolve_budget(g, 1.2)
-    assert resolve_budget(g, "123B") == resolve_budget(g, 123) == 123
+    # the same text means the same in Python and on the command line; a bare number is refused in both
+    assert resolve_budget(g, "1.2x") == resolve_budget(g, MemoryBudget(ratio=1.2))
+    assert resolve_budget(g, "123B") == resolve_budget(g, MemoryBudget(bytes=123)) == 123
+    for bare in (1, 1.0, 123, 1.2):
+        with pytest.raises(GraphError, match=rf"memory budget {bare!r} is ambiguous: write '{bare}x'.*'{bare}B'"):
+            resolve_budget(g, bare)
+    with pytest.raises(GraphError, match="ambiguous"):
+        osat.optimize(g, time_limit=1, memory_budget=1)
+
+
+def test_a_ratio_budget_resolves_exactly_on_a_huge_peak():
+    """'1.0x' is the input order's own peak to the byte, at 2^50 B too (a float product once lost bytes)."""
+    from overlapsat.budget import resolve_budget
+    from overlapsat.graph import GraphBuilder
+    from overlapsat.simulate import peak_memory
+
+    b = GraphBuilder()
+    b.compute("a", 1.0, writes={"big": 2**50 + 12345})
+    b.compute("c", 1.0, reads=["big"])
+    g = b.build()
+    peak = peak_memory(g)
+    assert peak == 2**50 + 12345
+    assert resolve_budget(g, "1.0x") == peak
+    assert resolve_budget(g, "1.1x") == (11 * peak) // 10
 
 
 def test_repr_is_short_on_a_large_graph():
@@ -155,3 +177,19 @@ def test_reprice_and_profile_options_price_for_other_hardware(tmp_path):
     assert r3.returncode == 2 and "profile" in r3.stderr  # H200 tables for an H100: refused, naming the mismatch
     r4 = run("compare", "tp_small", "--profile", "no_such_gpu")
     assert r4.returncode == 2 and "no_such_gpu" in r4.stderr
+
+
+def test_optimize_and_compare_take_a_path_and_refuse_other_things(tmp_path):
+    g = load_graph(bundled("tp_small"))
+    p = tmp_path / "g.json"
+    g.save(p)
+    by_path = osat.optimize(str(p), time_limit=30, work_limit=0.2, workers=1)
+    by_graph = osat.optimize(g, time_limit=30, work_limit=0.2, workers=1)
+    assert by_path.names == by_graph.names and by_path.makespan == by_graph.makespan
+    assert osat.compare(p, time_limit=1).graph.fingerprint() == g.fingerprint()
+    from overlapsat.errors import GraphError
+
+    with pytest.raises(GraphError, match="expected a Graph or the path of a graph file, got dict"):
+        osat.optimize({"nodes": []})
+    with pytest.raises(GraphError, match="does not exist"):
+        osat.optimize(str(tmp_path / "missing.json"))

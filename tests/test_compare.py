@@ -8,7 +8,7 @@ from overlapsat.examples import tp_transformer
 
 def test_rows_match_simulator_and_exact_is_best():
     g = tp_transformer(layers=1, seed=3)
-    c = compare(g, time_limit=5, memory_budget=1.2)
+    c = compare(g, time_limit=5, memory_budget="1.2x")
     assert c.rows[0].method == "input_order" and c.rows[-1].method == "exact"
     for r in c.rows:
         sim = simulate(g, r.order)

@@ -105,10 +105,14 @@ def test_save_schedule_refuses_invalid_order(tmp_path):
          r"node 'a'.duration: expected int or float"),
         ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "compute", "duration": NaN}]}',
          "duration nan"),
-        ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "compute"}],'
+        ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "compute", "duration": 1}],'
          ' "buffers": [{"name": "b", "producer": "a", "size_alloc": 1.5}]}', r"buffer 'b'.size_alloc: expected int"),
-        ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "compute"}],'
+        ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "compute", "duration": 1}],'
          ' "edges": [["a"]]}', r"edges\[0\]"),
+        ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "compute"}]}',
+         r"node 'a': missing field 'duration'"),
+        ('{"format": "overlapsat-graph", "version": 1, "nodes": [{"name": "a", "kind": "collective", "group": "g"}]}',
+         r"node 'a': missing field 'duration'"),
     ],
 )
 def test_bad_graph_files(tmp_path, content, match):

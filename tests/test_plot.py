@@ -13,7 +13,7 @@ def test_png_size_and_content(tmp_path):
 
     g = generate("tp", seed=0)
     p = plot_timeline(g, [("input", g.input_order), ("best", best(g).order)], tmp_path / "t.png",
-                      memory_budget=10**8, width_px=1200, dpi=100)
+                      memory_budget="100000000B", width_px=1200, dpi=100)
     img = imread(p)
     assert img.shape[1] == 1200 and img.shape[0] > 300
     assert img[..., :3].std() > 0.05  # not blank

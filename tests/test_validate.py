@@ -72,17 +72,17 @@ def test_memory_budget_bytes_and_ratio():
 
     peak = simulate(g).peak_memory
     assert peak == 22
-    assert validate(g, g.input_order, memory_budget=22) == []
-    vs = validate(g, g.input_order, memory_budget=21)
+    assert validate(g, g.input_order, memory_budget="22B") == []
+    vs = validate(g, g.input_order, memory_budget="21B")
     assert kinds(vs) == ["memory"] and "22 B" in vs[0].message and "budget of 21 B" in vs[0].message
-    assert validate(g, g.input_order, memory_budget=1.0) == []
+    assert validate(g, g.input_order, memory_budget="1.0x") == []
     assert kinds(validate(g, g.input_order, memory_budget=MemoryBudget(ratio=0.9))) == ["memory"]
     assert validate(g, g.input_order, memory_budget="22B") == []
 
 
 def test_all_kinds_at_once():
     g = graph()
-    vs = validate(g, ["y", "w1", "c2", "c1", "x", "w2", "a"], memory_budget=0, collective_order="global")
+    vs = validate(g, ["y", "w1", "c2", "c1", "x", "w2", "a"], memory_budget="0B", collective_order="global")
     assert kinds(vs) == ["atomic", "collective_order", "dependency", "memory"]
 
 

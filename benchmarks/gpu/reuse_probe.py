@@ -44,7 +44,7 @@ def main() -> None:
     store = tempfile.mkdtemp(prefix="osat_probe_")
     install_fx("capture", store, collective_order="free")
     torch.compile(model)(x).sum().backward()
-    solve_store(store, time_limit=300, work_limit=6, workers=2, collective_order="free", memory_budget=1.3)
+    solve_store(store, time_limit=300, work_limit=6, workers=2, collective_order="free", memory_budget="1.3x")
     walks = {}
     for variant in ("library", "e2e_hook", "hook_alone"):
         est: list = []

@@ -25,6 +25,7 @@ from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
+from overlapsat.io import as_graph
 from overlapsat.solver.model import build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale, safe_horizon, unit_walk
@@ -179,11 +180,11 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
-def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
+def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
              heuristic_results: list[Evaluated] | None = None, extra_orders: dict[str, Any] | None = None,
              **options: Any) -> Result:
-    """Least exposed communication order of `graph`.
+    """Least exposed communication order of `graph` (a `Graph` or a graph file's path).
 
     Options come as a `SolveParams` or as its fields by keyword
     (`optimize(g, time_limit=5)`). `heuristic_results` is the portfolio run
@@ -197,6 +198,7 @@ def optimize(graph: Graph, params: SolveParams | None = None, *, memory_budget: 
     Raises `InfeasibleBudgetError` only when no order can meet the budget
     (proven), and `NoValidOrderError` when none was found in time.
     """
+    graph = as_graph(graph)
     if params is None:
         params = SolveParams.from_kwargs(**options)
     elif options:

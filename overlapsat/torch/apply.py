@@ -27,6 +27,7 @@ from overlapsat.graph import Graph, Node
 from overlapsat.io import atomic_write_text
 from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_stored
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
+from overlapsat.torch.installing import name_pricing, note, swap_config
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
@@ -134,6 +135,9 @@ class SchedulePass:
         self.profile, self.calibration = profile, os.path.abspath(calibration) if calibration else None
         self.durations = durations
         self._priced: DurationFn | None = None
+        # capture runs on every compile: a per-process key part makes Inductor's caches miss (a cached graph
+        # would never reach the pass, and nothing would be recorded)
+        self._nonce = os.urandom(8).hex() if mode == "capture" else ""
         if profile or calibration:
             self._pricing()  # a bad profile or calibration file fails here, before any compile
 
@@ -171,6 +175,7 @@ class SchedulePass:
         fp = g.fingerprint()
         if self.mode == "capture":
             self._record(g, fp)
+            note("scheduler", g.name, fp, "recorded")
             return snodes
         order, why, _ = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
                                          collective_order=self.collective_order)
@@ -178,6 +183,8 @@ class SchedulePass:
             return self._apply(g, snodes, order, os.path.basename(schedule_path(self.store, fp)))
         self._record(g, fp)
         self._note_miss(g, fp, why)
+        note("scheduler", g.name, fp, "no schedule" if why == "no schedule" else "kept Inductor's order",
+             why if why != "no schedule" else f"recorded; fallback {self.fallback}")
         if self.fallback == "heuristic":
             return self._apply(g, snodes, self._best_heuristic(g), "best heuristic")
         return snodes
@@ -217,6 +224,7 @@ class SchedulePass:
             raise GraphError(f"schedule {what} is invalid for this graph ({vs[0]})")
         by_name = {s.get_name(): s for s in snodes}
         log.info("overlapsat: applying %s to %s (%d nodes)", what, g.name, len(snodes))
+        note("scheduler", g.name, g.fingerprint(), "applied", what)
         if self.on_apply is not None:
             self.on_apply(g, order)
         return [by_name[n] for n in order]
@@ -229,13 +237,15 @@ class SchedulePass:
         return {"version": PASS_VERSION, "store": self.store, "mode": self.mode, "record": self.record,
                 "time_limit": self.time_limit, "collective_order": self.collective_order, "fallback": self.fallback,
                 "profile": self.profile, "calibration": self.calibration,
-                "calibration_digest": _file_digest(self.calibration), "schedules": self.schedules_digest()}
+                "calibration_digest": _file_digest(self.calibration), "schedules": self.schedules_digest(),
+                "nonce": self._nonce}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.record = state["store"], state["mode"], state["record"]
         self.time_limit, self.collective_order = state["time_limit"], state["collective_order"]
         self.fallback, self.profile, self.calibration = state["fallback"], state["profile"], state["calibration"]
         self.durations = self.on_apply = self._priced = None
+        self._nonce = state.get("nonce", "")
 
     def uuid(self) -> str:
         """The same key as the pickled state, for Inductor's custom-pass interface."""
@@ -267,7 +277,10 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     ports then decide exactly as torch's passes do); the default is the
     calibrated H200 model. Creates `store`.
     Only levels a rank may safely fall back from alone are accepted (`free` is
-    not). Returns the installed pass.
+    not). A callable already in `reorder_for_compute_comm_overlap_passes`
+    runs before the pass; torch's own named passes are replaced. Returns the
+    installed pass; `uninstall()` (or `installed(...)` as a context manager)
+    puts Inductor's settings back.
     """
     torch_module()
     import torch._inductor.config as icfg
@@ -275,8 +288,10 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     open_store(store)
     p = SchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, durations=durations,
                      fallback=fallback, profile=profile, calibration=calibration)
-    icfg.reorder_for_compute_comm_overlap = True
-    icfg.reorder_for_compute_comm_overlap_passes = [p]
+    # torch's own named passes are what this one replaces; a callable the user put in the list runs before it
+    kept = [x for x in icfg.reorder_for_compute_comm_overlap_passes if callable(x) and not isinstance(x, SchedulePass)]
+    swap_config("install", {"reorder_for_compute_comm_overlap": True, "reorder_for_compute_comm_overlap_passes": [*kept, p]})
+    name_pricing(INDUCTOR if profile == INDUCTOR else profile or ("your durations" if durations else None), "install")
     return p
 
 

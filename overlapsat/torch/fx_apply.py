@@ -33,9 +33,10 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.store import schedules_digest
-from overlapsat.torch.after_fusion import expect, install_check
+from overlapsat.torch.after_fusion import AfterFusionCheck, expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
+from overlapsat.torch.installing import chained, name_pricing, note, swap_config
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -121,9 +122,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             if order is not None:
                 moved = self._move(graph, g, order)
                 self._budget = _budget_of(fp, metrics)
+                note("fx", g.name, fp, "applied", f"{len(order)} nodes")
                 return moved
             if why != "no schedule":
                 log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
+            note("fx", g.name, fp, "no schedule" if why == "no schedule" else "kept Inductor's order",
+                 "recorded" if why == "no schedule" else why)
+        else:
+            note("fx", g.name, fp, "recorded")
         record_graph(self.store, g, fp)
         return None
 
@@ -159,8 +165,9 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         """Inductor's cache key for a custom pass: version, options and the store's schedules.
 
         None under "free", which makes Inductor skip its caches: a rank that loaded a cached graph would not
-        take part in the agreement its peers wait for (overlapsat.torch.agree)."""
-        if self.collective_order == "free":
+        take part in the agreement its peers wait for (overlapsat.torch.agree). None in capture mode too: a
+        cached graph never reaches the pass, so nothing would be recorded."""
+        if self.collective_order == "free" or self.mode == "capture":
             return None
         return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-{self.pin}-"
                 f"{self.comm_slowdown}-"
@@ -265,7 +272,10 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     buffer_reuse=False turns Inductor's buffer reuse off (`allow_buffer_reuse`): the generated code then
     frees each buffer after its last use, as the memory model does, where the reuse gate may hold a freed
     buffer for a later one across a peak its estimate cannot see (a kernel's workspace: on 2 H200s it held a
-    32 MiB buffer there, docs/gpu_results.md run 44). For a memory budget meant as a hard limit."""
+    32 MiB buffer there, docs/gpu_results.md run 44). For a memory budget meant as a hard limit.
+
+    A post-grad pass already set runs first, then this one. `uninstall()` (or `installed_fx(...)` as a
+    context manager) puts Inductor's settings back."""
     from overlapsat.torch.need import torch_module
 
     if not isinstance(buffer_reuse, bool):
@@ -276,12 +286,16 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
                        pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout)
-    icfg.post_grad_custom_post_pass = p
-    install_check()  # budgets checked after Inductor's fusion (overlapsat.torch.after_fusion)
-    icfg.reorder_for_peak_memory = False
-    icfg.reorder_for_compute_comm_overlap = False
+    changes: dict[str, Any] = {"post_grad_custom_post_pass": chained(icfg.post_grad_custom_post_pass, p),
+                               "reorder_for_peak_memory": False, "reorder_for_compute_comm_overlap": False}
     if not buffer_reuse:
-        icfg.allow_buffer_reuse = False  # part of Inductor's cache key, as every config is
+        changes["allow_buffer_reuse"] = False  # part of Inductor's cache key, as every config is
+    if hasattr(icfg, "_post_fusion_custom_pass") and icfg._post_fusion_custom_pass is None:
+        changes["_post_fusion_custom_pass"] = AfterFusionCheck()  # budgets checked after fusion (after_fusion.py)
+    else:
+        install_check()  # says why the check is not there (someone else's pass), or finds ours
+    swap_config("install_fx", changes)
+    name_pricing(profile, "install_fx")
     return p
 
 

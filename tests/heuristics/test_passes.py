@@ -137,7 +137,7 @@ def test_torch_bookkeeping_can_exceed_budget():
 @settings(max_examples=60, deadline=None)
 @given(graphs(max_nodes=16))
 def test_portfolio_best_is_valid_and_no_worse_than_input(g):
-    res = run_all(g, memory_budget=1.0)
+    res = run_all(g, memory_budget="1.0x")
     top = res[0]
     assert top.valid and validate(g, top.order, 1.0) == []
     inp = next(r for r in res if r.name == "input_order")

@@ -55,7 +55,7 @@ def _spin(stop):
 @pytest.mark.slow
 @pytest.mark.parametrize("example,options", [
     ("tp_small", "time_limit=300, work_limit=0.5, workers=2"),
-    ("fsdp_medium", "time_limit=300, work_limit=1.0, workers=2, memory_budget=1.1"),
+    ("fsdp_medium", "time_limit=300, work_limit=1.0, workers=2, memory_budget='1.1x'"),
 ])
 def test_same_order_across_processes_load_and_file_order(tmp_path, example, options):
     g = load_graph(bundled(example))
@@ -65,10 +65,10 @@ def test_same_order_across_processes_load_and_file_order(tmp_path, example, opti
     h = shuffled_copy(g, 7)
     assert h.fingerprint() == g.fingerprint()
     save_graph(h, b_path)
-    if "memory_budget=1.1" in options:  # a ratio is relative to each file's input order: use bytes for both
+    if "memory_budget='1.1x'" in options:  # a ratio is relative to each file's input order: use bytes for both
         from overlapsat.simulate import peak_memory
 
-        options = options.replace("memory_budget=1.1", f"memory_budget={int(peak_memory(g) * 1.1)}")
+        options = options.replace("memory_budget='1.1x'", f"memory_budget='{int(peak_memory(g) * 1.1)}B'")
     plain, info_a = solve_in_child(str(a_path), options)
     stop = multiprocessing.Event()
     hogs = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(3)]

@@ -76,7 +76,7 @@ def test_optimize_uses_lns_above_threshold_and_is_deterministic():
 
 def test_lns_respects_memory_budget():
     g = generate("tp", nodes=1300, seed=4)
-    r = optimize(g, time_limit=30, work_limit=2.0, memory_budget=1.0)
+    r = optimize(g, time_limit=30, work_limit=2.0, memory_budget="1.0x")
     assert r.peak_memory <= simulate(g).peak_memory
     assert validate(g, r.order, 1.0) == []
 

@@ -37,7 +37,7 @@ def budget_graph():
 def test_memory_budget_forces_worse_makespan():
     g = budget_graph()
     free = optimize(g, time_limit=5)
-    tight = optimize(g, time_limit=5, memory_budget=102)
+    tight = optimize(g, time_limit=5, memory_budget="102B")
     assert free.peak_memory > 102 and tight.peak_memory <= 102
     assert tight.makespan > free.makespan + 1e-9
     for r, bud in ((free, None), (tight, 102)):
@@ -48,7 +48,7 @@ def test_memory_budget_forces_worse_makespan():
 def test_infeasible_budget_names_lowest_peak():
     g = budget_graph()
     with pytest.raises(InfeasibleBudgetError, match=r"unreachable.*proven.*lowest peak found is \d+ B"):
-        optimize(g, time_limit=5, memory_budget=50)
+        optimize(g, time_limit=5, memory_budget="50B")
 
 
 def test_collective_order_enforced():

@@ -43,7 +43,7 @@ def test_abort_repro_returns():
     p = run_child(f"""
         import overlapsat as osat, json
         g = osat.graph_from_dict(json.load(open({os.path.join(DATA, 'abort_fixed_search_min.json')!r})))
-        r = osat.optimize(g, time_limit=5, memory_budget=1.0, workers=2, deterministic=True)
+        r = osat.optimize(g, time_limit=5, memory_budget="1.0x", workers=2, deterministic=True)
         print("OK", osat.validate(g, r.order, 1.0) == [])
     """)
     assert p.returncode == 0, p.stderr[-500:]
@@ -121,28 +121,28 @@ def test_false_optimal_from_bad_lb():
 
 def test_false_optimal_multioutput():
     g = load("false_optimal_multioutput.json")
-    r = osat.optimize(g, time_limit=5, memory_budget=17, deterministic=False)
+    r = osat.optimize(g, time_limit=5, memory_budget="17B", deterministic=False)
     assert r.makespan == pytest.approx(optimum(g, 17)) == pytest.approx(10.0)
     assert r.peak_memory <= 17
 
 
 def test_false_infeasible_multioutput():
     g = load("false_infeasible_multioutput.json")
-    r = osat.optimize(g, time_limit=5, memory_budget=34)
+    r = osat.optimize(g, time_limit=5, memory_budget="34B")
     assert r.peak_memory <= 34 and osat.peak_memory(g, ["k1", "k0"]) == 32
     assert r.makespan == pytest.approx(optimum(g, 34))
 
 
 def test_false_infeasible_horizon():
     g = load("false_infeasible_horizon.json")
-    r = osat.optimize(g, time_limit=5, memory_budget=67)
+    r = osat.optimize(g, time_limit=5, memory_budget="67B")
     assert r.names == ["k1", "c0", "c0_w"] and r.peak_memory == 64 and r.makespan == pytest.approx(21.0)
 
 
 def test_split_model_exact():
     """f2: a per-buffer alloc/free split; the model once admitted a 111 B order under 110 B."""
     g = load("f2_split_model_admitted_over_budget_order.json")
-    r = osat.optimize(g, time_limit=5, memory_budget=110)
+    r = osat.optimize(g, time_limit=5, memory_budget="110B")
     assert osat.validate(g, r.order, 110) == []
     truth = brute_force(g, "group")
     if truth is not None:
@@ -166,9 +166,9 @@ def test_never_worse_than_the_best_heuristic(limit):
     """worse_than_heuristic_tp: the portfolio is never cut, so however small the limit the result is
     no worse than the best valid heuristic from the input order (591.8 us under budget 1.0)."""
     g = load("worse_than_heuristic_tp.json")
-    best = run_all(g, memory_budget=1.0)[0]
+    best = run_all(g, memory_budget="1.0x")[0]
     assert best.valid and best.makespan == pytest.approx(591.755, abs=1e-3)
-    r = osat.optimize(g, time_limit=limit, memory_budget=1.0)
+    r = osat.optimize(g, time_limit=limit, memory_budget="1.0x")
     assert r.makespan <= best.makespan + 1e-9
     assert osat.validate(g, r.order, 1.0) == []
 
@@ -198,7 +198,7 @@ def test_no_valid_order_in_time_is_not_infeasibility():
     truth = brute_force(g, "group")
     assert truth is not None and truth.best(47) is not None  # feasible
     try:
-        r = osat.optimize(g, time_limit=0.001, memory_budget=47)
+        r = osat.optimize(g, time_limit=0.001, memory_budget="47B")
         assert r.peak_memory <= 47  # found in time after all: fine
     except osat.NoValidOrderError as e:
         assert not isinstance(e, osat.InfeasibleBudgetError)

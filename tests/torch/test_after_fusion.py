@@ -174,7 +174,7 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
         install_fx("capture", store, collective_order="free")
         torch.compile(model)(x).sum().backward()
         # a work limit, not the clock, and a fixed worker count: the same orders on every machine
-        solve_store(store, time_limit=300, work_limit=6, workers=2, collective_order="free", memory_budget=1.3)
+        solve_store(store, time_limit=300, work_limit=6, workers=2, collective_order="free", memory_budget="1.3x")
         torch._dynamo.reset()
         install_fx("apply", store, collective_order="free", pin="compute")
         check = icfg._post_fusion_custom_pass
@@ -225,13 +225,13 @@ def test_report_warns_above_the_budget_only(caplog):
 
 
 @pytest.mark.parametrize("reuse", [True, False])
-def test_report_names_buffer_reuse_only_while_it_is_on(monkeypatch, caplog, reuse):
+def test_report_names_buffer_reuse_only_while_it_is_on(caplog, reuse):
     """A budgeted graph's report points at install_fx(buffer_reuse=False) while Inductor's reuse is on (on 2
-    H200s it held a 32 MiB buffer across the peak, docs/gpu_results.md run 44), and not once it is off."""
+    H200s it held a 32 MiB buffer across the peak, docs/gpu_results.md run 44), and not once it is off.
+    torch's config is patched through its own `patch` (pytest 9.2's monkeypatch undo deletes the setting)."""
     import torch._inductor.config as icfg
 
-    monkeypatch.setattr(icfg, "allow_buffer_reuse", reuse)
-    with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
+    with icfg.patch(allow_buffer_reuse=reuse), caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
         af.AfterFusionCheck._report(100, "fp", 100, 90)
         af.AfterFusionCheck._report(101, "fp", 100, 90)
     assert len(caplog.records) == 2

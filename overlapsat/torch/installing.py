@@ -1,0 +1,198 @@
+"""Putting a bridge pass into Inductor's config, taking it out again, and saying what it did.
+
+Both passes (`install`, `install_fx`) change a few of Inductor's settings. `swap_config` records what each
+setting held, so `uninstall()` puts exactly that back, and `installed(...)` / `installed_fx(...)` do both around a
+block. A post-grad pass the user had already set is chained, not replaced: it runs first, then overlapsat's, so
+that overlapsat's order is the one Inductor schedules. `summary()` lists what the passes did to each graph in
+this process, beside how many graphs Inductor's caches served without running any pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("overlapsat.torch")
+
+try:  # a chained post-grad pass must itself be a CustomGraphPass for Inductor's cache key
+    from torch._inductor.custom_graph_pass import CustomGraphPass as _Base
+except Exception:  # noqa: BLE001
+    _Base = object  # type: ignore[assignment,misc]
+
+_MISSING = object()
+
+
+@dataclass
+class _Swap:
+    """What one install set, and what each setting held before."""
+
+    what: str
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+
+_SWAPS: list[_Swap] = []
+
+
+def swap_config(what: str, changes: dict[str, Any]) -> None:
+    """Set Inductor settings, remembering their earlier values for `uninstall`."""
+    import torch._inductor.config as icfg
+
+    before = {k: getattr(icfg, k, _MISSING) for k in changes}
+    for k, v in changes.items():
+        setattr(icfg, k, v)
+    _SWAPS.append(_Swap(what, before, dict(changes)))
+
+
+def uninstall() -> bool:
+    """Undo the latest `install` or `install_fx` of this process: each setting it changed gets its earlier value
+    back, unless something else changed it since (that one is left, with a warning). False if none was left."""
+    if not _SWAPS:
+        return False
+    import torch._inductor.config as icfg
+
+    swap = _SWAPS.pop()
+    for k, old in swap.before.items():
+        if getattr(icfg, k, _MISSING) is not swap.after[k]:
+            log.warning("overlapsat: uninstall leaves torch._inductor.config.%s as it is: it changed after %s", k,
+                        swap.what)
+        elif old is not _MISSING:
+            setattr(icfg, k, old)
+    log.info("overlapsat: %s uninstalled; Inductor's settings are as they were", swap.what)
+    return True
+
+
+@contextmanager
+def installed(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[Any]:
+    """`install(...)` for the block only: `with installed("apply", "schedules") as p: ...`."""
+    from overlapsat.torch.apply import install
+
+    p = install(mode, store, **options)
+    try:
+        yield p
+    finally:
+        uninstall()
+
+
+@contextmanager
+def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[Any]:
+    """`install_fx(...)` for the block only."""
+    from overlapsat.torch.fx_apply import install_fx
+
+    p = install_fx(mode, store, **options)
+    try:
+        yield p
+    finally:
+        uninstall()
+
+
+class ChainedPass(_Base):  # type: ignore[misc,valid-type]
+    """Two post-grad passes in turn: the one the user had set, then overlapsat's."""
+
+    def __init__(self, first: Any, then: Any) -> None:
+        self.first, self.then = first, then
+
+    def __call__(self, graph: Any) -> None:
+        self.first(graph)
+        self.then(graph)
+
+    def uuid(self) -> Any:
+        """Both keys, or None (Inductor then skips its cache, as it does for a pass without a key)."""
+        keys = [p.uuid() if callable(getattr(p, "uuid", None)) else None for p in (self.first, self.then)]
+        return None if any(k is None for k in keys) else f"chain({keys[0]},{keys[1]})"
+
+
+def chained(existing: Any, ours: Any) -> Any:
+    """`ours`, after whatever post-grad pass was set (None: `ours` alone; an earlier overlapsat pass: replaced)."""
+    from overlapsat.torch.fx_apply import FxSchedulePass
+
+    while isinstance(existing, ChainedPass) and isinstance(existing.then, FxSchedulePass):
+        existing = existing.first  # a second install_fx replaces the first, and keeps what the user had
+    if existing is None or isinstance(existing, FxSchedulePass):
+        return ours
+    log.info("overlapsat: post_grad_custom_post_pass was set; it runs first, then overlapsat's pass")
+    return ChainedPass(existing, ours)
+
+
+def name_pricing(profile: str | None, what: str) -> None:
+    """Say which GPU prices the graphs, and warn where this process sees another GPU."""
+    shown = profile or "h200"
+    gpu = _gpu_name()
+    log.info("overlapsat: %s prices graphs for the %s profile%s", what, shown,
+             f" (this process sees {gpu})" if gpu else "")
+    if gpu and shown in ("h200", "h200_nvl") and "H200" not in gpu.upper():
+        log.warning("overlapsat: graphs are priced for an H200 but this process runs on %s; pass profile= one of "
+                    "overlapsat's profiles (h100_sxm, a100_sxm, b200, ...) or a calibration (docs/torch.md)", gpu)
+
+
+def _gpu_name() -> str | None:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - a name is a convenience
+        return None
+
+
+# ---- what the passes did, in this process ----
+
+@dataclass(frozen=True)
+class Seen:
+    """One graph a pass saw: which pass, the graph, and what happened to it."""
+
+    pass_name: str
+    graph: str
+    fingerprint: str
+    outcome: str  # applied | recorded | no schedule | kept Inductor's order
+    detail: str = ""
+
+
+@dataclass
+class Summary:
+    """What overlapsat's passes did in this process; `print(summary())` shows it."""
+
+    seen: list[Seen] = field(default_factory=list)
+    cache_hits: int = 0  # graphs Inductor's FX graph cache served: no pass ran on them
+
+    def counts(self) -> Counter:
+        return Counter(s.outcome for s in self.seen)
+
+    def __str__(self) -> str:
+        lines = [f"overlapsat: {len(self.seen)} graph(s) seen by its passes"
+                 + "".join(f", {n} {o}" for o, n in sorted(self.counts().items()))]
+        lines += [f"  {s.pass_name:<9} {s.graph:<22} {s.fingerprint[:12]}  {s.outcome}"
+                  + (f" ({s.detail})" if s.detail else "") for s in self.seen]
+        if self.cache_hits:
+            lines.append(f"  Inductor's FX graph cache served {self.cache_hits} graph(s) without running any pass "
+                         "(their code is what the pass made when it was cached)")
+        return "\n".join(lines)
+
+
+_SEEN: list[Seen] = []
+
+
+def note(pass_name: str, graph: str, fingerprint: str, outcome: str, detail: str = "") -> None:
+    _SEEN.append(Seen(pass_name, graph, fingerprint, outcome, detail))
+
+
+def summary() -> Summary:
+    """Every graph overlapsat's passes saw in this process, and the FX graph cache's hits."""
+    hits = 0
+    try:
+        from torch._dynamo.utils import counters
+
+        hits = int(counters["inductor"].get("fxgraph_cache_hit", 0))
+    except Exception:  # noqa: BLE001 - an older torch: no count
+        pass
+    return Summary(list(_SEEN), hits)
+
+
+def reset_summary() -> None:
+    _SEEN.clear()
+
+
+__all__ = ["ChainedPass", "Seen", "Summary", "installed", "installed_fx", "reset_summary", "summary", "uninstall"]

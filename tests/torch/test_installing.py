@@ -1,0 +1,126 @@
+"""Installing a pass and taking it out again: Inductor's settings come back exactly, a post-grad pass the user
+had set is chained rather than replaced, capture runs past Inductor's caches, and `summary()` says what ran."""
+
+import logging
+import pickle
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch._inductor.config as icfg  # noqa: E402
+
+from overlapsat.torch import install, installed, installed_fx, summary, uninstall  # noqa: E402
+from overlapsat.torch.apply import SchedulePass  # noqa: E402
+from overlapsat.torch.fx_apply import FxSchedulePass, install_fx  # noqa: E402
+from overlapsat.torch.installing import ChainedPass, note, reset_summary  # noqa: E402
+
+SETTINGS = ("post_grad_custom_post_pass", "reorder_for_peak_memory", "reorder_for_compute_comm_overlap",
+            "reorder_for_compute_comm_overlap_passes", "allow_buffer_reuse", "_post_fusion_custom_pass")
+
+
+def _settings():
+    return {k: getattr(icfg, k) for k in SETTINGS}
+
+
+def test_uninstall_puts_back_what_each_install_changed(tmp_path):
+    before = _settings()
+    install("capture", str(tmp_path))
+    assert icfg.reorder_for_compute_comm_overlap is True
+    install_fx("apply", str(tmp_path), buffer_reuse=False)
+    assert isinstance(icfg.post_grad_custom_post_pass, FxSchedulePass) and icfg.allow_buffer_reuse is False
+    assert uninstall() is True  # the FX install
+    assert icfg.post_grad_custom_post_pass is before["post_grad_custom_post_pass"]
+    assert icfg.allow_buffer_reuse is before["allow_buffer_reuse"]
+    assert icfg.reorder_for_compute_comm_overlap is True  # still the first install's
+    assert uninstall() is True
+    assert _settings() == before
+    assert uninstall() is False
+
+
+def test_context_managers_restore_even_when_the_block_raises(tmp_path):
+    before = _settings()
+    with pytest.raises(RuntimeError), installed_fx("apply", str(tmp_path)) as p:
+        assert icfg.post_grad_custom_post_pass is p
+        raise RuntimeError("user code")
+    assert _settings() == before
+    with installed("apply", str(tmp_path)) as p:
+        assert icfg.reorder_for_compute_comm_overlap_passes[-1] is p
+    assert _settings() == before
+
+
+def test_a_users_post_grad_pass_runs_first_and_a_second_install_replaces_only_ours(tmp_path):
+    calls = []
+
+    def theirs(graph):
+        calls.append("theirs")
+
+    with icfg.patch(post_grad_custom_post_pass=theirs):
+        p1 = install_fx("capture", str(tmp_path))
+        chain = icfg.post_grad_custom_post_pass
+        assert isinstance(chain, ChainedPass) and chain.first is theirs and chain.then is p1
+        assert chain.uuid() is None  # their pass has no key: Inductor skips its cache, as it did before
+        p2 = install_fx("apply", str(tmp_path))
+        assert icfg.post_grad_custom_post_pass.first is theirs and icfg.post_grad_custom_post_pass.then is p2
+        uninstall()
+        uninstall()
+        assert icfg.post_grad_custom_post_pass is theirs
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(torch.ops.aten.relu.default, (x,)))
+    ChainedPass(theirs, lambda graph: calls.append("ours"))(g)
+    assert calls == ["theirs", "ours"]
+
+
+def test_a_users_scheduler_pass_is_kept_before_ours_and_torchs_named_passes_are_replaced(tmp_path):
+    def mine(snodes):
+        return snodes
+
+    with icfg.patch(reorder_for_compute_comm_overlap_passes=["sink_waits", mine]):
+        p = install("apply", str(tmp_path))
+        assert icfg.reorder_for_compute_comm_overlap_passes == [mine, p]
+        uninstall()
+        assert icfg.reorder_for_compute_comm_overlap_passes == ["sink_waits", mine]
+
+
+def test_uninstall_leaves_a_setting_changed_after_the_install_and_says_so(tmp_path, caplog):
+    with icfg.patch(reorder_for_peak_memory=True):
+        install_fx("apply", str(tmp_path))
+        icfg.reorder_for_peak_memory = True  # the user changed it back by hand
+        with caplog.at_level(logging.WARNING, logger="overlapsat"):
+            uninstall()
+        assert icfg.reorder_for_peak_memory is True
+        assert any("reorder_for_peak_memory" in r.getMessage() for r in caplog.records)
+
+
+def test_capture_keys_miss_inductors_caches_and_apply_keys_hit(tmp_path):
+    """A capture pass never hits a cache entry made by another process (the graph would never reach it):
+    the FX pass has no key (Inductor bypasses its cache), the scheduler pass a per-process part."""
+    assert FxSchedulePass(str(tmp_path), mode="capture").uuid() is None
+    assert FxSchedulePass(str(tmp_path), mode="apply").uuid() == FxSchedulePass(str(tmp_path), mode="apply").uuid()
+    a, b = SchedulePass(str(tmp_path), mode="capture"), SchedulePass(str(tmp_path), mode="capture")
+    assert pickle.dumps(a) != pickle.dumps(b) and a.uuid() != b.uuid()
+    assert pickle.dumps(pickle.loads(pickle.dumps(a))) == pickle.dumps(a)  # a cache entry's key reads back
+    c, d = SchedulePass(str(tmp_path), mode="apply"), SchedulePass(str(tmp_path), mode="apply")
+    assert pickle.dumps(c) == pickle.dumps(d)
+
+
+def test_install_names_the_pricing_profile(tmp_path, caplog):
+    with caplog.at_level(logging.INFO, logger="overlapsat"), installed_fx("apply", str(tmp_path), profile="h100_sxm"):
+        pass
+    assert any("h100_sxm profile" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="overlapsat"), installed("apply", str(tmp_path)):
+        pass
+    assert any("h200 profile" in r.getMessage() for r in caplog.records)
+
+
+def test_summary_lists_what_the_passes_did():
+    reset_summary()
+    note("fx", "fx graph", "abcdef0123456789", "applied", "12 nodes")
+    note("scheduler", "compile 0/0 fwd", "0123456789abcdef", "no schedule", "recorded; fallback inductor")
+    s = summary()
+    assert s.counts() == {"applied": 1, "no schedule": 1}
+    text = str(s)
+    assert text.startswith("overlapsat: 2 graph(s) seen by its passes, 1 applied, 1 no schedule")
+    assert "abcdef012345  applied (12 nodes)" in text
+    reset_summary()
