@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
 from overlapsat.simulate import SimResult, simulate
@@ -30,9 +31,10 @@ def _merge(boxes: list[tuple[float, float]], px: float) -> list[tuple[float, flo
 
 
 def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | str]]] | Sequence[int | str],
-                  path: str | os.PathLike[str], *, memory_budget: int | None = None, width_px: int = 1600,
+                  path: str | os.PathLike[str], *, memory_budget: BudgetLike = None, width_px: int = 1600,
                   dpi: int = 100) -> str:
     """Draw one or more schedules of `graph` to `path` (.png or .svg); returns the path."""
+    memory_budget = resolve_budget(graph, memory_budget)
     try:
         import matplotlib
 

@@ -295,12 +295,59 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     return p
 
 
-def solve_store(store: str, *, time_limit: float = 60.0, **options: Any) -> dict[str, str]:
+def solve_store(store: str, *, time_limit: float = 60.0, group: Any = None, **options: Any) -> dict[str, str]:
     """Solve every recorded graph in `store` without a usable schedule; fingerprint -> status or outcome.
 
-    (The store's own `overlapsat.store.solve_store` has jobs, Ray and per-graph outcomes.)
+    Every rank may call it (the README's lines run on every rank). Where torch.distributed is initialized with
+    more than one rank in `group` (default: the world), rank 0 of the group solves, and then sends the store's
+    schedule files to the others, which write the ones they lack: every rank returns rank 0's answer and finds
+    the same schedules, whether or not the ranks share a file system. The others wait in a collective call, so
+    the process group's timeout must cover the solve. (`overlapsat.store.solve_store` is the store's own call,
+    with jobs, Ray and per-graph outcomes.)
     """
     from overlapsat.store import solve_store as solve_all
 
-    return {o.fingerprint: o.status or o.outcome for o in solve_all(store, time_limit=time_limit, **options)
-            if o.outcome != "has_schedule"}
+    dist = _distributed(group)
+    if dist is None or dist.get_rank(group) == 0:
+        try:
+            answer: Any = {o.fingerprint: o.status or o.outcome
+                           for o in solve_all(store, time_limit=time_limit, **options) if o.outcome != "has_schedule"}
+        except Exception as e:  # noqa: BLE001 - the other ranks are waiting: they must get the error too
+            if dist is None:
+                raise
+            answer = GraphError(f"rank 0 could not solve the store: {e}")
+    if dist is None:
+        return answer
+    box = [(answer, _schedule_files(store)) if dist.get_rank(group) == 0 else None]
+    log.info("overlapsat: %s", "sending the store's schedules to the other ranks" if dist.get_rank(group) == 0
+             else "waiting for rank 0 to solve the store")
+    dist.broadcast_object_list(box, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+    answer, files = box[0]
+    if isinstance(answer, Exception):
+        raise answer
+    if dist.get_rank(group) != 0:
+        open_store(store)
+        for name, text in files.items():
+            path = os.path.join(store, name)
+            if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
+                atomic_write_text(path, text)
+    return answer
+
+
+def _distributed(group: Any) -> Any:
+    """torch.distributed when it is initialized with more than one rank in `group`, else None."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) < 2:
+        return None
+    return dist
+
+
+def _schedule_files(store: str) -> dict[str, str]:
+    """The store's schedule files by name: what the other ranks need to apply them."""
+    from overlapsat.store import SCHEDULE_SUFFIX
+
+    return {n: open(os.path.join(store, n), encoding="utf-8").read() for n in sorted(os.listdir(store))
+            if n.endswith(SCHEDULE_SUFFIX)}

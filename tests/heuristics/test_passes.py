@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlapsat import GraphBuilder, simulate, validate
+from overlapsat.budget import Bytes
 from overlapsat.heuristics import (
     IterativeConfig,
     best,
@@ -110,7 +111,7 @@ def test_memory_budget_kept_where_torch_keeps_it(g, ratio):
     """reorder_for_peak_memory never raises the peak; the portfolio never returns an over-budget order."""
     base = simulate(g).peak_memory
     assert simulate(g, reorder_for_peak_memory(g).order).peak_memory <= base
-    budget = int(base * (1 + ratio))
+    budget = Bytes(int(base * (1 + ratio)))
     for r in run_all(g, memory_budget=budget):
         if r.valid:
             assert simulate(g, r.order).peak_memory <= budget
@@ -139,10 +140,10 @@ def test_torch_bookkeeping_can_exceed_budget():
 def test_portfolio_best_is_valid_and_no_worse_than_input(g):
     res = run_all(g, memory_budget="1.0x")
     top = res[0]
-    assert top.valid and validate(g, top.order, 1.0) == []
+    assert top.valid and validate(g, top.order, "1.0x") == []
     inp = next(r for r in res if r.name == "input_order")
     assert top.makespan <= inp.makespan + 1e-9
-    assert all(r.valid == (validate(g, r.order, 1.0) == []) for r in res)
+    assert all(r.valid == (validate(g, r.order, "1.0x") == []) for r in res)
 
 
 def test_portfolio_reports_unsafe_reordering_as_invalid():

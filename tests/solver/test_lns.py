@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlapsat import GraphBuilder, optimize, simulate, validate
+from overlapsat.budget import Bytes
 from overlapsat.examples import generate
 from overlapsat.heuristics import best
 from overlapsat.solver import SolveParams, TimeBudget, choose_scale
@@ -24,7 +25,7 @@ def window(g, order, i, j, budget=None):
 def test_window_result_valid_and_no_worse(g, seed, with_budget):
     rng = random.Random(seed)
     order = random_valid_order(g, rng)
-    budget = simulate(g, order).peak_memory if with_budget else None
+    budget = Bytes(simulate(g, order).peak_memory) if with_budget else None
     n = len(order)
     i = rng.randrange(n)
     i, j = widen_to_atomic(g, order, i, min(n, i + rng.randint(2, 12)))
@@ -78,7 +79,7 @@ def test_lns_respects_memory_budget():
     g = generate("tp", nodes=1300, seed=4)
     r = optimize(g, time_limit=30, work_limit=2.0, memory_budget="1.0x")
     assert r.peak_memory <= simulate(g).peak_memory
-    assert validate(g, r.order, 1.0) == []
+    assert validate(g, r.order, "1.0x") == []
 
 
 def test_unread_freeable_input_counts_at_step_zero():
@@ -91,7 +92,7 @@ def test_unread_freeable_input_counts_at_step_zero():
     b.wait("w", "c1")
     g = b.build()
     order = [0, 1, 2]
-    budget = simulate(g, order).peak_memory  # 59: in0 + B0 at step 0
+    budget = Bytes(simulate(g, order).peak_memory)  # 59: in0 + B0 at step 0
     cand, _ = window(g, order, 0, 3, budget)
     assert cand is None or validate(g, cand, budget) == []
     r = optimize(g, time_limit=5, memory_budget=budget)

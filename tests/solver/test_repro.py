@@ -44,7 +44,7 @@ def test_abort_repro_returns():
         import overlapsat as osat, json
         g = osat.graph_from_dict(json.load(open({os.path.join(DATA, 'abort_fixed_search_min.json')!r})))
         r = osat.optimize(g, time_limit=5, memory_budget="1.0x", workers=2, deterministic=True)
-        print("OK", osat.validate(g, r.order, 1.0) == [])
+        print("OK", osat.validate(g, r.order, "1.0x") == [])
     """)
     assert p.returncode == 0, p.stderr[-500:]
     assert "OK True" in p.stdout
@@ -63,7 +63,7 @@ INFEASIBLE_SETUP = """
 def test_infeasible_budget_does_not_abort_the_process():
     p = run_child(INFEASIBLE_SETUP + """
     try:
-        osat.optimize(g, time_limit=5, memory_budget=budget, collective_order=co, workers=2, deterministic=True)
+        osat.optimize(g, time_limit=5, memory_budget=osat.MemoryBudget(bytes=budget), collective_order=co, workers=2, deterministic=True)
     except osat.InfeasibleBudgetError as e:
         print("INFEASIBLE", e)
     """)
@@ -143,7 +143,7 @@ def test_split_model_exact():
     """f2: a per-buffer alloc/free split; the model once admitted a 111 B order under 110 B."""
     g = load("f2_split_model_admitted_over_budget_order.json")
     r = osat.optimize(g, time_limit=5, memory_budget="110B")
-    assert osat.validate(g, r.order, 110) == []
+    assert osat.validate(g, r.order, "110B") == []
     truth = brute_force(g, "group")
     if truth is not None:
         assert r.makespan == pytest.approx(truth.best(110))
@@ -170,7 +170,7 @@ def test_never_worse_than_the_best_heuristic(limit):
     assert best.valid and best.makespan == pytest.approx(591.755, abs=1e-3)
     r = osat.optimize(g, time_limit=limit, memory_budget="1.0x")
     assert r.makespan <= best.makespan + 1e-9
-    assert osat.validate(g, r.order, 1.0) == []
+    assert osat.validate(g, r.order, "1.0x") == []
 
 
 def test_cli_solve_without_a_valid_heuristic(tmp_path):
@@ -182,7 +182,7 @@ def test_cli_solve_without_a_valid_heuristic(tmp_path):
     assert "none within the budget" in p.stdout
     g = load("cli_solve_no_valid_heuristic.json")
     s = osat.load_schedule(str(out), g)
-    assert osat.validate(g, s.order, 47) == []
+    assert osat.validate(g, s.order, "47B") == []
 
 
 def test_cli_checks_the_output_path_before_solving(tmp_path):
