@@ -63,7 +63,8 @@ INFEASIBLE_SETUP = """
 def test_infeasible_budget_does_not_abort_the_process():
     p = run_child(INFEASIBLE_SETUP + """
     try:
-        osat.optimize(g, time_limit=5, memory_budget=osat.MemoryBudget(bytes=budget), collective_order=co, workers=2, deterministic=True)
+        osat.optimize(g, time_limit=5, memory_budget=osat.MemoryBudget(bytes=budget), collective_order=co, workers=2,
+                      deterministic=True)
     except osat.InfeasibleBudgetError as e:
         print("INFEASIBLE", e)
     """)
