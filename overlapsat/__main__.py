@@ -2,6 +2,6 @@
 
 import sys
 
-from overlapsat.cli import main
+from overlapsat._entry import main
 
 sys.exit(main())

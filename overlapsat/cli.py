@@ -7,7 +7,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -22,7 +23,8 @@ EXIT_CODES = f"""exit codes:
   {EXIT_INFEASIBLE}    the memory budget is proven unreachable
   {EXIT_INTERNAL}    internal error (a bug: rerun with --debug and report it)
   {EXIT_NO_ORDER}    no order within the memory budget was found in time (not a proof that none exists)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); solve still writes the best order found so far to --out"""
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); solve writes the best order known so far to --out once the graph is
+       loaded and an order within the budget is known (the input order or better); before that, nothing"""
 
 
 def _load(path: str | None) -> Any:
@@ -59,9 +61,16 @@ def _pricing_args(sp: argparse.ArgumentParser) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
-    """Every path the command will write, checked before any work (a bad one costs no solve)."""
-    from overlapsat.io import check_writable
+    """Every path the command will write, checked before any work (a bad one costs no solve). `-` is standard
+    output for one text output at most, and not beside --json, which prints there too."""
+    from overlapsat.io import STDOUT, check_writable
 
+    to_stdout = [opt for opt in ("out", "trace", "csv") if getattr(args, opt, None) == STDOUT]
+    if getattr(args, "plot", None) == STDOUT:
+        raise GraphError("--plot -: a timeline is a picture; give a file name (.png or .svg)")
+    if len(to_stdout) + bool(getattr(args, "json", False) and to_stdout) > 1:
+        raise GraphError(f"only one output can go to standard output ('-'): --{', --'.join(to_stdout)}"
+                         + (" and --json" if getattr(args, "json", False) else ""))
     for opt in ("out", "plot", "trace", "csv"):
         path = getattr(args, opt, None)
         if path:
@@ -69,8 +78,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
+    """The command's report: on stdout, or on stderr when an output file goes to stdout (`-`)."""
     if args.json:
         print(json.dumps(payload, indent=1, default=str))
+    elif "-" in (getattr(args, "out", None), getattr(args, "trace", None), getattr(args, "csv", None)):
+        print("\n".join(lines), file=sys.stderr)
     else:
         print("\n".join(lines))
 
@@ -244,17 +256,25 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from overlapsat.solver import optimize
 
     inter = _interference(args.interference)
-    g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
+    try:
+        g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
+    except KeyboardInterrupt:
+        print("overlapsat: interrupted while loading the graph: no order was known, nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
-    r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                 workers=args.workers, on_progress=tick, interference=inter)
+    try:
+        r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
+                     collective_order=args.collective_order, workers=args.workers, on_progress=tick, interference=inter)
+    except KeyboardInterrupt:  # outside the solver's own guarded searches (their Ctrl-C returns a result)
+        tick.done()
+        return _interrupted_write(g, args)
     tick.done()
     base = r.baseline
     valid_h = [h["exposed"] for h in r.heuristics if h["valid"]]
     best_h = fmt_us(min(valid_h)) if valid_h else "none within the budget"
     payload = {"graph": g.name, "out": args.out, **r.summary()}
     lines = [
-        f"graph {g.name}: {len(g)} nodes -> {args.out}",
+        f"graph {g.name}: {len(g)} nodes -> {'standard output' if args.out == '-' else args.out}",
         f"  status {r.status.value} ({r.method}){': ' + r.message if r.message else ''}",
         f"  makespan {fmt_us(r.makespan)} (input order {fmt_us(base['makespan'])})",
         f"  exposed  {fmt_us(r.exposed)} (input order {fmt_us(base['exposed'])}, best heuristic "
@@ -269,9 +289,45 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lines.insert(-1, f"  interference tie-break: contended makespan {fmt_us(pol['contended_before_us'])} -> "
                          f"{fmt_us(pol['contended_after_us'])} ({pol['moves']} moves; an estimate, not covered by "
                          "the status or bound)")
-    r.save(args.out)  # last: everything above is computed, so a failure leaves no file behind
+    with _sigint_held():  # last: everything above is computed, so a failure leaves no file behind
+        r.save(args.out)
     _emit(args, payload, lines)
     return EXIT_INTERRUPTED if r.stats.get("interrupted") else EXIT_OK
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """A Ctrl-C while the answer is written waits until it is written (then it ends the command)."""
+    import signal
+
+    pressed: list[int] = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda *_: pressed.append(1))
+    except ValueError:  # not the main thread: nothing to hold
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if pressed:
+        raise KeyboardInterrupt
+
+
+def _interrupted_write(g: Any, args: argparse.Namespace) -> int:
+    """Ctrl-C between the solver's phases: the input order is the best order known, if it meets the budget."""
+    from overlapsat.schedules import save_schedule
+    from overlapsat.validate import validate
+
+    with _sigint_held():
+        if validate(g, g.input_order, args.memory_budget, collective_order=args.collective_order, limit=1):
+            print("overlapsat: interrupted before any order within the budget was known: nothing written",
+                  file=sys.stderr)
+            return EXIT_INTERRUPTED
+        save_schedule(args.out, g, g.input_order, metrics={"status": "interrupted", "method": "input_order"})
+    print(f"overlapsat: interrupted: wrote the input order, the best order known then, to {args.out}",
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def _corpus(paths: list[str]) -> list[str]:
@@ -559,8 +615,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(e, InfeasibleBudgetError):
             return EXIT_INFEASIBLE
         return EXIT_NO_ORDER if isinstance(e, NoValidOrderError) else EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("overlapsat: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # every file is written whole or not at all: say which
+        print("overlapsat: interrupted: " + ("no order was known yet, nothing written" if args.fn is cmd_solve else
+                                             "the outputs not yet written were not written"), file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as e:  # reading or writing a user's file: the path is theirs, the fix is theirs
         if args.debug:

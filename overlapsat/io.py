@@ -25,22 +25,51 @@ GRAPH_VERSION = 3  # graphs whose waits or launches cost time (docs/format.md); 
 PREFUSION_VERSION = 2  # graphs with `prefusion` or `estimate` and no stream costs
 
 
+STDOUT = "-"  # a path of "-" is standard output, for every writer
+
+
+def _target(path: str) -> str:
+    """Where writing `path` lands: a symbolic link is written through (its target is replaced, the link stays)."""
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
 def check_writable(path: str | os.PathLike[str]) -> str:
-    """The directory `path` would be written to; a GraphError if it cannot be (checked before any work)."""
+    """The directory `path` would be written to; a GraphError naming `path` if it cannot be, checked before any
+    work by a real probe (a file created and removed there: `os.access` says yes to root on a read-only disk).
+
+    Only a regular file (or nothing) may stand at the target: a device, a FIFO, a socket or a directory is
+    refused rather than replaced by the rename that writes a file. `-` is standard output."""
     path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
+    if path == STDOUT:
+        return STDOUT
+    target = _target(path)
+    d = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(d):
         raise GraphError(f"cannot write {path!r}: directory {d!r} does not exist")
-    if os.path.isdir(path):
+    if os.path.isdir(target):
         raise GraphError(f"cannot write {path!r}: it is a directory")
-    if not os.access(d, os.W_OK):
-        raise GraphError(f"cannot write {path!r}: directory {d!r} is not writable")
+    if os.path.exists(target) and not os.path.isfile(target):
+        raise GraphError(f"cannot write {path!r}: it is not a regular file (a device, FIFO or socket); "
+                         "overlapsat writes whole files, and '-' is standard output")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".overlapsat-probe-", dir=d)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise GraphError(f"cannot write {path!r}: {e.strerror or e} in {d!r}") from None
     return d
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` whole or not at all: a temporary file beside the target, then a rename; `-` is stdout."""
     path = os.fspath(path)
+    if path == STDOUT:
+        if text.endswith("\n"):
+            text = text[:-1]
+        print(text, flush=True)
+        return
     d = check_writable(path)
+    target = _target(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
     try:
         if path.endswith(".gz"):  # compressed, as the corpus files are
@@ -52,7 +81,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)

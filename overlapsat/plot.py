@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+from overlapsat.io import STDOUT, check_writable
 from overlapsat.simulate import SimResult, simulate
 
 COLORS = {"compute": "#4C72B0", "stall": "#DD3333", "comm": ["#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD"]}
@@ -35,6 +36,9 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
                   dpi: int = 100) -> str:
     """Draw one or more schedules of `graph` to `path` (.png or .svg); returns the path."""
     memory_budget = resolve_budget(graph, memory_budget)
+    if os.fspath(path) == STDOUT:
+        raise GraphError("a timeline is a picture: give a file name (.png or .svg), not '-'")
+    check_writable(path)
     try:
         import matplotlib
 
@@ -105,10 +109,11 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
     axes[-1].set_xlim(0, horizon * 1.01)
     fig.tight_layout()
     path = os.fspath(path)
-    tmp = path + ".tmp" + os.path.splitext(path)[1]
+    target = os.path.realpath(path) if os.path.islink(path) else path  # a link is written through, as by io
+    tmp = target + ".tmp" + os.path.splitext(path)[1]
     try:
         fig.savefig(tmp, dpi=dpi)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as e:  # the user's path, not our temporary file
         raise GraphError(f"cannot write {path!r}: {e.strerror or e}") from None
     finally:

@@ -1,0 +1,17 @@
+"""The `overlapsat` command's entry point: Ctrl-C while the command line is still loading is an interrupt
+like any other (exit 130, one line, nothing written), not a traceback."""
+
+import sys
+
+
+def main() -> int:
+    try:
+        from overlapsat.cli import main as cli_main
+    except KeyboardInterrupt:
+        print("overlapsat: interrupted while starting: nothing written", file=sys.stderr)
+        return 130
+    return cli_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Paths the command line writes: checked before any work by a real probe, never a device or FIFO replaced by
+a file, `-` as standard output, links written through; and Ctrl-C at any moment of a solve."""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+from overlapsat.examples import bundled
+from overlapsat.examples.models import generate
+from overlapsat.io import load_graph
+from overlapsat.schedules import load_schedule
+from overlapsat.validate import validate
+from tests.test_cli_user import ENV, run
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path, kind):
+    if kind == "fifo":
+        target = tmp_path / "fifo"
+        os.mkfifo(target)
+    elif kind == "device":
+        target = "/dev/full"
+        if not os.path.exists(target):
+            pytest.skip("no /dev/full")
+    else:
+        target = tmp_path / "dir"
+        target.mkdir()
+    before = os.stat(target).st_mode
+    for cmd in (["solve", "tp_small", "--out", str(target)], ["compare", "tp_small", "--trace", str(target)],
+                ["compare", "tp_small", "--plot", str(target)]):
+        r = run(*cmd, "--time-limit", "1")
+        assert r.returncode == 2, r.stderr
+        assert str(target) in r.stderr and ("not a regular file" in r.stderr or "is a directory" in r.stderr)
+        assert "graph tp_" not in r.stdout  # refused before any work
+        assert os.stat(target).st_mode == before and not stat.S_ISREG(before)
+
+
+def test_dash_is_standard_output_and_the_report_goes_to_stderr(tmp_path):
+    r = run("solve", "tp_small", "--out", "-", "--time-limit", "5", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    (tmp_path / "s.json").write_text(r.stdout)
+    g = load_graph(bundled("tp_small"))
+    assert validate(g, load_schedule(tmp_path / "s.json", g).order) == []
+    assert "-> standard output" in r.stderr and "status" in r.stderr
+    assert not os.path.exists("-")
+    both = run("compare", "tp_small", "--trace", "-", "--json")
+    assert both.returncode == 2 and "only one output" in both.stderr
+    assert run("compare", "tp_small", "--plot", "-").returncode == 2
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    r = run("solve", "tp_small", "--out", str(link), "--time-limit", "2", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert json.loads(real.read_text())["format"] == "overlapsat-schedule"
+
+
+def test_an_unwritable_place_is_found_by_a_probe_before_any_work(tmp_path):
+    """As root, `os.access` says a read-only file system is writable; the probe does not."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro", "tmpfs", str(ro)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a read-only file system here")
+    try:
+        r = run("solve", "tp_small", "--out", str(ro / "s.json"), "--time-limit", "30")
+        assert r.returncode == 2 and "Read-only file system" in r.stderr and str(ro / "s.json") in r.stderr
+        assert ".tmp" not in r.stderr and "status" not in r.stdout
+    finally:
+        subprocess.run(["umount", str(ro)], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def big_graph(tmp_path_factory):
+    path = tmp_path_factory.mktemp("big") / "tp12k.json"
+    generate("tp", nodes=12000, seed=1).save(path)
+    return str(path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.5, 0.8, 1.5, 3.0, 6.0])  # from 0.5 s: Python itself has started
+def test_ctrl_c_at_any_moment_ends_cleanly_and_writes_only_a_valid_order(tmp_path, big_graph, delay):
+    """Whenever Ctrl-C lands: exit 130, no traceback; a file is written only once an order within the budget
+    is known, and then it is valid; otherwise the message says that nothing was written."""
+    out = tmp_path / "s.json"
+    p = subprocess.Popen([sys.executable, "-m", "overlapsat", "solve", big_graph, "--out", str(out), "--time-limit",
+                          "60", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    time.sleep(delay)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    if out.exists():
+        g = load_graph(big_graph)
+        assert validate(g, load_schedule(out, g).order) == []
+    else:
+        assert "nothing written" in err
+    if delay >= 6.0:  # the graph is loaded and the input order is known by then
+        assert out.exists()
