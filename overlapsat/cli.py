@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -139,27 +140,63 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 class _Ticker:
-    """One-line progress on a terminal (stderr); silent otherwise."""
+    """Progress while a command works: a line kept current on a terminal (stderr, redrawn twice a second), or a
+    `logging` line (logger "overlapsat.progress") at each phase and every `every_s` seconds otherwise. It shows
+    the phase (loading, heuristics, model, lns, polish), the elapsed time, the best makespan and the bound. It
+    names no end time: a deterministic run ends when its work is done, which the clock does not predict."""
 
-    def __init__(self, enabled: bool, time_limit: float, prefix: str = "") -> None:
+    def __init__(self, enabled: bool, every_s: float = 5.0, prefix: str = "") -> None:
+        import threading
         import time
 
-        self.on = enabled and sys.stderr.isatty()
+        self.tty = sys.stderr.isatty()
+        self.on, self.every_s, self.prefix = enabled, every_s, prefix
         self.t0 = time.monotonic()
-        self.limit = time_limit
-        self.prefix = prefix
-
-    def __call__(self, p: Any) -> None:
+        self.phase_name, self.best, self.bound = "loading", math.inf, 0.0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: Any = None
         if self.on:
-            left = max(0.0, self.limit - p.elapsed_s)
-            sys.stderr.write(f"\r{self.prefix}best makespan {fmt_us(p.makespan_us)}  bound {fmt_us(p.bound_us)}  "
-                             f"{left:5.1f} s left   ")
-            sys.stderr.flush()
+            self._thread = threading.Thread(target=self._run, name="overlapsat-progress", daemon=True)
+            self._thread.start()
+
+    def line(self) -> str:
+        import time
+
+        best = fmt_us(self.best) if math.isfinite(self.best) else "-"
+        bound = fmt_us(self.bound) if self.bound > 0 else "-"
+        return (f"{self.prefix}{self.phase_name}: {time.monotonic() - self.t0:.1f} s, best makespan {best}, "
+                f"bound {bound}")
+
+    def _show(self) -> None:
+        with self._lock:
+            if self.tty:
+                sys.stderr.write("\r" + self.line().ljust(90))
+                sys.stderr.flush()
+            else:
+                logging.getLogger("overlapsat.progress").info(self.line())
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5 if self.tty else self.every_s):
+            self._show()
+
+    def __call__(self, p: Any) -> None:  # on_progress: an improvement
+        self.best, self.bound = min(self.best, p.makespan_us), max(self.bound, p.bound_us)
+        if self.on and self.tty:
+            self._show()
+
+    def phase(self, p: Any) -> None:  # on_phase: what runs now
+        changed, self.phase_name = p.phase != self.phase_name, p.phase
+        self.best, self.bound = min(self.best, p.makespan_us), max(self.bound, p.bound_us)
+        if self.on and changed and p.phase != "done":
+            self._show()
 
     def done(self) -> None:
-        if self.on:
-            sys.stderr.write("\r" + " " * 100 + "\r")
-            sys.stderr.flush()
+        self._stop.set()
+        if self.on and self.tty:
+            with self._lock:
+                sys.stderr.write("\r" + " " * 100 + "\r")
+                sys.stderr.flush()
 
 
 def _solver_args(sp: argparse.ArgumentParser) -> None:
@@ -222,12 +259,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
     inter = _interference(args.interference)
     hold = _hold(args.hold)
+    tick = _Ticker(not (args.json or args.no_progress))
     g = _priced(_load(args.graph), args)
     others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
-    tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
-    c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget, collective_order=args.collective_order,
-                workers=args.workers, on_progress=tick, other_graphs=others, interference=inter, hold=hold)
-    tick.done()
+    try:
+        c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
+                    collective_order=args.collective_order, workers=args.workers, on_progress=tick, on_phase=tick.phase,
+                    other_graphs=others, interference=inter, hold=hold)
+    finally:
+        tick.done()
     interrupted = bool(c.result.stats.get("interrupted"))
     if args.plot:
         from overlapsat.plot import plot_timeline
@@ -256,19 +296,22 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from overlapsat.solver import optimize
 
     inter = _interference(args.interference)
+    tick = _Ticker(not (args.json or args.no_progress))
     try:
         g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
     except KeyboardInterrupt:
+        tick.done()
         print("overlapsat: interrupted while loading the graph: no order was known, nothing written", file=sys.stderr)
         return EXIT_INTERRUPTED
-    tick = _Ticker(not (args.json or args.no_progress), args.time_limit)
     try:
         r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
-                     collective_order=args.collective_order, workers=args.workers, on_progress=tick, interference=inter)
+                     collective_order=args.collective_order, workers=args.workers, on_progress=tick,
+                     on_phase=tick.phase, interference=inter)
     except KeyboardInterrupt:  # outside the solver's own guarded searches (their Ctrl-C returns a result)
         tick.done()
         return _interrupted_write(g, args)
-    tick.done()
+    finally:
+        tick.done()
     base = r.baseline
     valid_h = [h["exposed"] for h in r.heuristics if h["valid"]]
     best_h = fmt_us(min(valid_h)) if valid_h else "none within the budget"
@@ -592,6 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(message)s")
+    logging.getLogger("overlapsat.progress").setLevel(logging.INFO)  # the periodic lines when stderr is no terminal
     if not getattr(args, "fn", None):
         parser.print_help()
         return EXIT_BAD_INPUT

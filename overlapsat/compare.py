@@ -151,7 +151,7 @@ class Comparison:
 
 def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
             collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
-            on_progress: Callable[[Progress], None] | None = None,
+            on_progress: Callable[[Progress], None] | None = None, on_phase: Callable[[Progress], None] | None = None,
             extra_orders: dict[str, Any] | None = None,
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
             interference: Interference | None = None, hold: float | None = None) -> Comparison:
@@ -175,6 +175,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         raise GraphError(f"interference: expected an Interference, got {type(interference).__name__}")
     # checked (and cheap) before any solving
     others = [_other_row(graph, nm, spec, budget, collective_order) for nm, spec in (other_graphs or {}).items()]
+    if on_phase is not None:
+        on_phase(Progress(0.0, float("inf"), 0.0, "heuristics"))
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
     heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
                    work_limit=steps)
@@ -183,7 +185,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
     res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
-                   workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur)
+                   workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur,
+                   on_phase=on_phase)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     assert res.evaluated is not None
     rows.append(replace(res.evaluated, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))

@@ -55,8 +55,9 @@ def meets(makespan: float, bound: float) -> bool:
 @dataclass
 class Progress:
     elapsed_s: float
-    makespan_us: float
+    makespan_us: float  # the best valid order's (inf while none is known)
     bound_us: float
+    phase: str = "search"  # heuristics | model | lns | polish | done (what `on_phase` reports)
 
 
 class StoppingRule(Protocol):
@@ -182,6 +183,7 @@ class _Progress(cp_model.CpSolverSolutionCallback):
 
 def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
+             on_phase: Callable[[Progress], None] | None = None,
              heuristic_results: list[Evaluated] | None = None, extra_orders: dict[str, Any] | None = None,
              **options: Any) -> Result:
     """Least exposed communication order of `graph` (a `Graph` or a graph file's path).
@@ -204,6 +206,13 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
     elif options:
         raise GraphError(f"pass solver options either as params or as keywords, not both: {sorted(options)}")
     tb = TimeBudget(params)
+
+    def phase(name: str, makespan: float = math.inf, bound_us: float = 0.0) -> None:
+        """Tell `on_phase` (a progress display) what runs now: it is never asked to stop the search."""
+        if on_phase is not None:
+            on_phase(Progress(tb.elapsed(), makespan, bound_us, name))
+
+    phase("heuristics")
     budget = resolve_budget(graph, memory_budget)
     co = params.collective_order
     given, graph = graph, graph.relaxed(co)  # Inductor's chain edges belong to the "chain" level only
@@ -297,6 +306,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
 
         def run_whole(work: float) -> None:
             nonlocal best, method, bound, solver_error, message
+            phase("model", best.makespan if best is not None else math.inf, bound)
             out = _solve_whole(cg, ts, params, tb, budget, best, on_progress, stop_when, stats, work=work)
             if out.error:
                 solver_error, message = True, out.error
@@ -325,6 +335,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
             # restarts: when the search from the best order converges with work left, the next distinct
             # heuristic orders get the rest (they may lie in another basin)
             assert best is not None
+            phase("lns", best.makespan, bound)
             starts = [best.order] + [h.order for h in valid if h.order != best.order][:params.lns_restarts]
             spent0 = tb.work_used
             for k, start in enumerate(starts):
@@ -375,6 +386,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         bound = graph.compute_total
         message = message or "internal error: inconsistent bound dropped"
     if params.interference is not None and not tb.interrupted:
+        phase("polish", final.makespan, bound)
         final, stats["contention_polish"] = tie_break(graph, final, params, budget)
     status = _status(final.makespan, bound, method, solver_error)
     if tb.interrupted:
@@ -388,6 +400,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         log.warning("deterministic search ended by the wall clock before its work limit (%.2f of %.2f): the order "
                     "may differ across machines; raise time_limit or lower work_limit", tb.work_used, tb.work_total)
     heur_orig = [h.as_dict() for h in from_input]
+    phase("done", final.makespan, bound)
     return Result(given, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
                   baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final)
 
