@@ -296,6 +296,13 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
         install_check()  # says why the check is not there (someone else's pass), or finds ours
     swap_config("install_fx", changes)
     name_pricing(profile, "install_fx")
+    later = [k for k in ("bucket_all_gathers_fx", "bucket_reduce_scatters_fx", "bucket_all_reduces_fx")
+             if getattr(icfg, k, "none") != "none"]
+    if getattr(getattr(icfg, "aten_distributed_optimizations", None), "enable_overlap_scheduling", False):
+        later.append("aten_distributed_optimizations.enable_overlap_scheduling")
+    if later:  # torch runs these after the custom post-grad pass, on the graph overlapsat ordered
+        log.warning("overlapsat: torch's %s run after overlapsat's pass and will bucket or re-order the graph it "
+                    "ordered; turn them off to apply overlapsat's order (docs/torchtitan.md)", ", ".join(later))
     return p
 
 

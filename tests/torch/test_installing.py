@@ -124,3 +124,16 @@ def test_summary_lists_what_the_passes_did():
     assert text.startswith("overlapsat: 2 graph(s) seen by its passes, 1 applied, 1 no schedule")
     assert "abcdef012345  applied (12 nodes)" in text
     reset_summary()
+
+
+def test_install_fx_warns_when_torch_would_reorder_after_it(tmp_path, caplog):
+    """torch's FX bucketing and OverlapScheduler run after the custom post-grad pass (post_grad.py)."""
+    with icfg.patch({"bucket_all_gathers_fx": "all", "aten_distributed_optimizations.enable_overlap_scheduling": True}):
+        with caplog.at_level(logging.WARNING, logger="overlapsat"), installed_fx("apply", str(tmp_path)):
+            pass
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "bucket_all_gathers_fx" in text and "enable_overlap_scheduling" in text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="overlapsat"), installed_fx("apply", str(tmp_path)):
+        pass
+    assert not caplog.records
