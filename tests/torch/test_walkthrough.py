@@ -32,7 +32,7 @@ def test_the_walkthrough_runs_as_written_on_two_gloo_ranks(tmp_path):
         procs.append(subprocess.Popen([sys.executable, "walkthrough.py"], cwd=tmp_path, env=env, text=True,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     outs = [p.communicate(timeout=600) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err[-3000:]
     answers = [out.splitlines()[0] for out, _ in outs]
     assert answers[0] == answers[1] and answers[0].startswith("{'")  # rank 0's solve, on both ranks
