@@ -1,11 +1,14 @@
 """The GPU scripts' trace analysis on synthetic profiler traces (the first GPU run failed in it; #13)."""
 
 import json
+import pathlib
 
 import pytest
 
 from benchmarks.gpu.e2e_step import analyse_trace
 from benchmarks.gpu.interference import summarise
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _trace(tmp_path, name, events):
@@ -419,3 +422,21 @@ def test_carveout_table_against_cublas_alone():
     assert "| qkvo_fwd | cublas | [132, 1, 1] | 100.0 | 190.0 | 1.00 | 1.90 |" in t
     assert "| mlp_dw | cublaslt -24 | [108, 1, 1] | 124.0 | 124.0 | 1.24 | 1.24 |" in t
     assert "| mlp_dw | cublaslt -16 | [116, 1, 1] | 116.0 | 220.4 | 1.16 | 2.20 |" in t
+
+
+def test_the_results_page_verdict_is_what_the_raw_files_give(tmp_path):
+    """docs/gpu_results.md's medians and the committed verdict table come from the raw files, not by hand."""
+    import runpy
+
+    verdict = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "verdict.py"))
+    rs = verdict["rows"]()
+    med = verdict["medians"](rs)
+    assert round(100 * med["comparable (no re-gather), 2 GPUs"][0], 2) == -4.94
+    assert med["comparable (no re-gather), 2 GPUs"][1] == 12
+    assert round(100 * med["re-gather in backward, 2 GPUs"][0], 2) == -1.39
+    page = (ROOT / "docs" / "gpu_results.md").read_text()
+    assert "**-4.94 %**" in page and "**-1.39 %**" in page and len(page.encode()) < 25_000
+    # torch's scheduler did not bucket: as many NCCL kernels per step as no reordering, in every pass that has both
+    assert all(r["kernels"]["c"] == r["kernels"]["a"] for r in rs if r["kernels"].get("a") and r["kernels"].get("c"))
+    committed = (ROOT / "benchmarks" / "results" / "gpu_verdict.md").read_text()
+    assert verdict["table"](rs) in committed

@@ -1,4 +1,4 @@
-"""An exploratory timing rule, checked against the GPU runs' stores after the fact (docs/gpu_results.md).
+"""An exploratory timing rule, checked against the GPU runs' stores after the fact (benchmarks/results/gpu_runs.md).
 
     python benchmarks/gpu/boundary_rule.py benchmarks/results/gpu_2026-11-22/run13_regather [run12 ...]
 

@@ -1,4 +1,4 @@
-"""What an SM carveout costs the step's GEMMs, on one GPU (#13, docs/gpu_results.md, run 50).
+"""What an SM carveout costs the step's GEMMs, on one GPU (#13, benchmarks/results/gpu_runs.md, run 50).
 
     python benchmarks/gpu/carveout_probe.py --out DIR        (one H100/H200; torch and CuPy, no overlapsat)
     python benchmarks/gpu/carveout_probe.py --read DIR       (the table, here)

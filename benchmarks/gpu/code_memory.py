@@ -1,5 +1,5 @@
 """Does Inductor's emitted code depend on memory-planning info left on its nodes after fusion? A CPU check
-(after runs 33-37, docs/gpu_results.md; the answer led to decisions.md 22: Inductor's buffer-reuse gate reads
+(after runs 33-37, benchmarks/results/gpu_runs.md; the answer led to decisions.md 22: Inductor's buffer-reuse gate reads
 that info, and `install_fx` now leaves it).
 
     python benchmarks/gpu/code_memory.py

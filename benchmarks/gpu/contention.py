@@ -1,4 +1,4 @@
-"""Fit the contention model's two slowdowns on some GPU runs and test it on others (#13, docs/gpu_results.md).
+"""Fit the contention model's two slowdowns on some GPU runs and test it on others (#13, benchmarks/results/gpu_runs.md).
 
     python benchmarks/gpu/contention.py --fit RUN [RUN ...] --test RUN [RUN ...]
     python benchmarks/gpu/contention.py --objective RUN [RUN ...]

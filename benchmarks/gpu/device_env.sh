@@ -1,6 +1,6 @@
 # Sourced by the device scripts: the wheels carried in .whl onto the path, NVLink multicast off, $OUT set.
 # The wheels travel either as .whl/*.whl or, to fit the carry limit, unpacked into one .whl/site.tar.xz
-# (docs/gpu_results.md, Setup).
+# (benchmarks/results/gpu_runs.md, Setup).
 if [ -f .whl/site.tar.xz ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .whl/site.tar.xz || { echo "site unpack failed"; exit 1; }
 else

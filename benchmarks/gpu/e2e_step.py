@@ -1,4 +1,4 @@
-"""A compiled SimpleFSDP training step on real GPUs, under each way of ordering it (#13, docs/gpu_results.md).
+"""A compiled SimpleFSDP training step on real GPUs, under each way of ordering it (#13, benchmarks/results/gpu_runs.md).
 
     python benchmarks/gpu/e2e_step.py --out DIR [--configs a b_iter b_three c d] [--layers 8 ...]
 
@@ -279,7 +279,7 @@ def step_exposure(comm: list, up: list, uc: list, steps: int) -> tuple[list[floa
 
 def nccl_waits(up: list, uc: list) -> list[tuple[float, float]]:
     """When the compute stream waits on NCCL, read off a trace (the measure fixed for runs 13 on, before they
-    ran; docs/gpu_results.md). In each hole of the compute stream (before its first kernel, between two, after
+    ran; benchmarks/results/gpu_runs.md). In each hole of the compute stream (before its first kernel, between two, after
     its last), NCCL time counts only up to the last NCCL completion inside the hole: a hole no collective
     finishes in (a launch gap NCCL runs across) is not a wait on NCCL, nor is NCCL time after the last
     completion (the compute stream resumed for another reason)."""
@@ -295,7 +295,7 @@ HELD_US = 10.0  # a NCCL kernel that starts later than this after it could have 
 
 
 def held_back(ev: list, steps: int, skip: int) -> dict:
-    """NCCL kernels that started late while a compute kernel ran (runs 13 on, docs/gpu_results.md). A NCCL
+    """NCCL kernels that started late while a compute kernel ran (runs 13 on, benchmarks/results/gpu_runs.md). A NCCL
     kernel may start once its stream's previous kernel ended and the compute kernel launched last before it (on
     the host: ProcessGroupNCCL makes the NCCL stream wait on the compute stream at issue) ended; a start later
     than that by HELD_US while a compute kernel runs is SM occupancy, which MODEL.md does not have."""
@@ -402,7 +402,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         icfg.allow_buffer_reuse = False  # overlapsat's configurations install_fx(buffer_reuse=False) sets it too
     if gpu and a.blas_lt:  # cuBLASLt for every matmul: the only path that honours an SM carveout
         torch.backends.cuda.preferred_blas_library("cublaslt")
-    if gpu and a.sm_carveout:  # GEMMs planned for the SMs NCCL leaves them (after run 49, docs/gpu_results.md)
+    if gpu and a.sm_carveout:  # GEMMs planned for the SMs NCCL leaves them (after run 49, benchmarks/results/gpu_runs.md)
         torch._C._set_sm_carveout_experimental(a.sm_carveout)
     device = f"cuda:{rank}" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32
@@ -561,7 +561,7 @@ def polish_store(store: str, collective_order: str, cfg: str = "d_hold") -> list
 
 def memory_phases(compiled, x, model) -> dict:
     """One more step, its allocator peaks split by phase (after run 33 overshot its budget at `free`,
-    docs/gpu_results.md): the forward graph's peak, the whole step's, and the allocator's own peak figures,
+    benchmarks/results/gpu_runs.md): the forward graph's peak, the whole step's, and the allocator's own peak figures,
     `requested_bytes` (what the kernels asked for, before the allocator rounds a block up or leaves it unsplit)
     beside `allocated_bytes` (what max_memory_allocated reads), so a gap between them is the allocator's and a
     gap between requested and predicted is the graph's."""
@@ -585,7 +585,7 @@ def memory_phases(compiled, x, model) -> dict:
 
 def memory_snapshot(step, out: str, keep: bool = True) -> dict:
     """One more `step()` (forward, backward, gradients dropped) under the allocator's history (after run
-    34's overshoot: the rule fixed in docs/gpu_results.md asks for the allocator's tensors against the
+    34's overshoot: the rule fixed in benchmarks/results/gpu_runs.md asks for the allocator's tensors against the
     importer's). Kept compact: each event as (action, address, size, where), `where` being the generated
     module and line that asked for the block (the first frame in Inductor's cache folder), else the first
     frame outside torch; and every generated module with a `call`, so `memory_snapshot.py` can name each

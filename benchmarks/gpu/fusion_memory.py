@@ -2,7 +2,7 @@
 
     python benchmarks/gpu/fusion_memory.py [--layers 2 --dim 512 ...]
 
-Run 33 (docs/gpu_results.md) measured 5.41 GB where the FX-level model of its budgeted `free` order
+Run 33 (benchmarks/results/gpu_runs.md) measured 5.41 GB where the FX-level model of its budgeted `free` order
 predicted 5.17 GB. One candidate: Inductor fuses pointwise nodes after the FX pass has ordered the graph, and
 with `pin="compute"` nothing stops a fusion from moving a node, and so a free, across the order. This script
 compiles the same re-gather step (`e2e_step.build`, smaller) on the CPU with the fake process group, solves

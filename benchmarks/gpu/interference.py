@@ -1,7 +1,7 @@
 """Compute/communication interference as a training step issues it, by size, kind and launch order (#13).
 
     python benchmarks/gpu/interference.py --out DIR [--world 2] [--pairs 20]
-    python benchmarks/gpu/interference.py --table DIR/interference.json   (docs/gpu_results.md's table)
+    python benchmarks/gpu/interference.py --table DIR/interference.json   (benchmarks/results/gpu_runs.md's table)
 
 For each GEMM size, collective kind and payload, and launch order (GEMM
 first or collective first), two ranks issue `--pairs` GEMM/collective pairs
@@ -10,7 +10,7 @@ asynchronous, waited before the next pair), and the same kernels alone. A
 profiler trace gives each kernel's duration; the result is the median
 duration beside the other stream over the median alone, for both sides, and
 the NCCL kernels' grid (CTAs, one per channel: the SMs NCCL takes). Written
-as `interference.json` beside a log; docs/gpu_results.md says what is known
+as `interference.json` beside a log; benchmarks/results/gpu_runs.md says what is known
 so far. First run on 2 H200s on 2026-11-22 (benchmarks/results/). `--device
 cpu` runs the control flow on gloo (no kernels, so no figures).
 """

@@ -1,4 +1,4 @@
-"""Is a launch term worth adding? Two checks on kept profiler traces (#13, docs/gpu_results.md).
+"""Is a launch term worth adding? Two checks on kept profiler traces (#13, benchmarks/results/gpu_runs.md).
 
     python benchmarks/gpu/launch_check.py --prices TRACE_A STORE STEPS   (NCCL kernels against their prices)
     python benchmarks/gpu/launch_check.py --holes TRACE [TRACE ...]      (compute-stream holes at NCCL starts)

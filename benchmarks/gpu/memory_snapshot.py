@@ -1,5 +1,5 @@
 """The allocator's tensors at a step's peak against the importer's accounting (the rule fixed in
-docs/gpu_results.md after run 33's overshoot at `free`).
+benchmarks/results/gpu_runs.md after run 33's overshoot at `free`).
 
     python benchmarks/gpu/memory_snapshot.py RUN_DIR [--config d_mem]
 

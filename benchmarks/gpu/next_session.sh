@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What #13 still needs from the GPUs (docs/gpu_results.md, "Not done" and "Fixed before the next runs"), as
+# What #13 still needs from the GPUs (benchmarks/results/gpu_runs.md, "Not done" and "Fixed before the next runs"), as
 # device calls of under 10 minutes each. Carry the wheels in .whl: to fit the 64 MiB carry limit, unpacked
 # into one archive, which benchmarks/gpu/device_env.sh unpacks on the device:
 #   mkdir site && for w in .whl/*.whl; do unzip -q -o "$w" -d site; done
@@ -7,7 +7,7 @@
 # The tracked results and .whl together come within about 0.1 MB of that limit (after run 49): move
 # benchmarks/results/gpu_2026-11-22 out of the tree for each call (no case reads it) and put it back after.
 # After each call, on the CPU: python benchmarks/gpu/window_check.py DIR for every results folder it brought back
-# (the window rule fixed after run 50, docs/gpu_results.md "Window check").
+# (the window rule fixed after run 50, benchmarks/results/gpu_runs.md "Window check").
 set -u
 . benchmarks/gpu/device_env.sh
 mem_run() {  # DIR LIMIT [e2e_step options]: the re-gather step at `free` under the budget 1.3, (d_mem) only, with
@@ -44,7 +44,7 @@ snapshot)  # 2 H200s (about 5 minutes): run 33's budgeted `free` orders again, a
      # solving, with the after-fusion check that no longer leaves planning info behind (runs 34-38 found that it
      # changed Inductor's frees), and the allocator's history of one step on every rank (rank 0 keeps it).
      # A call returns at most 8 files: everything travels as one archive. Analysed offline:
-     # benchmarks/gpu/memory_snapshot.py (docs/gpu_results.md, "Fixed before the next runs, after runs 34-38")
+     # benchmarks/gpu/memory_snapshot.py (benchmarks/results/gpu_runs.md, "Fixed before the next runs, after runs 34-38")
   # Then the same with Inductor's buffer reuse off (the CPU check in benchmarks/gpu/code_memory.py).
   R=benchmarks/results/gpu_2026-11-23
   work=$(mktemp -d)
@@ -64,7 +64,7 @@ informed)  # 2 H200s (about 3 minutes), after run 39 found the check never insta
   tar -C "$work" -cJf "$OUT/informed_run.tar.xz" reuse probe.txt ;;
 workspace)  # 2 H200s (about 4 minutes), after run 40: the re-gather step at `free` under the budget 1.3, solved
      # afresh (60 s per graph) now that the FX importer counts cuDNN attention backward's workspace
-     # (fx.kernel_workspace); the allocator's history of one step on rank 0 (docs/gpu_results.md, "Fixed before
+     # (fx.kernel_workspace); the allocator's history of one step on rank 0 (benchmarks/results/gpu_runs.md, "Fixed before
      # run 42")
   work=$(mktemp -d)
   mem_run "$work/ws" 500 --solve-s 60
@@ -76,7 +76,7 @@ step_free)  # 2 H200s (about 7 minutes): the re-gather step at `free`, unbudgete
   cd "$OUT" && tar -cJf step_free.tar.xz pass1 pass2 log_pass1.txt log_pass2.txt 2>/dev/null \
     && rm -rf pass1 pass2 log_pass1.txt log_pass2.txt ;;
 hard_budget)  # 2 H200s (about 4 minutes), after run 44: the same as `workspace`, with install_fx(buffer_reuse=False)
-     # (decisions.md 25); the rule: docs/gpu_results.md, "Not done", the memory overshoot at `free`
+     # (decisions.md 25); the rule: benchmarks/results/gpu_runs.md, "Not done", the memory overshoot at `free`
   work=$(mktemp -d)
   mem_run "$work/hard" 500 --solve-s 60 --no-buffer-reuse
   tar -C "$work" -cJf "$OUT/hard_budget_run.tar.xz" hard ;;
@@ -103,7 +103,7 @@ comparable)  # 2 H200s (about 6 minutes): the comparable step (no re-gather, `gr
   done ;;
 channels)  # 2 H200s (about 6 minutes), after run 47: the comparable step with NCCL limited to fewer channels
      # (CTAs, so SMs: 24 by default here), a setting every configuration gets, not an order; not counted toward
-     # the 5 % target (docs/gpu_results.md, "Run 48, fixed before it")
+     # the 5 % target (benchmarks/results/gpu_runs.md, "Run 48, fixed before it")
   for job in "ch12 12 d c b_iter" "ch16 16 d c"; do
     set -- $job; dir=$1; n=$2; shift 2
     NCCL_MAX_NCHANNELS=$n timeout 250 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 \
@@ -111,7 +111,7 @@ channels)  # 2 H200s (about 6 minutes), after run 47: the comparable step with N
     grep "step_ms_median" "$OUT/log_$dir.txt" | cut -c1-60
   done ;;
 kern)  # 2 H200s (about 7 minutes), after run 48: the comparable step, (d) against (d_kern), its order polished
-     # under GEMMs priced by size (e2e_step.STEP_GEMMS); the rule: docs/gpu_results.md, "Run 49, fixed before it"
+     # under GEMMs priced by size (e2e_step.STEP_GEMMS); the rule: benchmarks/results/gpu_runs.md, "Run 49, fixed before it"
   for job in "k1 d d_kern c b_iter" "k2 c d_kern d"; do
     set -- $job; dir=$1; shift
     timeout 250 python3 benchmarks/gpu/e2e_step.py --world 2 --out "$OUT/$dir" --steps 50 --prof-steps 10 \
@@ -121,7 +121,7 @@ kern)  # 2 H200s (about 7 minutes), after run 48: the comparable step, (d) again
   cd "$OUT" && tar -cJf kern.tar.xz k1 k2 log_k1.txt log_k2.txt && rm -rf k1 k2 log_k1.txt log_k2.txt ;;
 carveout)  # 2 H200s (about 7 minutes), after run 49: the comparable step with every matmul through cuBLASLt,
      # first as it plans, then with an SM carveout of 24 (NCCL's CTAs), so that a GEMM that fills the SMs in
-     # one wave no longer loses one beside NCCL; the rule: docs/gpu_results.md, "Fixed for the next runs".
+     # one wave no longer loses one beside NCCL; the rule: benchmarks/results/gpu_runs.md, "Fixed for the next runs".
      # Run 50 (one H200, NCCL-shaped occupier) predicts it slower: take it last ("Run 50")
   for job in "lt --blas-lt" "lt_carve --blas-lt --sm-carveout 24"; do
     set -- $job; dir=$1; shift

@@ -1,4 +1,4 @@
-"""A partial hold, fitted on the GPU runs before run 19 and tested on the runs after (docs/gpu_results.md).
+"""A partial hold, fitted on the GPU runs before run 19 and tested on the runs after (benchmarks/results/gpu_runs.md).
 
     python benchmarks/gpu/partial_hold.py
 
@@ -86,7 +86,7 @@ TESTED = (27, 33)  # the runs the test was fixed for
 
 
 def check_new() -> None:
-    """The test fixed before runs 27 on (docs/gpu_results.md, "Fixed before the next runs"): the fitted hold's
+    """The test fixed before runs 27 on (benchmarks/results/gpu_runs.md, "Fixed before the next runs"): the fitted hold's
     prediction of (d)'s waits on NCCL within 20 % in the median new run of each step, the re-gather step
     (overlapsat's `group` and `free` orders) and the step without it; runs whose profiled steps ran slow (the
     iterative pair waiting over 20 ms on the re-gather step) reported, not counted. The other overlapsat

@@ -2,7 +2,7 @@
 # The issue's own configuration (every weight re-gathered in backward under selective checkpointing) on
 # 2 H200s (nvidia-h200-x2), as one device call of under 10 minutes: all five configurations, then a
 # second pass over as many as time allows (d first). FIRST, SECOND (configurations), FIRST_S (the first
-# pass's limit) and EXTRA (more e2e_step options) change the plan; runs 15-16 were FIRST="d_mem d b_iter c a" FIRST_S=545 (SECOND="" then still ran the default second pass; fixed), run 17 FIRST="d_mem d a b_iter" SECOND="" FIRST_S=520. Measures fixed before the runs: docs/gpu_results.md,
+# pass's limit) and EXTRA (more e2e_step options) change the plan; runs 15-16 were FIRST="d_mem d b_iter c a" FIRST_S=545 (SECOND="" then still ran the default second pass; fixed), run 17 FIRST="d_mem d a b_iter" SECOND="" FIRST_S=520. Measures fixed before the runs: benchmarks/results/gpu_runs.md,
 # "Runs 13 on". Carry the wheels in .whl.
 set -u
 . benchmarks/gpu/device_env.sh

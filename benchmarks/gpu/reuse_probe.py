@@ -1,5 +1,5 @@
 """Does the library, as shipped, leave Inductor's memory-planning info on this torch? A CPU check for the GPU
-machines' torch (after run 39, docs/gpu_results.md).
+machines' torch (after run 39, benchmarks/results/gpu_runs.md).
 
     python benchmarks/gpu/reuse_probe.py
 

@@ -1,4 +1,6 @@
-"""Tables for docs/gpu_results.md from the raw files of benchmarks/gpu/e2e_step.py runs.
+"""Per-run tables from the raw files of benchmarks/gpu/e2e_step.py runs.
+
+benchmarks/results/gpu_tables.md is this script's output over every run.
 
     python benchmarks/gpu/summarize.py benchmarks/results/gpu_2026-11-22/run*/results.json
 

@@ -1,4 +1,4 @@
-"""Was a run's profiler window representative of its timed steps? (#13, docs/gpu_results.md, "Window check")
+"""Was a run's profiler window representative of its timed steps? (#13, benchmarks/results/gpu_runs.md, "Window check")
 
     python benchmarks/gpu/window_check.py RUN [RUN ...]
 
@@ -25,7 +25,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.kernel_contention import is_gemm  # noqa: E402
 from benchmarks.gpu.run_files import trace_kernels  # noqa: E402
 
-GEMMS_PER_STEP = 168  # the 8-layer steps of docs/gpu_results.md (56 in the forward graph, 112 in the backward)
+GEMMS_PER_STEP = 168  # the 8-layer steps of benchmarks/results/gpu_runs.md (56 in the forward graph, 112 in the backward)
 RATIO_LIMIT = 1.0  # fixed 2026-11-24 for runs after 50: normal windows read 0.90-0.99 (runs 2-49)
 
 

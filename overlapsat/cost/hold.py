@@ -2,7 +2,7 @@
 
 MODEL.md starts a transfer as soon as its issue point is reached and its
 group's stream is free. On H200s a NCCL kernel that becomes ready while a
-GEMM-like kernel runs waits for part of it (docs/gpu_results.md, "held
+GEMM-like kernel runs waits for part of it (benchmarks/results/gpu_runs.md, "held
 back"). `simulate_held` walks an order as MODEL.md does with one change: a
 transfer whose MODEL.md start r falls inside a GEMM-like compute node's
 interval [s, e) on the compute stream starts at r + hold * (e - r) instead.

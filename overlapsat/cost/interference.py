@@ -39,7 +39,7 @@ class Interference:
     """How much overlapping work slows down. `gemm_slowdown`, if given, prices a GEMM-like node by its size:
     (flops, factor) points, interpolated in log(flops) and held flat beyond the ends. A GEMM that fills the
     SMs in one wave loses a whole wave to NCCL's CTAs; a large one loses only their share (2 H200s: 1.8-2.0
-    against 1.05-1.4 for cuBLAS's 192x192-tile kernels in one step, docs/gpu_results.md "Per kernel").
+    against 1.05-1.4 for cuBLAS's 192x192-tile kernels in one step, benchmarks/results/gpu_runs.md "Per kernel").
     Other nodes use `compute_slowdown`."""
 
     compute_slowdown: float = 1.0  # compute runs this much slower while a transfer is in flight
@@ -94,7 +94,7 @@ H200_NVLINK = Interference(compute_slowdown=1.016, comm_slowdown=1.044)
 H200_STEP = Interference(compute_slowdown=1.67, comm_slowdown=1.36)
 # a GEMM's own slowdown beside NCCL by its size, (flops, factor): the medians of benchmarks/gpu/interference.py's
 # pairs on 2 H200s (2048^3, 4096^3, 8192^3 bf16 GEMMs beside all_gathers and reduce_scatters, 2026-11-22);
-# for Interference.gemm_slowdown (docs/gpu_results.md, "Per kernel")
+# for Interference.gemm_slowdown (benchmarks/results/gpu_runs.md, "Per kernel")
 H200_GEMM_PAIRS = ((2.0 * 2048**3, 1.87), (2.0 * 4096**3, 1.40), (2.0 * 8192**3, 1.23))
 
 

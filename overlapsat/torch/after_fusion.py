@@ -4,7 +4,7 @@ The FX pass applies an order before Inductor lowers and fuses the graph.
 Fusion then places each fused node at its earliest member's position
 (horizontal fusion reaches 64 nodes apart), which allocates a later
 member's outputs early and moves its inputs up with it. A budgeted order,
-packed up to its budget, can go over (docs/gpu_results.md, run 33 and the
+packed up to its budget, can go over (benchmarks/results/gpu_runs.md, run 33 and the
 CPU check after it). This pass runs where Inductor's nodes are final: for
 a graph whose applied schedule was solved under a budget, it takes
 Inductor's own estimate of the peak of the order it will emit and, above

@@ -61,7 +61,7 @@ def kernel_workspace(n: Any) -> int:
     """Bytes the kernel of FX node `n` allocates and frees inside itself, which the graph does not show.
     Known for one kernel: cuDNN's attention backward on CUDA keeps an fp32 accumulator of dQ and fp32 row
     statistics, 4bhsd + 4bhs bytes for a query (b, h, s, d); the allocator measured exactly that on H200s
-    (docs/gpu_results.md, runs 36, 37 and 40). Every other op: 0 (unmeasured ones included: see docs/fx.md)."""
+    (benchmarks/results/gpu_runs.md, runs 36, 37 and 40). Every other op: 0 (unmeasured ones included: see docs/fx.md)."""
     import torch
 
     if getattr(n.target, "overloadpacket", None) is not torch.ops.aten._scaled_dot_product_cudnn_attention_backward:

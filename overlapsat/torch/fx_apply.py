@@ -272,7 +272,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     buffer_reuse=False turns Inductor's buffer reuse off (`allow_buffer_reuse`): the generated code then
     frees each buffer after its last use, as the memory model does, where the reuse gate may hold a freed
     buffer for a later one across a peak its estimate cannot see (a kernel's workspace: on 2 H200s it held a
-    32 MiB buffer there, docs/gpu_results.md run 44). For a memory budget meant as a hard limit.
+    32 MiB buffer there, benchmarks/results/gpu_runs.md run 44). For a memory budget meant as a hard limit.
 
     A post-grad pass already set runs first, then this one. `uninstall()` (or `installed_fx(...)` as a
     context manager) puts Inductor's settings back."""

@@ -1,6 +1,6 @@
 """The check after Inductor's fusion (overlapsat/torch/after_fusion.py, decisions.md 21).
 
-A budgeted order can go over its budget once Inductor fuses the graph (docs/gpu_results.md, run 33). The
+A budgeted order can go over its budget once Inductor fuses the graph (benchmarks/results/gpu_runs.md, run 33). The
 check must warn exactly then, by a peak an independent import of the fused nodes confirms, never change
 the nodes or the code Inductor emits from them, and never touch a pass it did not install.
 """
@@ -227,7 +227,7 @@ def test_report_warns_above_the_budget_only(caplog):
 @pytest.mark.parametrize("reuse", [True, False])
 def test_report_names_buffer_reuse_only_while_it_is_on(caplog, reuse):
     """A budgeted graph's report points at install_fx(buffer_reuse=False) while Inductor's reuse is on (on 2
-    H200s it held a 32 MiB buffer across the peak, docs/gpu_results.md run 44), and not once it is off.
+    H200s it held a 32 MiB buffer across the peak, benchmarks/results/gpu_runs.md run 44), and not once it is off.
     torch's config is patched through its own `patch` (pytest 9.2's monkeypatch undo deletes the setting)."""
     import torch._inductor.config as icfg
 
@@ -255,7 +255,7 @@ def test_nothing_pending_without_a_budget():
 def test_buffer_reuse_off_is_validated_and_frees_at_last_use(fake_world):
     """install_fx(buffer_reuse=False) turns Inductor's buffer reuse off: the code holds no freed buffer for a
     later one (fewer `# reuse` lines; what remains is a kernel writing over its own dead input), and by the
-    generated code's own walk its peak is no higher (docs/gpu_results.md, run 44: the reuse gate held a
+    generated code's own walk its peak is no higher (benchmarks/results/gpu_runs.md, run 44: the reuse gate held a
     32 MiB buffer across a workspace it cannot see). A bad value is refused before anything changes."""
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code

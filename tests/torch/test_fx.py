@@ -130,7 +130,7 @@ def test_memory_per_storage_against_a_hand_computed_case():
 
 def test_tangents_are_held_until_the_graph_returns():
     """A backward graph's `tangents_*` are held by autograd's caller for the whole call (on 2 H200s the
-    loss's gradient was live at the backward graph's peak, after its last reader: docs/gpu_results.md, runs
+    loss's gradient was live at the backward graph's peak, after its last reader: benchmarks/results/gpu_runs.md, runs
     36-42; decisions.md 23): counted from the start, never released. A saved activation is released after
     its last reader."""
     from overlapsat.torch.fx import import_fx
@@ -361,7 +361,7 @@ def _attention_backward_graph(device: str):
 
 def test_cudnn_attention_backward_workspace_is_counted_at_its_node():
     """cuDNN's attention backward allocates an fp32 dQ accumulator and fp32 row statistics inside the kernel
-    (the allocator saw exactly 4bhsd + 4bhs bytes on H200s, docs/gpu_results.md runs 36, 37 and 40): the
+    (the allocator saw exactly 4bhsd + 4bhs bytes on H200s, benchmarks/results/gpu_runs.md runs 36, 37 and 40): the
     importer counts them at that node and frees them there, so a budget covers them; on CPU tensors (another
     kernel) and with `workspaces=None`, nothing."""
     from overlapsat.torch.fx import import_fx
