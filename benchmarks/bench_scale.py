@@ -22,6 +22,7 @@ from bench_core import best_of  # run as a script: benchmarks/ is on the path
 from overlapsat import load_graph, simulate, validate
 from overlapsat.examples import generate
 from overlapsat.heuristics import run_all
+from overlapsat.io import save_graph
 from overlapsat.solver import SolveParams
 
 
@@ -39,7 +40,7 @@ def main() -> None:
         for n in a.sizes:
             for kind in a.kinds:
                 path = os.path.join(d, f"{kind}{n}.json")
-                generate(kind, nodes=n).save(path)
+                save_graph(generate(kind, nodes=n), path)
                 t = time.perf_counter()
                 g = load_graph(path)
                 load = time.perf_counter() - t

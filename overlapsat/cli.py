@@ -15,6 +15,7 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.fmt import bound_line, fmt_bytes, fmt_us
 from overlapsat.graph import COLLECTIVE_ORDERS
+from overlapsat.io import save_graph
 
 # documented in docs/reading.md and in `overlapsat --help`
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_NO_ORDER, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
@@ -505,7 +506,7 @@ def cmd_solve_cache(args: argparse.Namespace) -> int:
 
 def cmd_reprice(args: argparse.Namespace) -> int:
     g = _priced(_load(args.graph), args)
-    g.save(args.out)
+    save_graph(g, args.out)
     _emit(args, {"graph": g.name, "out": args.out, "fingerprint": g.fingerprint(), "compute_us": g.compute_total,
                  "comm_us": g.comm_total},
           [f"graph {g.name} priced for {args.profile or 'the calibration profile'} -> {args.out}: "

@@ -328,17 +328,7 @@ class Graph:
                  else replace(nd, duration=wait_us) if nd.kind is NodeKind.WAIT else nd for nd in self.nodes]
         return replace(self, nodes=tuple(nodes), meta=dict(self.meta))
 
-    # -- serialisation -----------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        from overlapsat.io import graph_to_dict
-
-        return graph_to_dict(self)
-
-    def save(self, path: str) -> None:
-        from overlapsat.io import save_graph
-
-        save_graph(self, path)
-
+    # (files: overlapsat.io's save_graph and graph_to_dict; the graph knows no file format)
     def fingerprint(self) -> str:
         """Structural hash, independent of file layout and node order.
 

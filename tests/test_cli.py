@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from overlapsat.examples import bundled
+from overlapsat.io import save_graph
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -112,7 +113,7 @@ def test_compare_other_graph_row(tmp_path):
     b.collective("c", group="g", duration=2.0)
     b.wait("w", "c")
     path = tmp_path / "merged.json"
-    b.build().save(str(path))
+    save_graph(b.build(), str(path))
     p = run("compare", "tp_small", "--time-limit", "1", "--other-graph", str(path), "--json")
     assert p.returncode == 0, p.stderr
     import json

@@ -12,7 +12,7 @@ import overlapsat as osat
 from overlapsat import __version__
 from overlapsat.examples import bundled
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
-from overlapsat.io import load_graph
+from overlapsat.io import load_graph, save_graph
 
 ENV = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -182,7 +182,7 @@ def test_reprice_and_profile_options_price_for_other_hardware(tmp_path):
 def test_optimize_and_compare_take_a_path_and_refuse_other_things(tmp_path):
     g = load_graph(bundled("tp_small"))
     p = tmp_path / "g.json"
-    g.save(p)
+    save_graph(g, p)
     by_path = osat.optimize(str(p), time_limit=30, work_limit=0.2, workers=1)
     by_graph = osat.optimize(g, time_limit=30, work_limit=0.2, workers=1)
     assert by_path.names == by_graph.names and by_path.makespan == by_graph.makespan

@@ -75,3 +75,51 @@ def test_the_check_can_fail(tmp_path, monkeypatch):
                         else pathlib.Path.read_text.__wrapped__(self) if hasattr(pathlib.Path.read_text, "__wrapped__")
                         else open(self).read())
     assert any("graph.py" in c and "cli" in c for c in crossings())
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Module -> the overlapsat modules it imports, lazy imports included."""
+    out = {}
+    for path in PKG.rglob("*.py"):
+        name = ".".join(("overlapsat", *path.relative_to(PKG).with_suffix("").parts)).removesuffix(".__init__")
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("overlapsat"):
+                deps.add(node.module)
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("overlapsat")}
+        out[name] = deps
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import cycle among modules once (a package importing its own submodules is not one: the package
+    `overlapsat` re-exports, and a submodule's parent package is imported by Python itself)."""
+    found, state = [], {}
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        stack.append(m)
+        for d in sorted(graph.get(m, ())):
+            if d not in graph or d == "overlapsat" or m.startswith(d + "."):
+                continue
+            if state.get(d) == 1:
+                found.append(stack[stack.index(d):] + [d])
+            elif d not in state:
+                visit(d, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    return found
+
+
+def test_no_import_cycles_between_modules():
+    assert cycles(module_imports()) == []
+
+
+def test_the_cycle_check_can_fail():
+    assert cycles({"overlapsat.graph": {"overlapsat.io"}, "overlapsat.io": {"overlapsat.graph"}}) == [
+        ["overlapsat.graph", "overlapsat.io", "overlapsat.graph"]]

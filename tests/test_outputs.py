@@ -13,7 +13,7 @@ import pytest
 
 from overlapsat.examples import bundled
 from overlapsat.examples.models import generate
-from overlapsat.io import load_graph
+from overlapsat.io import load_graph, save_graph
 from overlapsat.schedules import load_schedule
 from overlapsat.validate import validate
 from tests.test_cli_user import ENV, run
@@ -83,7 +83,7 @@ def test_an_unwritable_place_is_found_by_a_probe_before_any_work(tmp_path):
 @pytest.fixture(scope="module")
 def big_graph(tmp_path_factory):
     path = tmp_path_factory.mktemp("big") / "tp12k.json"
-    generate("tp", nodes=12000, seed=1).save(path)
+    save_graph(generate("tp", nodes=12000, seed=1), path)
     return str(path)
 
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from overlapsat.examples import bundled
-from overlapsat.io import load_graph
+from overlapsat.io import load_graph, save_graph
 from overlapsat.schedules import load_schedule
 from overlapsat.store import graph_lock, recorded, schedule_path, solve_store, usable_schedule
 from overlapsat.validate import validate
@@ -24,7 +24,7 @@ def make_store(path, names=SMALL):
     fps = []
     for n in names:
         g = load_graph(bundled(n))
-        g.save(str(path / f"{g.fingerprint()}.graph.json"))
+        save_graph(g, str(path / f"{g.fingerprint()}.graph.json"))
         fps.append(g.fingerprint())
     return fps
 

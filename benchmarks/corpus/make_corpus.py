@@ -2,7 +2,7 @@
 
     python benchmarks/corpus/make_corpus.py            # writes benchmarks/corpus/*.json.gz
 
-Models (overlapsat/torch/models.py), captured on the fake process group
+Models (benchmarks/models.py), captured on the fake process group
 (world size 2), forward and backward, priced with the calibrated H200 cost
 model (Inductor's own estimates are 0 on CPU):
 
@@ -33,7 +33,9 @@ import torch
 from overlapsat.io import graph_to_dict
 from overlapsat.torch import capture, default_durations
 from overlapsat.torch.conformance import reference_orders
-from overlapsat.torch.models import ddp_bucketed, llama_fsdp, moe_ep, tp_sp_transformer
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository root
+from benchmarks.models import ddp_bucketed, llama_fsdp, moe_ep, tp_sp_transformer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

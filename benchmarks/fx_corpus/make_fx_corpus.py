@@ -27,7 +27,9 @@ from overlapsat.simulate import simulate
 from overlapsat.torch.capture import ensure_fake_process_group
 from overlapsat.torch.fx import import_fx
 from overlapsat.torch.fx_peer import bucketed, overlap_scheduler_order
-from overlapsat.torch.models import fsdp_tp_llama, llama_fsdp, moe_ep, moe_fsdp_ep
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository root
+from benchmarks.models import fsdp_tp_llama, llama_fsdp, moe_ep, moe_fsdp_ep  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from overlapsat.cost import nccl
+import overlapsat.cost.nccl as nccl
 from overlapsat.cost.calibration import Calibration, builtin_calibration, load_calibration
 from overlapsat.cost.hardware import HardwareProfile, load_profile
 from overlapsat.errors import GraphError

@@ -6,6 +6,7 @@ import os
 
 from overlapsat.examples import BUNDLED_DIR
 from overlapsat.examples.models import ddp_transformer, fsdp_transformer, moe_transformer, tp_transformer
+from overlapsat.io import save_graph
 
 BUNDLE = {
     "fsdp_small": lambda: fsdp_transformer(layers=2, hidden=2048, seq=2048, world=8, seed=0),
@@ -24,7 +25,7 @@ def main() -> None:
     os.makedirs(BUNDLED_DIR, exist_ok=True)
     for name, make in BUNDLE.items():
         g = make().reprice(model)
-        g.save(os.path.join(BUNDLED_DIR, name + ".json"))
+        save_graph(g, os.path.join(BUNDLED_DIR, name + ".json"))
         print(f"{name}: {len(g)} nodes, fingerprint {g.fingerprint()}")
 
 

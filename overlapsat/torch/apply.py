@@ -19,15 +19,16 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
-from overlapsat.io import atomic_write_text
+from overlapsat.io import atomic_write_text, save_graph
 from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_stored
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
-from overlapsat.torch.installing import name_pricing, note, swap_config
+from overlapsat.torch.installing import name_pricing, note, swap_config, uninstall
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
@@ -103,7 +104,7 @@ def record_graph(store: str, g: Graph, fp: str) -> None:
     """Save `g` for offline solving, once (every rank writes the same file; the first one stays)."""
     path = graph_path(store, fp)
     if not os.path.exists(path):
-        g.save(path)
+        save_graph(g, path)
         log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
 
 
@@ -293,6 +294,16 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     swap_config("install", {"reorder_for_compute_comm_overlap": True, "reorder_for_compute_comm_overlap_passes": [*kept, p]})
     name_pricing(INDUCTOR if profile == INDUCTOR else profile or ("your durations" if durations else None), "install")
     return p
+
+
+@contextmanager
+def installed(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[SchedulePass]:
+    """`install(...)` for the block only: `with installed("apply", "schedules") as p: ...`."""
+    p = install(mode, store, **options)
+    try:
+        yield p
+    finally:
+        uninstall()
 
 
 def solve_store(store: str, *, time_limit: float = 60.0, group: Any = None, **options: Any) -> dict[str, str]:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -36,7 +37,7 @@ from overlapsat.store import schedules_digest
 from overlapsat.torch.after_fusion import AfterFusionCheck, expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
-from overlapsat.torch.installing import chained, name_pricing, note, swap_config
+from overlapsat.torch.installing import chained, name_pricing, note, swap_config, uninstall
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -306,4 +307,14 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     return p
 
 
-__all__ = ["FxSchedulePass", "install_fx"]
+@contextmanager
+def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[FxSchedulePass]:
+    """`install_fx(...)` for the block only."""
+    p = install_fx(mode, store, **options)
+    try:
+        yield p
+    finally:
+        uninstall()
+
+
+__all__ = ["FxSchedulePass", "install_fx", "installed_fx"]

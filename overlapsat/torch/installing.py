@@ -1,8 +1,8 @@
 """Putting a bridge pass into Inductor's config, taking it out again, and saying what it did.
 
 Both passes (`install`, `install_fx`) change a few of Inductor's settings. `swap_config` records what each
-setting held, so `uninstall()` puts exactly that back, and `installed(...)` / `installed_fx(...)` do both around a
-block. A post-grad pass the user had already set is chained, not replaced: it runs first, then overlapsat's, so
+setting held, so `uninstall()` puts exactly that back (`installed(...)` and `installed_fx(...)` do both around a
+block). A post-grad pass the user had already set is chained, not replaced: it runs first, then overlapsat's, so
 that overlapsat's order is the one Inductor schedules. `summary()` lists what the passes did to each graph in
 this process, beside how many graphs Inductor's caches served without running any pass.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,30 +64,6 @@ def uninstall() -> bool:
     return True
 
 
-@contextmanager
-def installed(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[Any]:
-    """`install(...)` for the block only: `with installed("apply", "schedules") as p: ...`."""
-    from overlapsat.torch.apply import install
-
-    p = install(mode, store, **options)
-    try:
-        yield p
-    finally:
-        uninstall()
-
-
-@contextmanager
-def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[Any]:
-    """`install_fx(...)` for the block only."""
-    from overlapsat.torch.fx_apply import install_fx
-
-    p = install_fx(mode, store, **options)
-    try:
-        yield p
-    finally:
-        uninstall()
-
-
 class ChainedPass(_Base):  # type: ignore[misc,valid-type]
     """Two post-grad passes in turn: the one the user had set, then overlapsat's."""
 
@@ -107,12 +81,10 @@ class ChainedPass(_Base):  # type: ignore[misc,valid-type]
 
 
 def chained(existing: Any, ours: Any) -> Any:
-    """`ours`, after whatever post-grad pass was set (None: `ours` alone; an earlier overlapsat pass: replaced)."""
-    from overlapsat.torch.fx_apply import FxSchedulePass
-
-    while isinstance(existing, ChainedPass) and isinstance(existing.then, FxSchedulePass):
+    """`ours`, after whatever post-grad pass was set (None: `ours` alone; an earlier pass of ours: replaced)."""
+    while isinstance(existing, ChainedPass) and isinstance(existing.then, type(ours)):
         existing = existing.first  # a second install_fx replaces the first, and keeps what the user had
-    if existing is None or isinstance(existing, FxSchedulePass):
+    if existing is None or isinstance(existing, type(ours)):
         return ours
     log.info("overlapsat: post_grad_custom_post_pass was set; it runs first, then overlapsat's pass")
     return ChainedPass(existing, ours)
@@ -195,4 +167,4 @@ def reset_summary() -> None:
     _SEEN.clear()
 
 
-__all__ = ["ChainedPass", "Seen", "Summary", "installed", "installed_fx", "reset_summary", "summary", "uninstall"]
+__all__ = ["ChainedPass", "Seen", "Summary", "reset_summary", "summary", "uninstall"]

@@ -15,11 +15,11 @@ import os
 
 import torch
 
+from benchmarks.models import fsdp_transformer, tp_transformer
 from overlapsat.graph import Node, NodeKind
 from overlapsat.io import graph_to_dict
 from overlapsat.torch import capture
 from overlapsat.torch.conformance import reference_orders
-from overlapsat.torch.models import fsdp_transformer, tp_transformer
 
 HERE = os.path.join(os.path.dirname(__file__), "..", "data")
 

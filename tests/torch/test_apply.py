@@ -9,10 +9,10 @@ import pytest
 @pytest.mark.slow
 def test_record_solve_apply(tmp_path):
     torch = pytest.importorskip("torch")
+    from benchmarks.models import fsdp_transformer
     from overlapsat import validate
     from overlapsat.torch import schedule_pass, solve_store
     from overlapsat.torch.capture import _inductor_capture
-    from overlapsat.torch.models import fsdp_transformer
 
     torch.manual_seed(0)
     model = fsdp_transformer(2)

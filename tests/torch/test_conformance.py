@@ -73,9 +73,9 @@ def test_passes_actually_reorder():
 @pytest.mark.slow
 def test_live_capture_matches_torch():
     torch = pytest.importorskip("torch")
+    from benchmarks.models import fsdp_transformer
     from overlapsat.torch import capture
     from overlapsat.torch.conformance import reference_orders
-    from overlapsat.torch.models import fsdp_transformer
     from tests.torch.make_data import seeded_duration
 
     torch.manual_seed(1)
@@ -93,8 +93,8 @@ def test_live_capture_matches_torch():
 def test_all_reduce_gets_its_group_size_from_the_group_name():
     """all_reduce has no size argument: the importer once read group size 1 and priced it at 0 us."""
     torch = pytest.importorskip("torch")
+    from benchmarks.models import ddp_bucketed
     from overlapsat.torch import capture, default_durations
-    from overlapsat.torch.models import ddp_bucketed
 
     torch.manual_seed(0)
     caps = capture(ddp_bucketed(2, 64, 1), torch.randn(8, 64, requires_grad=True), name="ar",
@@ -114,10 +114,10 @@ def test_ports_match_torch_on_its_own_estimates():
 
     import torch._inductor.config as icfg
 
+    from benchmarks.models import fsdp_transformer
     from overlapsat.torch import capture
     from overlapsat.torch.conformance import reference_orders
     from overlapsat.torch.importer import INDUCTOR
-    from overlapsat.torch.models import fsdp_transformer
 
     def estimate(snode):
         return 100.0 * (1 + zlib.crc32(snode.get_name().encode()) % 30)

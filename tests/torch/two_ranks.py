@@ -22,8 +22,8 @@ icfg.force_disable_caches = True
 
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
+from benchmarks.models import fsdp_transformer  # noqa: E402
 from overlapsat.torch import install  # noqa: E402
-from overlapsat.torch.models import fsdp_transformer  # noqa: E402
 from tests.torch.scripts import finish_rank  # noqa: E402
 
 torch.manual_seed(0)  # the same parameters' shards on both ranks (as FSDP after init)
