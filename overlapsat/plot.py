@@ -31,6 +31,20 @@ def _merge(boxes: list[tuple[float, float]], px: float) -> list[tuple[float, flo
     return out
 
 
+def _binned(boxes: list[tuple[float, float]], px: float) -> list[tuple[float, float, float]]:
+    """Per pixel-wide bin of time, the share of it that `boxes` cover: (bin start, width, share). Drawn as a bar
+    of that share of the lane's height, the red area stays proportional to the stalled time at any zoom (a
+    sub-pixel box drawn whole would look as wide as a pixel)."""
+    share: dict[int, float] = {}
+    for s, w in boxes:
+        end, b = s + w, int(s // px)
+        while b * px < end:
+            lo, hi = max(s, b * px), min(end, (b + 1) * px)
+            share[b] = share.get(b, 0.0) + (hi - lo) / px
+            b += 1
+    return [(b * px, px, min(1.0, f)) for b, f in sorted(share.items())]
+
+
 def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | str]]] | Sequence[int | str],
                   path: str | os.PathLike[str], *, memory_budget: BudgetLike = None, width_px: int = 1600,
                   dpi: int = 100) -> str:
@@ -44,6 +58,8 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+        from matplotlib.patches import Patch, Rectangle
     except ImportError as e:  # optional dependency
         raise GraphError("plotting needs matplotlib: pip install 'overlapsat[plot]'") from e
     if schedules and not isinstance(schedules[0], tuple):
@@ -78,7 +94,8 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
                     comp.append((sim.start[v] + sim.stall[v], graph.dur[v]))
         y = len(lanes) - 1
         ax.broken_barh(_merge(comp, px), (y - 0.4, 0.8), facecolors=COLORS["compute"], linewidth=0)
-        ax.broken_barh(_merge(stalls, px), (y - 0.4, 0.8), facecolors=COLORS["stall"], linewidth=0)
+        for x0, w, f in _binned(stalls, px):  # to scale: height = the bin's stalled share
+            ax.add_patch(Rectangle((x0, y - 0.4), w, 0.8 * f, facecolor=COLORS["stall"], linewidth=0))
         for gi, boxes in comm.items():
             ax.broken_barh(_merge(boxes, px), (y - 1 - gi - 0.35, 0.7), linewidth=0.3, edgecolor="white",
                            facecolors=COLORS["comm"][gi % len(COLORS["comm"])])
@@ -88,6 +105,15 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
                 if w >= 0:
                     ax.plot([sim.end[c], sim.end[w]], [y - 1 - graph.group_id[c] + 0.35, y - 0.4], color="#777777",
                             linewidth=0.4, alpha=0.6)
+        if k == 0:
+            handles = [Patch(color=COLORS["compute"], label="compute"),
+                       Patch(color=COLORS["stall"], label="stall: a wait idles the stream (bar height = share of time)"),
+                       *(Patch(color=COLORS["comm"][gi % len(COLORS["comm"])], label=f"transfer, group {g}")
+                         for gi, g in enumerate(graph.groups))]
+            if len(graph.coll_seq) <= 200:
+                handles.append(Line2D([], [], color="#777777", linewidth=0.8, label="transfer end to its wait"))
+            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.02), ncol=min(4, len(handles)),
+                      fontsize=7, frameon=False)
         ax.set_yticks(range(len(lanes)))
         ax.set_yticklabels(list(reversed(lanes)))
         ax.set_ylim(-0.7, len(lanes) - 0.3)
