@@ -99,7 +99,7 @@ def test_step_exposure_skips_nothing_and_separates_kernel_gaps(tmp_path):
 
 def test_holes_at_collective_starts(tmp_path):
     """A collective starting inside a 6 us gap between two kernels, another while a kernel runs."""
-    from benchmarks.gpu.launch_check import holes
+    from benchmarks.gpu.probes.launch_check import holes
 
     t = _trace(tmp_path, "h.json", [("gemm", 0, 10, 132), ("gemm", 16, 10, 132), ("gemm", 28, 10, 132),
                                      ("ncclAllGather", 12, 30, 24), ("ncclAllGather", 30, 5, 24)])
@@ -173,7 +173,7 @@ def test_boundary_rule_defers_a_queued_transfer_past_the_gemm_its_predecessor_re
     """The re-gather pattern by hand: c1 (10) and c2 (10) issued at 0 on one group; w1; a GEMM g (20) that
     needs c1; w2. MODEL.md: c2 runs [10,20) beside g [10,30), exposed 10 (the wait for c1). The boundary rule:
     c2 becomes ready at 10 as g starts, so it runs [30,40) and w2 waits until 40: exposed 20. Input order."""
-    from benchmarks.gpu.boundary_rule import walk
+    from benchmarks.gpu.probes.boundary_rule import walk
     from overlapsat import simulate
 
     gr = _queued_behind_gemm()
@@ -190,14 +190,14 @@ def test_hold_polish_moves_a_wait_past_compute_when_the_transfer_is_held_and_kee
     """c2 queues behind c1 and becomes ready as the GEMM g starts. Under the hold 0.7 it runs [24,34); waiting for
     it right after g (w2, then k0 5 us) makes 39, exposed 14; MODEL.md's walk says 35, exposed 10 either way.
     Sinking w2 past k0 gives 35 under both rules: the polish finds it and keeps MODEL.md's makespan and peak."""
-    from benchmarks.gpu.boundary_rule import walk
-    from benchmarks.gpu.partial_hold import polish_hold
+    from benchmarks.gpu.probes.boundary_rule import walk
     from overlapsat import simulate
+    from overlapsat.cost import polish_held
     from overlapsat.validate import is_valid
 
     gr = _queued_behind_gemm(tail_us=5.0)
     assert walk(gr, None, hold=0.7) == pytest.approx(14) and simulate(gr).exposed == 10
-    ids = polish_hold(gr, gr.input_order, hold=0.7).order
+    ids = polish_held(gr, gr.input_order, hold=0.7).order
     names = [gr.names[i] for i in ids]
     assert names.index("w2") > names.index("k0") and is_valid(gr, ids, None)
     assert walk(gr, ids, hold=0.7) == pytest.approx(10)
@@ -256,7 +256,7 @@ def _snapshot_run(tmp_path, workspace: int, outside: int) -> int:
 
 @pytest.mark.parametrize("workspace", [0, 1000])
 def test_memory_snapshot_splits_the_peak_into_outside_model_and_workspace(tmp_path, workspace):
-    from benchmarks.gpu.memory_snapshot import analyse
+    from benchmarks.gpu.probes.memory_snapshot import analyse
 
     model_peak = _snapshot_run(tmp_path, workspace, outside=4096)
     out = analyse(str(tmp_path), "d_mem")
@@ -270,7 +270,7 @@ def test_memory_snapshot_splits_the_peak_into_outside_model_and_workspace(tmp_pa
 
 
 def test_code_walk_counts_reuse_as_held_and_aliases_as_one_block():
-    from benchmarks.gpu.code_memory import walk
+    from benchmarks.gpu.probes.code_memory import walk
 
     body = "\n".join([
         "self, args):",
@@ -361,7 +361,7 @@ def test_gemm_launches_tagged_by_size_from_the_stored_orders(tmp_path):
 def test_window_check_reads_step_times_from_the_first_gemm_of_each_step(tmp_path):
     """Steps start at every n-th GEMM launch; the first gap (the profiler's start) is left out; a window whose
     median step is longer than the timed median is flagged, against a hand-made results.json."""
-    from benchmarks.gpu.window_check import check, window_steps_ms
+    from benchmarks.gpu.probes.window_check import check, window_steps_ms
 
     ev, t = [], 0
     for gap in (90_000, 50_000, 52_000, 60_000, 51_000):  # us: five steps of two GEMMs and a transfer each
@@ -408,7 +408,7 @@ def test_traces_read_alike_plain_gzip_and_xz(tmp_path):
 
 def test_carveout_table_against_cublas_alone():
     """Every setting's GEMM median against cuBLAS alone for the same shape, alone and beside the occupier."""
-    from benchmarks.gpu.carveout_probe import SETTINGS, SHAPES, table
+    from benchmarks.gpu.probes.carveout_probe import SETTINGS, SHAPES, table
 
     rows = []
     for lib, carve in SETTINGS:

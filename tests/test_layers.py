@@ -123,3 +123,30 @@ def test_no_import_cycles_between_modules():
 def test_the_cycle_check_can_fail():
     assert cycles({"overlapsat.graph": {"overlapsat.io"}, "overlapsat.io": {"overlapsat.graph"}}) == [
         ["overlapsat.graph", "overlapsat.io", "overlapsat.graph"]]
+
+
+def _imported_roots(path: pathlib.Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+    return out
+
+
+def test_the_library_imports_no_benchmark_or_test_and_the_benchmarks_no_test():
+    repo = PKG.parent
+    for path in PKG.rglob("*.py"):
+        bad = {m for m in _imported_roots(path) if m.split(".")[0] in ("benchmarks", "tests")}
+        assert not bad, f"{path}: {bad}"
+    for path in (repo / "benchmarks").rglob("*.py"):
+        bad = {m for m in _imported_roots(path) if m.split(".")[0] == "tests"}
+        assert not bad, f"{path}: {bad}"
+
+
+def test_the_gpu_harness_imports_only_the_library_and_its_trace_reader():
+    gpu = PKG.parent / "benchmarks" / "gpu"
+    for name in ("e2e_step.py", "run_files.py"):
+        own = {m for m in _imported_roots(gpu / name) if m.startswith("benchmarks")}
+        assert own <= {"benchmarks.gpu.run_files"}, (name, own)

@@ -15,7 +15,7 @@ in backward), forward and backward, and times the step:
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
 - d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
 - d_mem   the same as d, under a memory budget (`--memory-budget`, a ratio of each captured graph's peak);
-- d_hold  the same as d, each solved order then polished by the partial hold (benchmarks/gpu/partial_hold.py:
+- d_hold  the same as d, each solved order then polished by the partial hold (overlapsat.cost.polish_held:
           lower exposure under the fitted hold, MODEL.md's makespan and peak no worse).
 - d_kern  the same as d, each solved order then polished by the contention model with GEMMs priced by size
           (STEP_GEMMS, from run 47's trace: benchmarks/gpu/kernel_contention.py), MODEL.md's figures no worse;
@@ -447,10 +447,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
                        collective_order=a.collective_order, buffer_reuse=not a.no_buffer_reuse)
         p.on_apply = lambda g, order: applied.append(len(order))
-        if rank == 0:  # Inductor's peak after fusion, per graph (benchmarks/gpu/fusion_memory.py, after run 33),
+        if rank == 0:  # Inductor's peak after fusion, per graph (after run 33),
             # then the library's own check (decisions.md 21), which install_fx put there
-            from benchmarks.gpu.fusion_memory import after_fusion
-
             res["after_fusion_peaks"] = []
 
             keep = os.path.join(out, f"after_fusion_{cfg}") if a.snapshot else None
@@ -531,12 +529,33 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     dist.destroy_process_group()
 
 
+def after_fusion(nodes, sink: list, save_dir: str | None = None):
+    """Inductor's `_post_fusion_custom_pass`: the peak of its nodes after fusion, in the order it will emit them
+    (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged.
+    save_dir: also keep the imported graph there (`after_fusion_<collectives>.graph.json`; its nodes and
+    buffers carry Inductor's names, as the generated code does), for a memory snapshot to be compared with."""
+    from overlapsat import save_graph, simulate
+    from overlapsat.torch.after_fusion import plan_memory, planning_info_restored
+    from overlapsat.torch.importer import import_snodes
+
+    try:  # a measurement: it must never cost the compile, nor change it (planning info restored after)
+        with planning_info_restored(nodes):
+            plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
+            g = import_snodes(nodes, durations=lambda _nd: 1.0)
+        sink.append((len(g.coll_seq), simulate(g).peak_memory))
+        if save_dir is not None:
+            os.makedirs(save_dir, exist_ok=True)
+            save_graph(g, os.path.join(save_dir, f"after_fusion_{len(g.coll_seq)}.graph.json"))
+    except Exception as e:  # noqa: BLE001
+        sink.append(("error", f"{type(e).__name__}: {e}"))
+    return nodes
+
+
 def polish_store(store: str, collective_order: str, cfg: str = "d_hold") -> list[dict]:
     """d_hold: replace each stored schedule by its partial-hold polish; d_kern: by its polish under the
     contention model with GEMMs priced by size (STEP_GEMMS). What each graph's figures became."""
-    from benchmarks.gpu.partial_hold import polish_hold
     from overlapsat import load_graph, save_schedule
-    from overlapsat.cost import H200_STEP, Interference, polish_contended
+    from overlapsat.cost import H200_STEP, Interference, polish_contended, polish_held
 
     kern = Interference(1.25, H200_STEP.comm_slowdown, STEP_GEMMS)
     from overlapsat.store import graph_path, recorded, schedule_path, usable_schedule
@@ -552,7 +571,7 @@ def polish_store(store: str, collective_order: str, cfg: str = "d_hold") -> list
             p = polish_contended(g, order, kern, collective_order=collective_order, max_evaluations=20000)
             out.append({"fingerprint": fp, "contended_us": [p.contended_before, p.contended_after], "moves": p.moves})
         else:
-            p = polish_hold(g, order, collective_order=collective_order)
+            p = polish_held(g, order, collective_order=collective_order)
             out.append({"fingerprint": fp, "hold_exposed_us": [p.contended_before, p.contended_after],
                         "moves": p.moves})
         save_schedule(schedule_path(store, fp), g, [g.names[i] for i in p.order])
@@ -640,9 +659,8 @@ def predict(store: str, collective_order: str = "group") -> dict:
     """overlapsat's figures for the captured graphs: their captured order (a) and the solved one (d), whose
     schedule is read at the level it was solved at (a `free` one is invalid at `group`; runs 24 and 26 were
     predicted after the run for that reason, `--predict`)."""
-    from benchmarks.gpu.boundary_rule import walk
-    from benchmarks.gpu.partial_hold import FITTED
     from overlapsat import load_graph, simulate
+    from overlapsat.cost import H200_HOLD, simulate_held
     from overlapsat.cost.interference import (
         H200_NVLINK,
         H200_STEP,
@@ -668,8 +686,8 @@ def predict(store: str, collective_order: str = "group") -> dict:
                 ri = simulate_with_interference(g, o, inter)
                 row[label][f"makespan_with_{nm}_us"] = ri.makespan
                 row[label][f"exposed_with_{nm}_us"] = ri.exposed
-            row[label]["boundary_exposed_us"] = walk(g, o)  # the transfer-start rule tested on runs 19-26
-            row[label]["hold_exposed_us"] = walk(g, o, hold=FITTED)  # the partial hold fixed for the next runs
+            row[label]["boundary_exposed_us"] = simulate_held(g, o, 1.0).exposed  # the transfer-start rule, runs 19-26
+            row[label]["hold_exposed_us"] = simulate_held(g, o, H200_HOLD).exposed  # the partial hold since run 27
             rc = simulate_contended(g, o, H200_STEP)  # the contention model, fitted 2026-11-22
             row[label].update(contended_makespan_us=rc.makespan, contended_exposed_us=rc.exposed,
                               contended_compute_us=rc.compute_busy, contended_comm_us=rc.comm_busy)

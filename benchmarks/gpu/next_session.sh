@@ -6,7 +6,7 @@
 #   tar -C site -cf - . | xz -9e -T2 > .whl/site.tar.xz   (then move the .whl files out of .whl)
 # The tracked results and .whl together come within about 0.1 MB of that limit (after run 49): move
 # benchmarks/results/gpu_2026-11-22 out of the tree for each call (no case reads it) and put it back after.
-# After each call, on the CPU: python benchmarks/gpu/window_check.py DIR for every results folder it brought back
+# After each call, on the CPU: python benchmarks/gpu/probes/window_check.py DIR for every results folder it brought back
 # (the window rule fixed after run 50, benchmarks/results/gpu_runs.md "Window check").
 set -u
 . benchmarks/gpu/device_env.sh
@@ -44,8 +44,8 @@ snapshot)  # 2 H200s (about 5 minutes): run 33's budgeted `free` orders again, a
      # solving, with the after-fusion check that no longer leaves planning info behind (runs 34-38 found that it
      # changed Inductor's frees), and the allocator's history of one step on every rank (rank 0 keeps it).
      # A call returns at most 8 files: everything travels as one archive. Analysed offline:
-     # benchmarks/gpu/memory_snapshot.py (benchmarks/results/gpu_runs.md, "Fixed before the next runs, after runs 34-38")
-  # Then the same with Inductor's buffer reuse off (the CPU check in benchmarks/gpu/code_memory.py).
+     # benchmarks/gpu/probes/memory_snapshot.py (benchmarks/results/gpu_runs.md, "Fixed before the next runs, after runs 34-38")
+  # Then the same with Inductor's buffer reuse off (the CPU check in benchmarks/gpu/probes/code_memory.py).
   R=benchmarks/results/gpu_2026-11-23
   work=$(mktemp -d)
   for job in "reuse" "no_reuse --no-buffer-reuse"; do
@@ -55,10 +55,10 @@ snapshot)  # 2 H200s (about 5 minutes): run 33's budgeted `free` orders again, a
   tar -C "$work" -cJf "$OUT/snapshot_runs.tar.xz" reuse no_reuse ;;
 informed)  # 2 H200s (about 3 minutes), after run 39 found the check never installed on torch 2.11: run 33's
      # budgeted `free` orders from its store with the library's informed reuse gate, the allocator's history of
-     # one step on rank 0; beside it, on the CPU, benchmarks/gpu/reuse_probe.py on this torch
+     # one step on rank 0; beside it, on the CPU, benchmarks/gpu/probes/reuse_probe.py on this torch
   R=benchmarks/results/gpu_2026-11-23
   work=$(mktemp -d)
-  timeout 300 python3 benchmarks/gpu/reuse_probe.py > "$work/probe.txt" 2>&1 &
+  timeout 300 python3 benchmarks/gpu/probes/reuse_probe.py > "$work/probe.txt" 2>&1 &
   mem_run "$work/reuse" 240 --store-from "$R/run33_regather_free_mem/store.tar.gz"
   wait; grep -v -i "warn\|context_fn\|in-place\|\[0/0\] $" "$work/probe.txt" | tail -5
   tar -C "$work" -cJf "$OUT/informed_run.tar.xz" reuse probe.txt ;;

@@ -14,12 +14,12 @@ from overlapsat.cost.interference import (
 )
 from overlapsat.cost.model import AnalyticalCostModel, CalibratedCostModel, CostModel, cost_model, reprice
 from overlapsat.cost.nccl import CollectiveEstimate, estimate
-from overlapsat.cost.polish import Polished, polish_contended
+from overlapsat.cost.polish import Polished, polish_contended, polish_held
 
 __all__ = [
     "AnalyticalCostModel", "CalibratedCostModel", "Calibration", "CollectiveEstimate", "ContendedResult", "CostModel",
     "H200_GEMM_PAIRS", "H200_HOLD", "H200_NVLINK", "H200_STEP", "HardwareProfile", "HeldResult", "Interference", "Polished",
-    "polish_contended", "simulate_contended", "simulate_held", "simulate_with_interference",
+    "polish_contended", "polish_held", "simulate_contended", "simulate_held", "simulate_with_interference",
     "Table", "build_calibration", "builtin_calibration", "builtin_profiles", "cost_model", "estimate",
     "load_calibration", "load_profile", "profile_from_dict", "reprice",
 ]

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from overlapsat.budget import BudgetLike
+from overlapsat.cost.hold import H200_HOLD, check_hold, simulate_held
 from overlapsat.cost.interference import H200_STEP, Interference, simulate_contended
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
@@ -59,6 +60,22 @@ def polish_contended(graph: Graph, order: Sequence[int | str], interference: Int
     assert_valid(graph, ids, memory_budget, collective_order=collective_order, what="order to polish")  # type: ignore[arg-type]
     return polish_by(graph, ids, lambda o: simulate_contended(graph, o, interference).makespan,
                      memory_budget=memory_budget, collective_order=collective_order, max_evaluations=max_evaluations)
+
+
+def polish_held(graph: Graph, order: Sequence[int | str], hold: float = H200_HOLD, *,
+                memory_budget: BudgetLike = None, collective_order: str = "group",
+                max_evaluations: int = 20000) -> Polished:
+    """The same search scored by the exposure under the partial hold (`simulate_held`: transfers held back by a
+    running GEMM), an estimate beside MODEL.md like the contended one: MODEL.md's makespan and peak never grow,
+    so a plain solve's status and bound still hold. Its before/after figures are the held exposure (us).
+    (Measured once on 2 H200s as `d_hold`: not faster there; benchmarks/results/gpu_runs.md, runs 27-30.)"""
+    hold = check_hold(hold)
+    if not isinstance(max_evaluations, int) or isinstance(max_evaluations, bool) or max_evaluations < 0:
+        raise GraphError(f"max_evaluations must be an integer >= 0, got {max_evaluations!r}")
+    ids = order_ids(graph, order)
+    assert_valid(graph, ids, memory_budget, collective_order=collective_order, what="order to polish")  # type: ignore[arg-type]
+    return polish_by(graph, ids, lambda o: simulate_held(graph, o, hold).exposed, memory_budget=memory_budget,
+                     collective_order=collective_order, max_evaluations=max_evaluations)
 
 
 def polish_by(graph: Graph, ids: list[int], score: Callable[[list[int]], float], *, memory_budget: BudgetLike = None,

@@ -159,8 +159,7 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.e2e_step import build
-    from benchmarks.gpu.fusion_memory import after_fusion
+    from benchmarks.gpu.e2e_step import after_fusion, build
     from overlapsat.store import solve_store
     from overlapsat.torch.fx_apply import install_fx
 
@@ -260,8 +259,8 @@ def test_buffer_reuse_off_is_validated_and_frees_at_last_use(fake_world):
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.code_memory import walk
     from benchmarks.gpu.e2e_step import build
+    from benchmarks.gpu.probes.code_memory import walk
     from overlapsat import GraphError
     from overlapsat.torch.fx_apply import install_fx
 

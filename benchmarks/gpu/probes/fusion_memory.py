@@ -1,6 +1,6 @@
 """Does Inductor's fusion keep the peak overlapsat's FX-level order was solved for? A CPU check (run 33).
 
-    python benchmarks/gpu/fusion_memory.py [--layers 2 --dim 512 ...]
+    python benchmarks/gpu/probes/fusion_memory.py [--layers 2 --dim 512 ...]
 
 Run 33 (benchmarks/results/gpu_runs.md) measured 5.41 GB where the FX-level model of its budgeted `free` order
 predicted 5.17 GB. One candidate: Inductor fuses pointwise nodes after the FX pass has ordered the graph, and
@@ -23,30 +23,8 @@ import os
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
-
-
-def after_fusion(nodes, sink: list, save_dir: str | None = None):
-    """Inductor's `_post_fusion_custom_pass`: the peak of its nodes after fusion, in the order it will emit them
-    (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged.
-    save_dir: also keep the imported graph there (`after_fusion_<collectives>.graph.json`; its nodes and
-    buffers carry Inductor's names, as the generated code does), for a memory snapshot to be compared with."""
-    from overlapsat import save_graph, simulate
-    from overlapsat.torch.after_fusion import plan_memory, planning_info_restored
-    from overlapsat.torch.importer import import_snodes
-
-    try:  # a measurement: it must never cost the compile, nor change it (planning info restored after)
-        with planning_info_restored(nodes):
-            plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
-            g = import_snodes(nodes, durations=lambda _nd: 1.0)
-        sink.append((len(g.coll_seq), simulate(g).peak_memory))
-        if save_dir is not None:
-            os.makedirs(save_dir, exist_ok=True)
-            save_graph(g, os.path.join(save_dir, f"after_fusion_{len(g.coll_seq)}.graph.json"))
-    except Exception as e:  # noqa: BLE001
-        sink.append(("error", f"{type(e).__name__}: {e}"))
-    return nodes
 
 
 def run(a: argparse.Namespace) -> list[dict]:
@@ -55,7 +33,7 @@ def run(a: argparse.Namespace) -> list[dict]:
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from benchmarks.gpu.e2e_step import build
+    from benchmarks.gpu.e2e_step import after_fusion, build
     from overlapsat import load_graph, simulate
     from overlapsat.store import solve_store, usable_schedule
     from overlapsat.torch.fx_apply import install_fx

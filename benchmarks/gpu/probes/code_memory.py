@@ -2,7 +2,7 @@
 (after runs 33-37, benchmarks/results/gpu_runs.md; the answer led to decisions.md 22: Inductor's buffer-reuse gate reads
 that info, and `install_fx` now leaves it).
 
-    python benchmarks/gpu/code_memory.py
+    python benchmarks/gpu/probes/code_memory.py
 
 Runs 33 and 37 applied the same stored `free` order under the budget 1.3 on 2 H200s and peaked at 5.41 and
 5.26 GB. Between them, the check after fusion (decisions.md 21) had started to assign Inductor's planning info
@@ -22,7 +22,7 @@ import re
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 ITEM = {"torch.float32": 4, "torch.bfloat16": 2, "torch.float16": 2, "torch.int64": 8, "torch.int32": 4,
@@ -115,7 +115,7 @@ def main() -> None:
     import torch.distributed as dist
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.fusion_memory import after_fusion
+    from benchmarks.gpu.e2e_step import after_fusion
     from overlapsat.store import solve_store
     from overlapsat.torch.after_fusion import plan_memory
     from overlapsat.torch.fx_apply import install_fx

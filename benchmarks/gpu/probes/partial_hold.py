@@ -1,6 +1,6 @@
 """A partial hold, fitted on the GPU runs before run 19 and tested on the runs after (benchmarks/results/gpu_runs.md).
 
-    python benchmarks/gpu/partial_hold.py
+    python benchmarks/gpu/probes/partial_hold.py
 
 MODEL.md starts a transfer when its stream and issue point allow (hold 0); the boundary rule, fixed before
 run 19 and not adopted, starts one that becomes ready inside a GEMM when the GEMM ends (hold 1). Between them:
@@ -11,7 +11,8 @@ slow (15, 16, 24, 25) and runs in another setting (21, 23: high-priority NCCL st
 Passed the test fixed in advance on runs 27-33: now `overlapsat.cost.simulate_held` (an estimate beside
 MODEL.md's figures; the solver, bounds and certificates keep MODEL.md's rule).
 
-`polish_hold` is the tie-break prepared for the next GPU runs (e2e_step's `d_hold`): it moves collectives and
+`overlapsat.cost.polish_held` (here until 2026-11-25 as `polish_hold`) is the tie-break of e2e_step's
+`d_hold`: it moves collectives and
 waits to lower the exposure under the fitted hold, keeping only orders that stay valid and are no longer and no
 higher in peak memory under MODEL.md, so every certificate of the input order still holds.
 """
@@ -24,7 +25,7 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.run_files import run_trace, unpack_store  # noqa: E402
@@ -34,20 +35,6 @@ TRAIN = ("run12", "run13_regather", "run14_regather", "run17_regather", "run18_r
 TEST = ("run19_regather", "run20", "run22", "run26_regather_free")
 HOLDS = [i / 20 for i in range(21)]
 FITTED = 0.70  # fitted on TRAIN (2026-11-22), tested on runs 27-33: the library's H200_HOLD (overlapsat.cost.hold)
-
-
-def polish_hold(g, order, *, hold: float = FITTED, collective_order: str = "group",
-                max_evaluations: int = 20000):
-    """`polish_contended`'s search (`overlapsat.cost.polish.polish_by`) scored by the exposure under `hold`:
-    moves of collectives and waits kept only if the order stays valid at `collective_order` and MODEL.md's
-    makespan and peak do not grow. Deterministic: a fixed move sequence and a work limit, no clock. Returns
-    the `Polished` (its before and after figures are the hold exposure, us)."""
-    from benchmarks.gpu.boundary_rule import walk
-    from overlapsat.cost.polish import polish_by
-    from overlapsat.simulate import order_ids
-
-    return polish_by(g, order_ids(g, order), lambda o: walk(g, o, hold=hold), collective_order=collective_order,
-                     max_evaluations=max_evaluations)
 
 
 def measured_us(run: str, cfg: str = "d") -> float:
@@ -63,7 +50,7 @@ def measured_us(run: str, cfg: str = "d") -> float:
 
 def predicted_us(run: str, cfg: str = "d", holds: tuple[float, ...] = tuple(HOLDS)) -> dict[float, float]:
     """Exposure of a configuration's stored orders, summed over the step's graphs, for every hold."""
-    from benchmarks.gpu.boundary_rule import walk
+    from benchmarks.gpu.probes.boundary_rule import walk
     from overlapsat import load_graph
     from overlapsat.store import usable_schedule
 

@@ -1,6 +1,6 @@
 """Was a run's profiler window representative of its timed steps? (#13, benchmarks/results/gpu_runs.md, "Window check")
 
-    python benchmarks/gpu/window_check.py RUN [RUN ...]
+    python benchmarks/gpu/probes/window_check.py RUN [RUN ...]
 
 The waits on NCCL are read from a profiler window of about 10 steps, the step time from 50 timed ones. Some
 windows waited 2-5 times as long as their timed steps imply (runs 28, 43, 46, 49). This measures, per kept
@@ -19,7 +19,7 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.kernel_contention import is_gemm  # noqa: E402

@@ -1,7 +1,7 @@
 """The allocator's tensors at a step's peak against the importer's accounting (the rule fixed in
 benchmarks/results/gpu_runs.md after run 33's overshoot at `free`).
 
-    python benchmarks/gpu/memory_snapshot.py RUN_DIR [--config d_mem]
+    python benchmarks/gpu/probes/memory_snapshot.py RUN_DIR [--config d_mem]
 
 RUN_DIR holds what `e2e_step.py --snapshot` kept for one configuration: `snapshot_<cfg>/events.json.xz`
 (the allocator's events of one step, each with the generated module and line that asked for the block), the
@@ -22,7 +22,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 ASSIGN = re.compile(r"^\s*(buf\d+)\s*=")

@@ -1,6 +1,6 @@
 """An exploratory timing rule, checked against the GPU runs' stores after the fact (benchmarks/results/gpu_runs.md).
 
-    python benchmarks/gpu/boundary_rule.py benchmarks/results/gpu_2026-11-22/run13_regather [run12 ...]
+    python benchmarks/gpu/probes/boundary_rule.py benchmarks/results/gpu_2026-11-22/run13_regather [run12 ...]
 
 MODEL.md starts a transfer as soon as its group stream is free and its issue point is reached. On the
 H200s a NCCL kernel that becomes ready while a GEMM holds the SMs, or as one starts, waits for that GEMM
@@ -16,7 +16,7 @@ import glob
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.run_files import unpack_store  # noqa: E402

@@ -1,7 +1,7 @@
 """Is a launch term worth adding? Two checks on kept profiler traces (#13, benchmarks/results/gpu_runs.md).
 
-    python benchmarks/gpu/launch_check.py --prices TRACE_A STORE STEPS   (NCCL kernels against their prices)
-    python benchmarks/gpu/launch_check.py --holes TRACE [TRACE ...]      (compute-stream holes at NCCL starts)
+    python benchmarks/gpu/probes/launch_check.py --prices TRACE_A STORE STEPS   (NCCL kernels against their prices)
+    python benchmarks/gpu/probes/launch_check.py --holes TRACE [TRACE ...]      (compute-stream holes at NCCL starts)
 
 --prices matches the NCCL kernels of a trace of the captured order (a) to
 the captured graphs' collectives in issue order (forward graph, then
@@ -21,7 +21,7 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.run_files import trace_kernels, unpack_store  # noqa: E402

@@ -1,7 +1,7 @@
 """What an SM carveout costs the step's GEMMs, on one GPU (#13, benchmarks/results/gpu_runs.md, run 50).
 
-    python benchmarks/gpu/carveout_probe.py --out DIR        (one H100/H200; torch and CuPy, no overlapsat)
-    python benchmarks/gpu/carveout_probe.py --read DIR       (the table, here)
+    python benchmarks/gpu/probes/carveout_probe.py --out DIR        (one H100/H200; torch and CuPy, no overlapsat)
+    python benchmarks/gpu/probes/carveout_probe.py --read DIR       (the table, here)
 
 The comparable step's one-wave GEMMs run 1.78-2.01 times as long beside NCCL (runs 32, 47, 48). In its traces
 they are persistent cuBLAS kernels of 132 CTAs with 213 KB of shared memory each, and NCCL's kernels are 24
@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.run_files import trace_kernels  # noqa: E402

@@ -1,13 +1,13 @@
 """Does the library, as shipped, leave Inductor's memory-planning info on this torch? A CPU check for the GPU
 machines' torch (after run 39, benchmarks/results/gpu_runs.md).
 
-    python benchmarks/gpu/reuse_probe.py
+    python benchmarks/gpu/probes/reuse_probe.py
 
 Run 39 applied run 33's stored `free` orders with the library's informed buffer-reuse gate (decisions.md 22)
 and peaked where the blind gate had (5.41 GB), not where runs 34-37 had (5.26 GB): torch 2.11 has Inductor's
 `_post_fusion_custom_pass` slot but not `CustomSchedulerPass`, and the check was only installed where it has
 both. This script compiles the small re-gather step at `free` under the budget 1.3 (fake process group) three
-ways and walks each generated `call` (benchmarks/gpu/code_memory.py): the library alone; the library behind
+ways and walks each generated `call` (benchmarks/gpu/probes/code_memory.py): the library alone; the library behind
 e2e_step's own after-fusion hook (as runs 34-39 compiled rank 0); and that hook alone, which leaves no info
 (the blind gate). The first two must agree, and differ from the third.
 """
@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
 
@@ -30,8 +30,8 @@ def main() -> None:
     import torch.distributed as dist
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.code_memory import small_step, walk
-    from benchmarks.gpu.fusion_memory import after_fusion
+    from benchmarks.gpu.probes.code_memory import small_step, walk
+    from benchmarks.gpu.probes.fusion_memory import after_fusion
     from overlapsat.store import solve_store
     from overlapsat.torch import after_fusion as af
     from overlapsat.torch.fx_apply import install_fx
