@@ -3,7 +3,7 @@
 Written from MODEL.md alone. It shares no code with the solver, the
 heuristics or the library's generators (which the solver is tuned on), and
 carries its own simulator, so a property that compares the two can fail.
-Used by tests/test_soundness.py (a fixed seeded sample) and benchmarks/soak.py.
+Used by tests/test_soundness.py (a fixed seeded sample) and tests/soak.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A fixed seeded sample of tests/brute.py's graphs (several groups, collectives
 never waited, atomic groups, freeable inputs, outputs, Inductor's multi-output
 split and arbitrary splits, the global collective chain, zero, equal and
 non-representable durations, budgets from none to impossible).
-benchmarks/soak.py runs the same check on 10,000 graphs.
+tests/soak.py runs the same check on 10,000 graphs.
 """
 
 import logging

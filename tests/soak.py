@@ -1,6 +1,6 @@
 """Soak test of every claim overlapsat makes, against brute force (docs/solver.md, Soundness).
 
-    python benchmarks/soak.py --graphs 10000 --jobs 2 --out soak.json
+    python tests/soak.py --graphs 10000 --jobs 2 --out soak.json
 
 Each graph comes from tests/brute.py (written from MODEL.md, independent of
 the library's generators). Per graph: every lower-bound component is checked
