@@ -65,29 +65,24 @@ class MemoryBudget:
         raise GraphError(f"memory budget {text!r}: expected a ratio like '1.2x' or a size like '40GiB'")
 
 
-class Bytes(int):
-    """A budget already resolved to bytes: what `resolve_budget` returns and accepts back unchanged, so that
-    layers pass a resolved budget on without resolving a ratio twice (against another graph's input order)."""
-
-    __slots__ = ()
+BudgetLike = MemoryBudget | int | str | None
 
 
-BudgetLike = MemoryBudget | Bytes | str | None
+def resolve_budget(graph: Graph, budget: BudgetLike) -> int | None:
+    """Bytes, or None for no budget: an int (bytes), a string ('1.2x', '40GiB', '123B') or a `MemoryBudget`.
 
-
-def resolve_budget(graph: Graph, budget: BudgetLike) -> Bytes | None:
-    """Bytes, or None for no budget: a `MemoryBudget`, a string ('1.2x', '40GiB', '123B') or a resolved `Bytes`.
-
-    A bare number is refused, as on the command line: `1` (bytes) and `1.0` (a ratio) differ by a dot."""
+    A float is refused: `1` (bytes) and `1.0` (once a ratio) differed by a dot. A ratio is written '1.2x' or
+    MemoryBudget(ratio=1.2), as on the command line."""
     if budget is None:
         return None
-    if isinstance(budget, Bytes):
-        return budget
     if isinstance(budget, MemoryBudget):
-        return Bytes(budget.resolve(graph))
+        return budget.resolve(graph)
     if isinstance(budget, str):
-        return Bytes(MemoryBudget.parse(budget).resolve(graph))
-    if isinstance(budget, (int, float)) and not isinstance(budget, bool):
-        raise GraphError(f"memory budget {budget!r} is ambiguous: write '{budget}x' or MemoryBudget(ratio={budget}) "
-                         f"for a ratio of the input order's peak, or '{budget}B' or MemoryBudget(bytes=...) for a size")
-    raise GraphError(f"memory budget {budget!r}: expected a string ('1.2x', '40GiB'), a MemoryBudget or None")
+        return MemoryBudget.parse(budget).resolve(graph)
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        return MemoryBudget(bytes=budget).resolve(graph)
+    if isinstance(budget, float):
+        raise GraphError(f"memory budget {budget!r}: a float is ambiguous; write '{budget}x' or "
+                         f"MemoryBudget(ratio={budget}) for a ratio of the input order's peak, or an int of bytes")
+    raise GraphError(f"memory budget {budget!r}: expected bytes (an int), a string ('1.2x', '40GiB') or a "
+                     "MemoryBudget")

@@ -12,7 +12,6 @@ import random
 from dataclasses import dataclass, replace
 
 from overlapsat import Buffer, Graph, Node, NodeKind
-from overlapsat.budget import Bytes
 
 DURATIONS = [0.0, 1.0, 1.0, 2.0, 3.0, 3.0, 5.0, 8.0, 0.5, 2.25]
 ODD_DURATIONS = [1 / 3, 2 / 7, 1.000001, 7.123456789]  # not whole at any resolution: rounding must stay sound
@@ -310,8 +309,6 @@ def check(seed: int, time_limit: float, interference: bool = False) -> dict:
     budget = rng.choice([None, truth.min_peak - 1, truth.min_peak, rng.choice(peaks)])
     if budget is not None and budget < 0:
         budget = None
-    if budget is not None:
-        budget = Bytes(budget)  # a resolved size (a bare number is refused as ambiguous)
     best = truth.best(budget)
     try:
         r = osat.optimize(g, time_limit=time_limit, memory_budget=budget, collective_order=co, workers=2, **extra)

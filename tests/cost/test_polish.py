@@ -7,7 +7,6 @@ memory, never longer contended; so a certificate of the input order stands.
 import pytest
 
 from overlapsat import GraphError, optimize, simulate, validate
-from overlapsat.budget import Bytes
 from overlapsat.cost import Interference, simulate_contended
 from overlapsat.cost.polish import polish_contended
 from overlapsat.examples import fsdp_transformer
@@ -28,7 +27,7 @@ def test_polish_keeps_its_promise_against_brute_force():
             continue
         start = min(truth.orders, key=lambda t: (t[1], t[0]))[0]  # a plain optimum, as the solver returns
         s0 = simulate(g, start)
-        budget = Bytes(s0.peak_memory) if seed % 3 == 0 else None
+        budget = s0.peak_memory if seed % 3 == 0 else None
         p = polish_contended(g, start, SLOW, memory_budget=budget, collective_order=co)
         assert any(o == p.order for o, _, _ in truth.orders), seed  # valid, by brute force's own rules
         assert validate(g, p.order, budget, collective_order=co) == []

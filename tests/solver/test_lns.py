@@ -6,7 +6,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlapsat import GraphBuilder, optimize, simulate, validate
-from overlapsat.budget import Bytes
 from overlapsat.examples import generate
 from overlapsat.heuristics import best
 from overlapsat.solver import SolveParams, TimeBudget, choose_scale
@@ -25,7 +24,7 @@ def window(g, order, i, j, budget=None):
 def test_window_result_valid_and_no_worse(g, seed, with_budget):
     rng = random.Random(seed)
     order = random_valid_order(g, rng)
-    budget = Bytes(simulate(g, order).peak_memory) if with_budget else None
+    budget = simulate(g, order).peak_memory if with_budget else None
     n = len(order)
     i = rng.randrange(n)
     i, j = widen_to_atomic(g, order, i, min(n, i + rng.randint(2, 12)))
@@ -92,7 +91,7 @@ def test_unread_freeable_input_counts_at_step_zero():
     b.wait("w", "c1")
     g = b.build()
     order = [0, 1, 2]
-    budget = Bytes(simulate(g, order).peak_memory)  # 59: in0 + B0 at step 0
+    budget = simulate(g, order).peak_memory  # 59: in0 + B0 at step 0
     cand, _ = window(g, order, 0, 3, budget)
     assert cand is None or validate(g, cand, budget) == []
     r = optimize(g, time_limit=5, memory_budget=budget)
