@@ -99,6 +99,9 @@ class Graph:
     # Inductor's nodes before fusion, for the ports' scores (docs/decisions.md 16): (member, the graph node it
     # was fused into, its members before it); members in a topological order. Not part of the problem.
     prefusion: tuple[tuple[str, str, tuple[str, ...]], ...] = field(default=(), compare=False)
+    # True once `relaxed` has decided which fake edges are Inductor's chain: a copy in another node order (the
+    # canonical form) keeps that decision, since "the next collective" depends on the order it is read in
+    chain_decided: bool = field(default=False, compare=False)
 
     def __repr__(self) -> str:  # the fields run to megabytes on large graphs
         c = self.counts()
@@ -292,13 +295,14 @@ class Graph:
         (the level's own pairs then stand for them; docs/decisions.md 14)."""
         if collective_order not in COLLECTIVE_ORDERS:
             raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
-        drop = self.chain_edges()
-        if collective_order == "chain" or not drop:
+        if collective_order == "chain" or self.chain_decided:
             return self
         if "relaxed" not in self._cache:
+            drop = self.chain_edges()
             self._cache["relaxed"] = replace(
                 self, fake_edges=tuple(e for e in self.fake_edges if e not in drop),
-                implied_edges=tuple(e for e in self.implied_edges if e not in drop), meta=dict(self.meta))
+                implied_edges=tuple(e for e in self.implied_edges if e not in drop), meta=dict(self.meta),
+                chain_decided=True)
         return self._cache["relaxed"]
 
     def with_collective_chain(self, mode: str = "group") -> Graph:

@@ -99,6 +99,22 @@ def windows(g: Graph, order: list[int], window: int) -> list[tuple[int, int]]:
     return out
 
 
+def contained_solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int | None:
+    """`solver.solve(model)`, retried without the hint and then without presolve where OR-Tools raises
+    (9.15 raised `IndexError: absl::btree_map::at` on one window of a 9,879-node graph, from presolve with
+    the hint; docs/or_tools_window_crash.md); None if every attempt raised. Each failure is logged."""
+    for attempt in ("as built", "without the hint", "without presolve"):
+        if attempt == "without the hint":
+            model.clear_hints()
+        elif attempt == "without presolve":
+            solver.parameters.cp_model_presolve = False
+        try:
+            return solver.solve(model)
+        except Exception as e:  # noqa: BLE001 - a solver failure must not end the search
+            log.warning("overlapsat: CP-SAT raised on an LNS window (%s): %s: %s", attempt, type(e).__name__, e)
+    return None
+
+
 def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, budget: int | None,
                  collective_order: str, work: float, deterministic: bool, workers: int,
                  max_time: float, walk: UnitWalk | None = None) -> tuple[list[int] | None, float, bool]:
@@ -113,7 +129,9 @@ def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, b
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     p.max_deterministic_time = work
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
-    st = s.solve(md.m)
+    st = contained_solve(s, md.m)
+    if st is None:  # failed however it was asked: this window is skipped, the incumbent stands
+        return None, s.deterministic_time, False
     cut = st != cp_model.OPTIMAL and s.deterministic_time < 0.99 * work
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, s.deterministic_time, cut

@@ -28,6 +28,8 @@ from ortools.sat.python import cp_model
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
 from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
 
+RELAX, RESTRICT = "relax", "restrict"  # how bytes round when counted coarser than one (memory_quantum)
+MAX_ENERGY = 2**60  # demand x time of a cumulative, well inside 64-bit integers
 BEFORE, AFTER = "before", "after"  # an event outside the scope, on either side
 
 
@@ -53,6 +55,8 @@ class Model:
                  walk: UnitWalk | None = None, collective_order: str = "group") -> None:
         self.g, self.ts, self.ref, self.scope = g, ts, list(ref), scope
         self.collective_order = collective_order
+        self.memory_rounding, self.memory_quantum = RESTRICT, 1  # bytes exact unless add_memory_budget says
+        self.has_memory = False  # a memory cumulative (OR-Tools aborts interleaved search on some: optimize.py)
         self.m = cp_model.CpModel()
         self.walk: UnitWalk = walk if walk is not None else unit_walk(g, self.ref, ts)
         self.whole = scope.is_whole(g)
@@ -217,8 +221,14 @@ class Model:
         if cap < 0:
             self.m.add_bool_or([])  # infeasible: fixed live bytes alone exceed the budget
             return
+        q = memory_quantum(sum(dem) + cap, self.end_time - self.t0)
+        self.memory_quantum = q
+        if q > 1:  # bytes in units of q: floor keeps every valid order (relax), ceil admits only valid ones
+            dem = [d // q if self.memory_rounding == RELAX else -(-d // q) for d in dem]
+            cap //= q
         if ivs:
             self.m.add_cumulative(ivs, dem, cap)
+            self.has_memory = True
 
     def _touched_buffers(self) -> list[int]:
         """Buffers a node of the window produces or reads (and, from step 0, unread freeable inputs)."""
@@ -347,15 +357,30 @@ class Model:
         return self.ref[:self.scope.start] + inside + self.ref[self.scope.stop:]
 
 
+def memory_quantum(total_bytes: int, span_units: int) -> int:
+    """The power of two that bytes are counted in, so that a cumulative's energy (demand x time) stays far
+    inside CP-SAT's 64-bit arithmetic (16 TiB buffers over a 4e6-unit horizon overflowed it, and the model
+    proved a false infeasibility). 1 (exact) for every realistic step."""
+    q = 1
+    while (total_bytes // q) * max(1, span_units) > MAX_ENERGY:
+        q *= 2
+    return q
+
+
 def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
           collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None,
-          model_cls: type[Model] = Model) -> Model:
+          model_cls: type[Model] = Model, memory_rounding: str = RESTRICT) -> Model:
     """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known).
 
+    `memory_rounding` matters only where bytes must be counted coarser than one (`memory_quantum`): RESTRICT
+    rounds sizes up (every solution is within the budget; an infeasibility or a bound proves nothing), RELAX
+    rounds them down (every valid order stays feasible: an infeasibility and a bound are proofs; a solution
+    may exceed the budget). `md.memory_quantum` says whether it did (1: exact).
     `model_cls` swaps in a variant with other constraint families (benchmarks/bench_formulation.py).
     """
     g = g.relaxed(collective_order)  # same node ids; Inductor's chain edges bind at the "chain" level only
     md = model_cls(g, ts, ref, scope or Scope.whole(g), horizon, walk, collective_order)
+    md.memory_rounding = memory_rounding
     md.add_compute_stream()
     md.add_dependencies()
     md.add_collective_streams()

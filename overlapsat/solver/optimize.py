@@ -26,10 +26,14 @@ from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.io import as_graph
-from overlapsat.solver.model import build
+from overlapsat.solver.exhaustive import exhaustive
+from overlapsat.solver.model import RELAX, RESTRICT, build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale, safe_horizon, unit_walk
+from overlapsat.validate import validate
 
+EXHAUSTIVE_NODES = 8  # every order is judged up to this size (at most 40,320 orders; usually far fewer)
+EXHAUSTIVE_NODES_NO_ORDER = 14  # and up to this size when no heuristic order is valid (capped listing)
 log = logging.getLogger(__name__)
 
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
@@ -263,6 +267,16 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
             incumbent = evaluate(cg, h.name, [to_canon[v] for v in h.order], budget=budget, collective_order=co)
             stats["warm_start"] = h.name
             stats["depends_on_input_order"] = True
+    proven_by_listing = False
+    if n <= EXHAUSTIVE_NODES or (incumbent is None and n <= EXHAUSTIVE_NODES_NO_ORDER):
+        # a small graph: every order judged by the arbiters (exhaustive.py); a search may miss its answer
+        ex = exhaustive(cg, budget, co)
+        stats["exhaustive"] = {"orders": ex.judged, "complete": ex.complete}
+        if ex.complete and ex.order is None and budget is not None:
+            raise _budget_error(InfeasibleBudgetError, budget, canon + from_input, proven=True)
+        if ex.order is not None and (incumbent is None or ex.makespan < incumbent.makespan - 1e-9):
+            incumbent = evaluate(cg, "exhaustive", ex.order, budget=budget, collective_order=co)
+        proven_by_listing = ex.complete and ex.order is not None
     # windows (and memory proofs) slow down with the horizon's size: LNS always runs at the search scale; the
     # monolithic model without a budget gets exact time, so that its optimum converts into a proof
     ts = choose_scale(cg, SEARCH_UNITS if budget is not None else EXACT_UNITS)
@@ -272,7 +286,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
 
     best: Evaluated | None = incumbent
     method = incumbent.name if incumbent else ""
-    bound = lb
+    bound = max(lb, incumbent.makespan) if proven_by_listing and incumbent is not None else lb
     message = ""
     solver_error = False
     if incumbent is not None and meets(incumbent.makespan, lb):
@@ -378,8 +392,14 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
             final, method = e, e.name
             stats["depends_on_input_order"] = True
             log.info("returning %s: better than every order found on the canonical form", e.name)
-    if not final.valid:  # cannot happen: every candidate above was validated; the gate stays
-        raise RuntimeError(f"internal error: optimize would return an invalid order: {final.violations[0]}")
+    if not final.valid:  # every candidate above was validated; should one still fail, the best valid order stands
+        log.error("internal error: the search's order is invalid on the given graph (%s); returning the best valid "
+                  "heuristic order instead", final.violations[0])
+        fallback = sorted((e for e in from_input if e.valid), key=rank_key)
+        if not fallback:
+            raise _budget_error(NoValidOrderError, budget, canon + from_input, proven=False)
+        final, method, solver_error = fallback[0], fallback[0].name, True
+        message = f"internal error: the search's order was invalid ({final.name} returned instead)"
     if bound > final.makespan and not meets(final.makespan, bound):
         log.error("internal error: bound %.6f above the makespan %.6f of a valid order; bound dropped", bound,
                   final.makespan)
@@ -426,7 +446,7 @@ def tie_break(graph: Graph, final: Evaluated, params: SolveParams, budget: int |
 
 
 def _status(makespan: float, bound: float, method: str, solver_error: bool) -> Status:
-    by_solver = method.startswith("cpsat")
+    by_solver = method.startswith(("cpsat", "exhaustive"))
     if meets(makespan, bound):
         return Status.OPTIMAL if by_solver else Status.HEURISTIC_OPTIMAL
     if by_solver:
@@ -490,8 +510,29 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
     walk = unit_walk(g, ref, ts)
     horizon = walk.makespan if incumbent is not None else safe_horizon(g, ts)
     t_build = tb.elapsed()
-    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget, walk=walk)
+    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget, walk=walk,
+               memory_rounding=RELAX)
     stats["build_s"] = tb.elapsed() - t_build
+    if md.memory_quantum == 1:  # bytes exact: one model, whose every answer is a proof
+        return _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work)
+    # Bytes counted in units of md.memory_quantum (memory_quantum): the relaxation proves (infeasibility, the
+    # bound) but its order may exceed the budget; then a restriction, whose orders are within it, searches on.
+    stats["memory_quantum_bytes"] = md.memory_quantum
+    relaxed = _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work / 2)
+    if relaxed.infeasible or relaxed.error or (relaxed.order is not None and not validate(
+            g, relaxed.order, budget, collective_order=params.collective_order, limit=1)):
+        return relaxed
+    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget, walk=walk,
+               memory_rounding=RESTRICT)
+    restricted = _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, max(0.01, work / 2))
+    # its infeasibility and its bound prove nothing (sizes rounded up): only its order is kept
+    return _Outcome(restricted.order, relaxed.bound_us, error=restricted.error)
+
+
+def _solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
+                 on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
+                 stats: dict[str, Any], work: float) -> _Outcome:
+    """Solve one built model with `work` units of work: its order, bound, infeasibility or error."""
     solver = cp_model.CpSolver()
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, tb.wall_left())
@@ -499,9 +540,12 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
     workers = params.n_workers
     if params.deterministic:
         p.max_deterministic_time = max(0.01, work)
-        # OR-Tools 9.15 aborts the process (CHECK fixed_search) when interleaved search meets an
-        # infeasible model; interleave only when a validated complete hint proves it feasible
-        if workers > 1 and incumbent is not None:
+        # OR-Tools 9.15 aborts the process under interleaved search on models with a memory cumulative:
+        # CHECK fixed_search (an infeasible budgeted model) and CHECK threshold > 0 (a feasible one, hinted;
+        # tests/solver/test_or_tools_aborts.py reproduces both in a child process). Interleave (deterministic
+        # with several workers) only where there is no cumulative, and where a validated complete hint proves
+        # the model feasible.
+        if workers > 1 and incumbent is not None and not md.has_memory:
             p.num_workers = workers
             p.interleave_search = True
         else:
