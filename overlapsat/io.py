@@ -107,6 +107,10 @@ def read_json(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
         raise GraphError(f"{what} file {path!r} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     except (UnicodeDecodeError, OSError, EOFError, zlib.error) as e:
         raise GraphError(f"cannot read {what} file {path!r}: {e}") from None
+    except RecursionError:
+        raise GraphError(f"{what} file {path!r}: JSON nested too deeply to read") from None
+    except ValueError as e:  # e.g. an integer of thousands of digits (Python's int_max_str_digits)
+        raise GraphError(f"{what} file {path!r}: {e}") from None
     if not isinstance(data, dict):
         raise GraphError(f"{what} file {path!r}: top level must be a JSON object")
     return data

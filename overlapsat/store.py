@@ -212,23 +212,68 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     return [by_fp[fp] for fp in sorted(by_fp)]
 
 
-def _run_local(store: str, todo: list[str], time_limit: float, jobs: int, options: dict[str, Any]) -> Iterator[Outcome]:
-    if jobs == 1 or len(todo) <= 1:
-        for fp in todo:
-            yield solve_one(store, fp, time_limit, options)
-        return
+def _run_local(store: str, todo: list[str], time_limit: float, jobs: int, options: dict[str, Any],
+               target: Callable[..., None] | None = None) -> Iterator[Outcome]:
+    """Each graph in a process of its own, `jobs` at a time: one that dies (OR-Tools has aborted the process on
+    rare models) costs its own row only, and the others are still solved."""
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
+    from multiprocessing.connection import wait
 
-    # spawn: a fork of a process that runs CP-SAT threads is not safe
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn")) as pool:
-        futs = {pool.submit(solve_one, store, fp, time_limit, options): fp for fp in todo}
-        for f in as_completed(futs):
-            try:
-                yield f.result()
-            except BrokenProcessPool as e:  # a task killed its process: the others are reported, a rerun resumes
-                yield Outcome(futs[f], outcome="error", message=f"worker process died: {e}")
+    ctx = mp.get_context("spawn")  # a fork of a process that runs CP-SAT threads is not safe
+    queue = list(todo)
+    running: dict[str, tuple[Any, Any]] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                fp = queue.pop(0)
+                parent, child = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=target or _solve_in_child, args=(child, store, fp, time_limit, options,
+                                                                           os.getpid()),
+                                   daemon=True)
+                proc.start()
+                child.close()
+                running[fp] = (proc, parent)
+            wait([proc.sentinel for proc, _ in running.values()])
+            for fp, (proc, conn) in list(running.items()):
+                if proc.is_alive():
+                    continue
+                proc.join()
+                del running[fp]
+                try:
+                    got = conn.recv() if conn.poll() else None
+                except (EOFError, OSError):  # the pipe closed with nothing in it: the process died
+                    got = None
+                yield got if got is not None else Outcome(
+                    fp, outcome="error", message=f"the solver's process died (exit code {proc.exitcode}); the other "
+                                                 "graphs are unaffected")
+                conn.close()
+    finally:
+        for proc, _ in running.values():
+            proc.terminate()
+
+
+def _solve_in_child(conn: Any, store: str, fp: str, time_limit: float, options: dict[str, Any],
+                    parent: int | None = None) -> None:
+    _die_with_parent(parent)
+    conn.send(solve_one(store, fp, time_limit, options))
+    conn.close()
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """A run that is killed takes its solver processes with it (Linux: the parent-death signal), so that no
+    orphan goes on writing into the store; elsewhere a dead parent is noticed only at the end."""
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except Exception:  # noqa: BLE001 - best effort
+            return
+    if parent is not None and os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
 
 
 def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options: dict[str, Any]) -> Iterator[Outcome]:

@@ -176,3 +176,43 @@ def test_solve_cache_with_interference_writes_valid_tie_broken_schedules(tmp_pat
     assert optimize(load_graph(bundled("fsdp_small")), time_limit=2, interference=H200_STEP).status.value
     bad = cli("solve-cache", str(tmp_path / "other"), "--interference", "fast")
     assert bad.returncode == 2 and "--interference" in bad.stderr and not (tmp_path / "other").exists()
+
+
+def abort_on_moe(conn, store, fp, time_limit, options, parent=None):
+    """A solver process that dies as OR-Tools' CHECK failures kill it, on one graph."""
+    from overlapsat.store import _solve_in_child
+
+    if load_graph(os.path.join(store, fp + ".graph.json")).name.startswith("moe"):
+        os.abort()
+    _solve_in_child(conn, store, fp, time_limit, options, parent)
+
+
+def test_a_graph_whose_solver_dies_costs_its_own_row_only(tmp_path):
+    from overlapsat.store import _run_local
+
+    store = tmp_path / "store"
+    fps = make_store(store, ("fsdp_small", "moe_small", "tp_small"))
+    moe = load_graph(bundled("moe_small")).fingerprint()
+    for jobs in (1, 2):
+        outs = {o.fingerprint: o for o in _run_local(str(store), sorted(fps), 2.0, jobs, {"workers": 1},
+                                                    target=abort_on_moe)}
+        assert outs[moe].outcome == "error" and "died" in outs[moe].message
+        assert all(outs[fp].outcome in ("solved", "has_schedule") for fp in fps if fp != moe)
+        for fp in fps:
+            if fp != moe:
+                os.unlink(schedule_path(str(store), fp))
+
+
+@pytest.mark.parametrize("bad", ["deep", "digits"])
+def test_a_schedule_file_that_cannot_be_read_is_solved_again(tmp_path, bad):
+    """A schedule nested 200,000 deep (RecursionError) or holding a 6,000-digit integer once ended the whole
+    solve-cache run with an internal error; it now counts as corrupt and is replaced."""
+    store = tmp_path / "store"
+    fps = make_store(store, ("fsdp_small", "tp_small"))
+    text = "[" * 200_000 + "]" * 200_000 if bad == "deep" else '{"order": ' + "9" * 6000 + "}"
+    (store / (fps[0] + ".schedule.json")).write_text(text)
+    r = cli("solve-cache", str(store), "--time-limit", "2")
+    assert r.returncode == 0, r.stderr
+    outs = {o.fingerprint: o.outcome for o in solve_store(str(store), time_limit=2)}
+    assert outs[fps[0]] == "has_schedule" and "internal error" not in r.stderr
+    assert "replaced_corrupt" in r.stdout

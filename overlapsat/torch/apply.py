@@ -101,11 +101,21 @@ def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: fl
 
 
 def record_graph(store: str, g: Graph, fp: str) -> None:
-    """Save `g` for offline solving, once (every rank writes the same file; the first one stays)."""
+    """Save `g` for offline solving, once (every rank writes the same file; the first one stays). A recorded
+    file that does not load, or holds another graph, is written again: solve-cache could never solve it."""
     path = graph_path(store, fp)
-    if not os.path.exists(path):
-        save_graph(g, path)
-        log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
+    if os.path.exists(path):
+        from overlapsat.io import load_graph
+
+        try:
+            if load_graph(path).fingerprint() == fp:
+                return
+            why = "it holds another graph"
+        except GraphError as e:
+            why = str(e)
+        log.warning("overlapsat: recording %s again: the stored file is unusable (%s)", os.path.basename(path), why)
+    save_graph(g, path)
+    log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
 
 
 class SchedulePass:

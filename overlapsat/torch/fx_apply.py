@@ -34,7 +34,8 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.store import schedules_digest
-from overlapsat.torch.after_fusion import AfterFusionCheck, expect, install_check
+from overlapsat.torch import after_fusion
+from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.torch.installing import chained, name_pricing, note, swap_config, uninstall
@@ -292,7 +293,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     if not buffer_reuse:
         changes["allow_buffer_reuse"] = False  # part of Inductor's cache key, as every config is
     if hasattr(icfg, "_post_fusion_custom_pass") and icfg._post_fusion_custom_pass is None:
-        changes["_post_fusion_custom_pass"] = AfterFusionCheck()  # budgets checked after fusion (after_fusion.py)
+        changes["_post_fusion_custom_pass"] = after_fusion.AfterFusionCheck()  # budgets checked after fusion
     else:
         install_check()  # says why the check is not there (someone else's pass), or finds ours
     swap_config("install_fx", changes)

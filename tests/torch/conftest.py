@@ -19,8 +19,11 @@ def config_changes(before: dict, after: dict) -> list[str]:
 def inductor_config_unchanged():
     import torch._inductor.config as icfg
 
+    from overlapsat.torch import installing
+
     before = icfg.get_config_copy()
     yield
+    installing._SWAPS.clear()  # an install inside icfg.patch leaves a record whose settings patch restored
     changed = config_changes(before, icfg.get_config_copy())
     if changed:
         icfg.load_config(before)

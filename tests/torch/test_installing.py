@@ -2,6 +2,7 @@
 had set is chained rather than replaced, capture runs past Inductor's caches, and `summary()` says what ran."""
 
 import logging
+import os
 import pickle
 
 import pytest
@@ -137,3 +138,24 @@ def test_install_fx_warns_when_torch_would_reorder_after_it(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="overlapsat"), installed_fx("apply", str(tmp_path)):
         pass
     assert not caplog.records
+
+
+def test_a_corrupt_recorded_graph_is_recorded_again(tmp_path, caplog):
+    """A `<fp>.graph.json` that does not load was never repaired: every compile fell back, every solve-cache
+    reported an error row. The next record writes it again."""
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+    from overlapsat.store import graph_path
+    from overlapsat.torch.apply import record_graph
+
+    g = load_graph(bundled("tp_small"))
+    fp = g.fingerprint()
+    path = graph_path(str(tmp_path), fp)
+    open(path, "w").write("{broken")
+    with caplog.at_level(logging.WARNING, logger="overlapsat"):
+        record_graph(str(tmp_path), g, fp)
+    assert load_graph(path).fingerprint() == fp
+    assert any("recording" in r.getMessage() and "again" in r.getMessage() for r in caplog.records)
+    before = os.path.getmtime(path)
+    record_graph(str(tmp_path), g, fp)  # a good file is left alone
+    assert os.path.getmtime(path) == before
