@@ -74,14 +74,18 @@ class Buffer:
     freeable_input: bool = False
 
 
-def _finite_nonneg(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+MAX_DURATION_US = 1e12  # 11.6 days: past it a value is a unit mistake, and sums lose precision
+MAX_BYTES = 2**62  # past it a value is a mistake, and sums leave 64-bit integers
+
+
+def _finite_nonneg(x: Any, top: float = MAX_DURATION_US) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= top
 
 
 def _int_size(x: Any) -> bool:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return False
-    return math.isfinite(x) and x >= 0 and float(x).is_integer()
+    return math.isfinite(x) and 0 <= x <= MAX_BYTES and float(x).is_integer()
 
 
 @dataclass(frozen=True)
@@ -398,19 +402,19 @@ def _check_input(g: Graph) -> None:
             problems.append(f"node {nd.name!r}: kind {nd.kind!r} is not compute, collective or wait")
             continue
         if not _finite_nonneg(nd.duration):
-            problems.append(f"node {nd.name!r}: duration {nd.duration!r} must be a finite number >= 0")
+            problems.append(f"node {nd.name!r}: duration {nd.duration!r} must be a number of us in [0, 1e12]")
         for fld in ("flops", "bytes_accessed"):
-            if not _finite_nonneg(getattr(nd, fld)):
+            if not _finite_nonneg(getattr(nd, fld), math.inf):
                 problems.append(f"node {nd.name!r}: {fld} {getattr(nd, fld)!r} must be finite and >= 0")
         if nd.kind is NodeKind.COLLECTIVE:
             if not isinstance(nd.group, str) or not nd.group:
                 problems.append(f"collective {nd.name!r} has no process group")
             if not _int_size(nd.nbytes):
-                problems.append(f"collective {nd.name!r}: nbytes {nd.nbytes!r} must be an integer >= 0")
+                problems.append(f"collective {nd.name!r}: nbytes {nd.nbytes!r} must be an integer in [0, 2^62]")
             if not isinstance(nd.group_size, int) or nd.group_size < 1:
                 problems.append(f"collective {nd.name!r}: group_size {nd.group_size!r} must be an integer >= 1")
         if not _finite_nonneg(nd.launch):
-            problems.append(f"node {nd.name!r}: launch {nd.launch!r} must be a finite number >= 0")
+            problems.append(f"node {nd.name!r}: launch {nd.launch!r} must be a number of us in [0, 1e12]")
         elif nd.launch and nd.kind is not NodeKind.COLLECTIVE:
             problems.append(f"{nd.kind.value} {nd.name!r}: only a collective has a launch cost, got {nd.launch!r}")
         if nd.kind is NodeKind.WAIT:
@@ -435,7 +439,7 @@ def _check_input(g: Graph) -> None:
         bnames.add(b.name)
         for fld in ("size_alloc", "size_free"):
             if not _int_size(getattr(b, fld)):
-                problems.append(f"buffer {b.name!r}: {fld} {getattr(b, fld)!r} must be an integer >= 0")
+                problems.append(f"buffer {b.name!r}: {fld} {getattr(b, fld)!r} must be an integer in [0, 2^62]")
         if b.producer is not None:
             if b.producer not in index:
                 problems.append(f"buffer {b.name!r}: producer {b.producer!r} is not a node")

@@ -177,6 +177,23 @@ def _tname(t: type | tuple[type, ...]) -> str:
 
 
 _NUM = (int, float)
+# every field a graph file may hold (docs/format.md); any other is refused by name (decision 33)
+GRAPH_FIELDS = frozenset({"format", "version", "name", "nodes", "buffers", "edges", "fake_edges", "implied_edges",
+                          "atomic_groups", "meta", "prefusion"})
+_COMMON = {"name", "kind", "duration", "flops", "bytes_accessed", "gemm_like", "estimate"}
+NODE_FIELDS = {NodeKind.COMPUTE: frozenset(_COMMON),
+               NodeKind.COLLECTIVE: frozenset(_COMMON | {"group", "op", "bytes", "group_size", "launch"}),
+               NodeKind.WAIT: frozenset(_COMMON | {"collective"})}
+BUFFER_FIELDS = frozenset({"name", "producer", "consumers", "size", "size_alloc", "size_free", "output",
+                           "freeable_input"})
+
+
+def _known(obj: dict[str, Any], fields: frozenset[str], where: str) -> None:
+    """Refuse a field this format does not have: a misspelling would otherwise fall back to a default."""
+    unknown = sorted(set(obj) - fields)
+    if unknown:
+        raise GraphError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                         f"(this object takes {', '.join(sorted(fields))})")
 
 
 def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
@@ -190,6 +207,7 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     if ver not in (VERSION, PREFUSION_VERSION, GRAPH_VERSION) or isinstance(ver, bool):
         raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads versions {VERSION} to "
                          f"{GRAPH_VERSION})")
+    _known(data, GRAPH_FIELDS, where)
     raw_nodes = _field(data, "nodes", where, list)
     nodes: list[Node] = []
     for i, d in enumerate(raw_nodes):
@@ -203,6 +221,7 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
             kind = NodeKind(kind_s)
         except ValueError:
             raise GraphError(f"{w}.kind: {kind_s!r} is not one of compute, collective, wait") from None
+        _known(d, NODE_FIELDS[kind], w)
         # a compute node or collective without a duration is an error, not 0 (a wait costs 0 unless it says)
         kw: dict[str, Any] = dict(duration=float(_field(d, "duration", w, _NUM, 0.0 if kind is NodeKind.WAIT else ...)),
                                   flops=float(_field(d, "flops", w, _NUM, 0.0)),
@@ -234,12 +253,13 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
             raise GraphError(f"{w}: expected an object")
         name = _field(d, "name", w, str)
         w = f"{where}: buffer {name!r}"
+        _known(d, BUFFER_FIELDS, w)
         prod = _field(d, "producer", w, (str, type(None)), None)
         cons = _field(d, "consumers", w, list, [])
         if not all(isinstance(c, str) for c in cons):
             raise GraphError(f"{w}.consumers: expected a list of node names")
-        size = d.get("size")
-        sa = _field(d, "size_alloc", w, int, size if isinstance(size, int) else 0)
+        size = _field(d, "size", w, int, 0)  # the shorthand for equal sizes: an int like the others
+        sa = _field(d, "size_alloc", w, int, size)
         sf = _field(d, "size_free", w, int, sa)
         bufs.append(Buffer(name, prod, tuple(cons), sa, sf, output=bool(_field(d, "output", w, bool, False)),
                            freeable_input=bool(_field(d, "freeable_input", w, bool, False))))

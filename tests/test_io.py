@@ -157,3 +157,31 @@ def test_gzip_graphs_and_corpus_files_load(tmp_path):
     assert load_graph(str(p)).fingerprint() == g.fingerprint()
     corpus = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "benchmarks", "corpus", "*.json.gz")))
     assert corpus and all(len(load_graph(c)) > 20 for c in corpus)
+
+
+G = '{"format": "overlapsat-graph", "version": 3, '
+
+
+@pytest.mark.parametrize("content,match", [
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duraton": 3}]}', r"node 'a': unknown field 'duraton'"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1, "launch": 2}]}', r"node 'a': unknown field 'launch'"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1}], "bufers": []}', r"unknown field 'bufers'"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1}], '
+         '"buffers": [{"name": "b", "producer": "a", "size": 5e9}]}', r"buffer 'b'.size: expected int, got float"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1}], '
+         '"buffers": [{"name": "b", "producer": "a", "size": "5GiB"}]}', r"buffer 'b'.size: expected int, got str"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1e308}]}', r"node 'a': duration 1e\+308 must be"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1}], '
+         '"buffers": [{"name": "b", "producer": "a", "size": 18446744073709551616}]}', r"buffer 'b': size_alloc .* 2\^62"),
+    (G + '"nodes": [{"name": "a", "kind": "compute", "duration": 1}], '
+         '"buffers": [{"name": "b", "producer": "a", "size": ' + "9" * 5000 + '}]}', r"digits|integer"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+])
+def test_values_past_the_ranges_and_unknown_fields_are_refused_by_name(tmp_path, content, match):
+    """Once read silently as 0 (a float or string size, a misspelled duration), ignored (a compute node's launch),
+    or an internal error (1e308, 2^64, 5,000 digits, 100,000 levels): each is now an error naming the culprit."""
+    p = tmp_path / "bad.json"
+    p.write_text(content)
+    with pytest.raises(GraphError, match=match) as ei:
+        load_graph(p)
+    assert "bad.json" in str(ei.value)
