@@ -235,8 +235,10 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
     from_input: list[Evaluated] = []
     canon: list[Evaluated] = []
     try:
+        # the graph as given: the passes see Inductor's chain edges as Inductor's do (run_all judges their orders
+        # at `co`), so these rows are run_all's rows exactly (compare's too)
         from_input = heuristic_results if heuristic_results is not None else run_all(
-            graph, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps)
+            given, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps)
         canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include,
                                     work_limit=params.portfolio_steps)
                  if h.name != "input_order"]

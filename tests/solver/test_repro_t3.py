@@ -215,3 +215,16 @@ def test_small_graphs_are_listed_exactly(seed):
         return
     assert best is not None and r.makespan == pytest.approx(best, rel=1e-9, abs=1e-12)
     assert r.status.value in ("optimal", "heuristic_optimal")
+
+
+def test_the_portfolio_rows_inside_optimize_are_run_alls():
+    """t3_bfs_row_differs: optimize ran the passes on the graph without Inductor's chain edges, so its
+    topological_sort_bfs row (57.038 us) differed from run_all's (52.157 us)."""
+    from overlapsat.heuristics import run_all
+
+    g = osat.graph_from_dict(json.load(open(os.path.join(DATA, "t3_bfs_row_differs.json"))))
+    rows = {h.name: (h.makespan, h.valid) for h in run_all(g, collective_order="free")}
+    r = osat.optimize(g, time_limit=30, work_limit=0.5, collective_order="free")
+    inside = {h["name"]: (h["makespan"], h["valid"]) for h in r.heuristics}
+    assert {k: inside[k] for k in rows} == rows
+    assert r.makespan <= min(ms for ms, ok in rows.values() if ok) + 1e-9
