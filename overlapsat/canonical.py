@@ -75,7 +75,7 @@ def canonical_graph(g: Graph, collective_order: str = "group") -> Graph:
     return Graph(
         tuple(g.nodes[i] for i in order), bufs, tuple(sorted(set(g.edges))), tuple(g.atomic_groups), g.name,
         dict(g.meta), tuple(sorted(set(g.fake_edges))), tuple(sorted(set(g.implied_edges))), g.prefusion,
-        g.chain_decided,
+        g.chain_is_decided,
     )
 
 

@@ -294,15 +294,23 @@ class Graph:
                                                    if e in pairs and e not in data)
         return self._cache["chain_edges"]
 
+    @property
+    def chain_is_decided(self) -> bool:
+        """Whether `relaxed` has decided this graph's chain edges (a copy in another order must not again)."""
+        return self.chain_decided or bool(self._cache.get("chain_decided"))
+
     def relaxed(self, collective_order: str) -> Graph:
         """This graph under a collective-order level: without Inductor's chain edges unless the level is "chain"
         (the level's own pairs then stand for them; docs/decisions.md 14)."""
         if collective_order not in COLLECTIVE_ORDERS:
             raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
-        if collective_order == "chain" or self.chain_decided:
+        if collective_order == "chain" or self.chain_is_decided:
             return self
         if "relaxed" not in self._cache:
             drop = self.chain_edges()
+            if not drop:  # nothing is Inductor's chain in this order: this graph is its own relaxation
+                self._cache["chain_decided"] = True
+                return self
             self._cache["relaxed"] = replace(
                 self, fake_edges=tuple(e for e in self.fake_edges if e not in drop),
                 implied_edges=tuple(e for e in self.implied_edges if e not in drop), meta=dict(self.meta),

@@ -8,7 +8,9 @@ peak of the starting order and the three sorts (first wins ties).
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections.abc import Sequence
+from typing import Any
 
 from overlapsat.graph import Graph
 from overlapsat.heuristics.base import PassResult, memoised, start_order, validated
@@ -59,10 +61,32 @@ def topological_sort_lpmf(g: Graph, order: Sequence[str | int] | None = None) ->
         for j in g.produces[v]:
             if outdeg[j] == 0:
                 to_free[v] += g.b_free[j]
+    # torch's rule picks min over the ready set of (size if size > gap else 0, size - to_free, index); a scan
+    # of the ready set per step is quadratic (a 50k-node wide graph took minutes). Two min-trees give the same
+    # pick in O(log n): nodes with size <= gap are a prefix of the nodes sorted by size, and they win if any is
+    # ready (their first key is 0, every other's is > gap >= 0); else the least (size, size - to_free, index).
+    by_size = sorted(ids, key=lambda x: (size[x], index[x]))
+    pos = {v: k for k, v in enumerate(by_size)}
+    sizes_sorted = [size[v] for v in by_size]
+    small = _MinTree(len(by_size))  # (size - to_free, index): the pick among size <= gap
+    every = _MinTree(len(by_size))  # (size, size - to_free, index): the pick when none is that small
+
+    def show(x: int) -> None:
+        small.set(pos[x], (size[x] - to_free[x], index[x], x))
+        every.set(pos[x], (size[x], size[x] - to_free[x], index[x], x))
+
+    def hide(x: int) -> None:
+        small.set(pos[x], None)
+        every.set(pos[x], None)
+
+    small.build({pos[x]: (size[x] - to_free[x], index[x], x) for x in ready})
+    every.build({pos[x]: (size[x], size[x] - to_free[x], index[x], x) for x in ready})
     out: list[int] = []
     while len(out) < n and ready:
-        v = min(ready, key=lambda x: (size[x] if size[x] > gap else 0, size[x] - to_free[x], index[x]))
+        best = small.prefix_min(bisect_right(sizes_sorted, gap))
+        v = best[-1] if best is not None else every.prefix_min(len(by_size))[-1]
         ready.remove(v)
+        hide(v)
         out.append(v)
         live += size[v]
         max_mem = max(max_mem, live)
@@ -72,12 +96,56 @@ def topological_sort_lpmf(g: Graph, order: Sequence[str | int] | None = None) ->
             indeg[w] -= 1
             if indeg[w] == 0:
                 ready.add(w)
+                show(w)
         for j in pred_bufs[v]:
             outdeg[j] -= 1
             if outdeg[j] == 1:
                 for c in g.b_cons[j]:
                     to_free[c] += g.b_free[j]
+                    if c in ready:
+                        show(c)
     return PassResult("topological_sort_lpmf", out)
+
+
+class _MinTree:
+    """A segment tree of comparable keys (None: empty) with point updates and prefix minima."""
+
+    def __init__(self, n: int) -> None:
+        self.size = 1
+        while self.size < max(1, n):
+            self.size *= 2
+        self.t: list[Any] = [None] * (2 * self.size)
+
+    def build(self, keys: dict[int, Any]) -> None:
+        """Set many positions at once (linear, where one set at a time is n log n)."""
+        for i, key in keys.items():
+            self.t[self.size + i] = key
+        for i in range(self.size - 1, 0, -1):
+            a, b = self.t[2 * i], self.t[2 * i + 1]
+            self.t[i] = a if b is None or (a is not None and a < b) else b
+
+    def set(self, i: int, key: Any) -> None:
+        i += self.size
+        self.t[i] = key
+        i //= 2
+        while i:
+            a, b = self.t[2 * i], self.t[2 * i + 1]
+            self.t[i] = a if b is None or (a is not None and a < b) else b
+            i //= 2
+
+    def prefix_min(self, k: int) -> Any:
+        """The least key among positions [0, k)."""
+        best, lo, hi = None, self.size, self.size + k
+        while lo < hi:
+            if lo & 1:
+                best = self.t[lo] if best is None or (self.t[lo] is not None and self.t[lo] < best) else best
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                best = self.t[hi] if best is None or (self.t[hi] is not None and self.t[hi] < best) else best
+            lo //= 2
+            hi //= 2
+        return best
 
 
 @memoised

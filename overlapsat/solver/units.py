@@ -67,7 +67,7 @@ def _exact(d: float, per_us: int) -> bool:
 def _common_denominator(durs: list[float]) -> int | None:
     """The least steps-per-us at which every duration is whole (None if above 10**6)."""
     per = 1
-    for d in durs:
+    for d in set(durs):  # durations repeat: each distinct value once
         fr = Fraction(d).limit_denominator(MAX_STEPS_PER_US)
         if not _exact(d, fr.denominator):
             return None

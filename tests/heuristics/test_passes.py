@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlapsat import GraphBuilder, simulate, validate
+from overlapsat.examples import generate
 from overlapsat.heuristics import (
     IterativeConfig,
     best,
@@ -215,3 +216,51 @@ def test_iterative_passes_stop_at_their_work_limit_with_a_valid_order():
     unlimited = {r.name: r for r in run_all(g)}
     assert unlimited["reorder_communication_preserving_peak_memory"].order == full.order
     assert all(r.note == "" for r in unlimited.values())
+
+
+def _lpmf_by_scan(g):
+    """topological_sort_lpmf as torch writes it: a min over the whole ready set at every step (quadratic)."""
+    from overlapsat.heuristics.memory_sorts import _pred_buffers, _size, _tracked
+
+    ids = list(range(len(g.nodes)))
+    size, pred_bufs, tracked = _size(g), _pred_buffers(g), _tracked(g)
+    outdeg = {j: len(g.b_cons[j]) + (1 if g.b_out[j] else 0) for j in tracked}
+    indeg = [len(g.preds[v]) for v in ids]
+    ready = {v for v in ids if indeg[v] == 0}
+    live = sum(g.b_free[j] for j in tracked if g.b_fin[j])
+    max_mem = max(live, sum(g.b_free[j] for j in tracked if g.b_out[j]))
+    gap = max_mem - live
+    to_free = [0] * len(ids)
+    for v in ids:
+        to_free[v] += sum(g.b_free[j] for j in pred_bufs[v] if outdeg[j] == 1)
+        to_free[v] += sum(g.b_free[j] for j in g.produces[v] if outdeg[j] == 0)
+    out = []
+    while ready:
+        v = min(ready, key=lambda x: (size[x] if size[x] > gap else 0, size[x] - to_free[x], x))
+        ready.remove(v)
+        out.append(v)
+        live += size[v]
+        max_mem = max(max_mem, live)
+        live -= to_free[v]
+        gap = max_mem - live
+        for w in g.succs[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.add(w)
+        for j in pred_bufs[v]:
+            outdeg[j] -= 1
+            if outdeg[j] == 1:
+                for c in g.b_cons[j]:
+                    to_free[c] += g.b_free[j]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_lpmf_picks_exactly_as_the_ready_set_scan(seed):
+    """The O(log n) pick of topological_sort_lpmf equals torch's scan, node for node."""
+    from overlapsat.heuristics.memory_sorts import topological_sort_lpmf
+    from tests.brute import random_graph
+
+    g = random_graph(seed, max_nodes=14)[0] if seed % 2 else generate(["tp", "fsdp", "moe", "ddp"][seed % 4],
+                                                                       seed=seed)
+    assert topological_sort_lpmf(g).order == _lpmf_by_scan(g)
