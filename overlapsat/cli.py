@@ -200,8 +200,27 @@ class _Ticker:
                 sys.stderr.flush()
 
 
+STOPPED = {"proof": "proof (the order meets a proven bound)", "work": "the work budget", "clock": "the clock",
+           "interrupt": "Ctrl-C", "rule": "a stopping rule"}
+
+
+def _search(args: argparse.Namespace) -> dict[str, Any]:
+    """--time-limit, --work and --timed as optimize's options."""
+    if args.timed and args.work is not None:
+        raise GraphError("--work sets a deterministic budget; --timed stops on the clock: give one of them")
+    return {"time_limit": args.time_limit, "work_limit": args.work, "deterministic": not args.timed}
+
+
 def _solver_args(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--time-limit", type=float, default=10.0, metavar="S", help="seconds for the whole run (default 10)")
+    sp.add_argument("--time-limit", type=float, default=10.0, metavar="S",
+                    help="seconds per graph (default 10). Deterministic (the default): sets the work budget, "
+                         "work = 0.6 x S, and the same answer comes on any machine and load, later on a slow one; "
+                         "with --timed: the search stops on the clock at S")
+    sp.add_argument("--work", type=float, default=None, metavar="W",
+                    help="deterministic work budget per graph (CP-SAT's deterministic seconds; default 0.6 x "
+                         "--time-limit); it binds every phase (docs/solver.md, Determinism)")
+    sp.add_argument("--timed", action="store_true",
+                    help="stop on the clock at --time-limit instead of on the work budget (maybe not reproducible)")
     sp.add_argument("--memory-budget", metavar="X", help="bytes ('40GiB') or ratio of the input order's peak ('1.2x')")
     sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
                     help="which collective reorderings are allowed, strictest first: chain (Inductor's: one in flight), "
@@ -264,7 +283,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     g = _priced(_load(args.graph), args)
     others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
     try:
-        c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
+        c = compare(g, **_search(args), memory_budget=args.memory_budget,
                     collective_order=args.collective_order, workers=args.workers, on_progress=tick, on_phase=tick.phase,
                     other_graphs=others, interference=inter, hold=hold)
     finally:
@@ -305,7 +324,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         print("overlapsat: interrupted while loading the graph: no order was known, nothing written", file=sys.stderr)
         return EXIT_INTERRUPTED
     try:
-        r = optimize(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
+        r = optimize(g, **_search(args), memory_budget=args.memory_budget,
                      collective_order=args.collective_order, workers=args.workers, on_progress=tick,
                      on_phase=tick.phase, interference=inter)
     except KeyboardInterrupt:  # outside the solver's own guarded searches (their Ctrl-C returns a result)
@@ -320,6 +339,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     lines = [
         f"graph {g.name}: {len(g)} nodes -> {'standard output' if args.out == '-' else args.out}",
         f"  status {r.status.value} ({r.method}){': ' + r.message if r.message else ''}",
+        f"  search ended by: {STOPPED[r.stopped_by]} ({'deterministic' if not args.timed else 'timed'}, "
+        f"work {r.stats.get('work_used', 0.0):.2f})",
         f"  makespan {fmt_us(r.makespan)} (input order {fmt_us(base['makespan'])})",
         f"  exposed  {fmt_us(r.exposed)} (input order {fmt_us(base['exposed'])}, best heuristic "
         f"{best_h}, bound {fmt_us(r.exposed_bound)}, "
@@ -416,7 +437,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             continue
         names[g.name] = names.get(g.name, 0) + 1
         label = g.name if names[g.name] == 1 else f"{g.name} ({g.fingerprint()[:8]})"
-        c = compare(g, time_limit=args.time_limit, memory_budget=args.memory_budget,
+        c = compare(g, **_search(args), memory_budget=args.memory_budget,
                     collective_order=args.collective_order, workers=args.workers, interference=inter)
         ex, bh, inp = c.exact, c.best_heuristic, c.input_row
         recs.append({"graph": label, "file": f, "nodes": len(g), "input_exposed_us": inp.exposed,
@@ -470,8 +491,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_solve_cache(args: argparse.Namespace) -> int:
     from overlapsat.store import solve_store
 
+    search = _search(args)
     opts: dict[str, Any] = {"collective_order": args.collective_order,
-                            "interference": _interference(args.interference)}
+                            "interference": _interference(args.interference), "deterministic": search["deterministic"]}
+    if search["work_limit"] is not None:
+        opts["work_limit"] = search["work_limit"]
     if args.memory_budget is not None:
         opts["memory_budget"] = args.memory_budget
     if args.workers:

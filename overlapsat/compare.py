@@ -118,7 +118,7 @@ class Comparison:
                          f"{gap} | {r.runtime_s:.2f} s |{extra} {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
         src = "analytical and CP-SAT" if self.bound > self.analytical_bound + 1e-9 else "analytical"
         lines.append("\n" + bound_line(self.bound, self.exposed_bound, f"{src}, collective order {self.collective_order!r}")
-                     + f"; exact: {self.result.status.value}")
+                     + f"; exact: {self.result.status.value}, search ended by {self.result.stopped_by}")
         if self.interference is not None:
             inter = self.interference
             gemms = ""
@@ -151,6 +151,7 @@ class Comparison:
 
 def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: BudgetLike = None,
             collective_order: str = "group", workers: int | None = None, deterministic: bool = True,
+            work_limit: float | None = None,
             on_progress: Callable[[Progress], None] | None = None, on_phase: Callable[[Progress], None] | None = None,
             extra_orders: dict[str, Any] | None = None,
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
@@ -185,7 +186,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
     res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
-                   workers=workers, deterministic=deterministic, on_progress=on_progress, heuristic_results=heur,
+                   workers=workers, deterministic=deterministic, work_limit=work_limit, on_progress=on_progress,
+                   heuristic_results=heur,
                    on_phase=on_phase)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     assert res.evaluated is not None

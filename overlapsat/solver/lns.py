@@ -132,7 +132,7 @@ def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, b
     st = contained_solve(s, md.m)
     if st is None:  # failed however it was asked: this window is skipped, the incumbent stands
         return None, s.deterministic_time, False
-    cut = st != cp_model.OPTIMAL and s.deterministic_time < 0.99 * work
+    cut = st != cp_model.OPTIMAL and s.wall_time >= 0.99 * p.max_time_in_seconds  # the clock ended it
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, s.deterministic_time, cut
     cand = md.order_from(s)

@@ -103,6 +103,7 @@ class Result:
     message: str = ""
     cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
     evaluated: Evaluated | None = field(default=None, repr=False, compare=False)  # the order, simulated and validated
+    stopped_by: str = ""  # what ended the search: proof | work | clock | interrupt | rule
 
     @property
     def names(self) -> list[str]:
@@ -154,7 +155,7 @@ class Result:
                 "exposed_us": self.exposed, "peak_memory": self.peak_memory, "bound_us": self.bound,
                 "exposed_bound_us": self.exposed_bound, "gap": self.gap, "memory_budget": self.memory_budget,
                 "baseline": self.baseline, "stats": self.stats, "message": self.message,
-                "cut_by_wall_clock": self.cut_by_wall_clock}
+                "cut_by_wall_clock": self.cut_by_wall_clock, "stopped_by": self.stopped_by}
 
     def save(self, path: str) -> None:
         from overlapsat.schedules import save_schedule
@@ -376,7 +377,10 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
                     run_lns(tb.work_left())
             else:  # searching() is False once interrupted
                 if use_lns and searching():
+                    if small and not params.deterministic:  # timed: the monolithic model keeps its share of time
+                        tb.until(1.0 - params.monolithic_share)
                     run_lns((1.0 - params.monolithic_share) * tb.work_left() if small else tb.work_left())
+                    tb.until(None)
                 if small and searching():
                     run_whole(tb.work_left())
         except KeyboardInterrupt:  # between two searches: `best` is always an evaluated, valid order
@@ -423,8 +427,11 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
                     "may differ across machines; raise time_limit or lower work_limit", tb.work_used, tb.work_total)
     heur_orig = [h.as_dict() for h in from_input]
     phase("done", final.makespan, bound)
+    stopped = ("proof" if meets(final.makespan, bound) else "interrupt" if tb.interrupted
+               else "rule" if stats.get("stopped_by_rule") else "clock" if tb.cut_by_wall_clock or tb.clock_over()
+               else "work")
     return Result(given, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
-                  baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final)
+                  baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final, stopped)
 
 
 def tie_break(graph: Graph, final: Evaluated, params: SolveParams, budget: int | None) -> tuple[Evaluated, dict]:
@@ -550,6 +557,9 @@ def _solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget
         if workers > 1 and incumbent is not None and not md.has_memory:
             p.num_workers = workers
             p.interleave_search = True
+            # interleaved workers each count their deterministic time, and the solver reports their sum: the
+            # limit is shared so that the work spent stays within `work`
+            p.max_deterministic_time = max(0.01, work / workers)
         else:
             p.num_workers = 1
     else:
@@ -577,8 +587,8 @@ def _solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget
         return _Outcome(error=f"{type(e).__name__}: {e}")
     tb.spend(solver.deterministic_time)
     if params.deterministic and st not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and not cb.stopped \
-            and solver.deterministic_time < 0.99 * work and not tb.interrupted:
-        tb.cut_by_wall_clock = True
+            and solver.wall_time >= 0.99 * p.max_time_in_seconds and not tb.interrupted:
+        tb.cut_by_wall_clock = True  # the clock, not the work limit, ended it (the work spent is not comparable)
     stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
                  solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped,
                  model_units_per_us=ts.k * ts.steps_per_us)

@@ -151,15 +151,24 @@ class SolveParams:
         return cls(**kw)  # type: ignore[arg-type]
 
 
+DETERMINISTIC_CLOCK_FACTOR = 10.0  # deterministic mode: the clock cuts (and says so) only at 10 x time_limit
+
+
 class TimeBudget:
     """The deadline (wall clock, outer safety) and the deterministic work budget of one call."""
 
     def __init__(self, params: SolveParams, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.t0 = clock()
-        self.deadline = self.t0 + params.time_limit
-        self.work_total = params.total_work
+        self.deterministic = params.deterministic
+        # deterministic: the work budget ends every phase and the clock is only a safety net far past the time
+        # limit (a slow or loaded machine finishes late with the same answer); timed: the clock ends the search,
+        # and the work budget too only where the caller set one
+        self.deadline = self.t0 + (params.time_limit * DETERMINISTIC_CLOCK_FACTOR if params.deterministic
+                                   else params.time_limit)
+        self.work_total = params.total_work if params.deterministic or params.work_limit is not None else math.inf
         self.work_used = 0.0
+        self.phase_end: float | None = None  # timed mode: a phase's own end (`until`)
         self.interrupted = False  # Ctrl-C: stop searching, return the best order so far
         self.cut_by_wall_clock = False  # set when the clock, not the work budget, ended a search
 
@@ -167,7 +176,13 @@ class TimeBudget:
         return self.clock() - self.t0
 
     def wall_left(self) -> float:
-        return max(0.0, self.deadline - self.clock())
+        end = self.deadline if self.phase_end is None else min(self.deadline, self.phase_end)
+        return max(0.0, end - self.clock())
+
+    def until(self, share: float | None) -> None:
+        """Timed mode: end the current phase after `share` of the time left (None: clear); deterministic mode
+        splits by work instead."""
+        self.phase_end = None if share is None else self.clock() + share * max(0.0, self.deadline - self.clock())
 
     def work_left(self) -> float:
         return max(0.0, self.work_total - self.work_used)
@@ -184,3 +199,7 @@ class TimeBudget:
                 self.cut_by_wall_clock = True
             return True
         return False
+
+    def clock_over(self) -> bool:
+        """The call's own deadline has passed (not just a phase's)."""
+        return self.clock() >= self.deadline

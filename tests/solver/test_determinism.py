@@ -84,3 +84,30 @@ def test_same_order_across_processes_load_and_file_order(tmp_path, example, opti
     assert not info_a["dep"] and not info_b["dep"]
     assert info_a["work"] == pytest.approx(info_b["work"])
     assert plain == loaded
+
+
+def test_deterministic_mode_is_bound_by_work_not_the_clock():
+    """A deterministic run with more work than its time limit allows finishes late with the answer of an
+    unhurried run (the clock is only a safety net at 10 x the limit); it says the work ended it."""
+    from overlapsat.examples import bundled as _bundled
+    from overlapsat.solver import optimize as _optimize
+
+    g = load_graph(_bundled("tp_small"))
+    hurried = _optimize(g, time_limit=0.5, work_limit=1.5, workers=1)
+    calm = _optimize(g, time_limit=100, work_limit=1.5, workers=1)
+    assert hurried.order == calm.order and hurried.status == calm.status
+    assert not hurried.cut_by_wall_clock and hurried.stopped_by in ("work", "proof")
+    assert hurried.stats["work_used"] <= 1.5 + 1e-6
+
+
+def test_timed_mode_stops_on_the_clock_and_says_so():
+    import time as _time
+
+    from overlapsat.examples import bundled as _bundled
+    from overlapsat.solver import optimize as _optimize
+
+    g = load_graph(_bundled("tp_large"))
+    t = _time.monotonic()
+    r = _optimize(g, time_limit=2, deterministic=False)
+    assert _time.monotonic() - t < 4
+    assert r.stopped_by in ("clock", "proof")
