@@ -268,7 +268,35 @@ FAILURES = ("false_bound", "false_optimal", "false_infeasible", "invalid_result"
             "status_gap_mismatch", "sim_mismatch", "crash", "abort")
 
 
-def check(seed: int, time_limit: float, interference: bool = False) -> dict:
+def edge_graph(seed: int, max_nodes: int = 9) -> tuple[Graph, str]:
+    """`random_graph` moved to the edges of the input space (issue "certificates at the edges"): sizes times
+    2^k up to about 2^50 B, durations times 10^e from 1e-6 to 1e7 us, uniformly or mixed per node (thirds
+    included: 1/3 times a power of ten), and buffers that free more than they allocate."""
+    g, co = random_graph(seed, max_nodes)
+    rng = random.Random(seed * 104729 + 7)
+    k = rng.choice([0, 20, 30, 40, 45])
+    mixed = rng.random() < 0.5
+    e0 = rng.randint(-6, 6)
+
+    def dur(d: float) -> float:
+        if not d:
+            return d
+        e = rng.randint(-6, 6) if mixed else e0
+        base = d if rng.random() < 0.8 else 1 / 3
+        return min(1e7, base * 10.0 ** e)
+
+    nodes = tuple(replace(nd, duration=dur(nd.duration) if nd.kind is not NodeKind.WAIT or nd.duration else 0.0,
+                          launch=dur(nd.launch)) for nd in g.nodes)
+    bufs = []
+    for b in g.buffers:
+        a, f = b.size_alloc << k, b.size_free << k
+        if b.producer is not None and rng.random() < 0.15:
+            f = a + (rng.randint(1, 30) << k)  # frees more than it allocates (a view's base, Inductor's accounting)
+        bufs.append(replace(b, size_alloc=a, size_free=f))
+    return replace(g, nodes=nodes, buffers=tuple(bufs), name=f"edge{seed}"), co
+
+
+def check(seed: int, time_limit: float, interference: bool = False, edges: bool = False) -> dict:
     """One graph: returns counters (failures, outcomes) and details of any failure. `interference`: solve with
     the contention tie-break on (docs/solver.md), whose result must meet every same claim."""
     import overlapsat as osat
@@ -277,7 +305,7 @@ def check(seed: int, time_limit: float, interference: bool = False) -> dict:
 
     extra = {"interference": H200_STEP} if interference else {}
 
-    g, co = random_graph(seed)
+    g, co = edge_graph(seed) if edges else random_graph(seed)
     truth = brute_force(g, co)
     out: dict = {"seed": seed, "nodes": len(g.nodes), "counts": {}, "failures": []}
 

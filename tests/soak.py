@@ -28,17 +28,21 @@ sys.path.insert(0, ROOT)
 
 from tests.brute import FAILURES, check  # noqa: E402
 
+NO_LISTING = False
 
-def run_chunk(seeds: list[int], time_limit: float, interference: bool = False) -> list[dict]:
+
+def run_chunk(seeds: list[int], time_limit: float, interference: bool = False, edges: bool = False) -> list[dict]:
     """Run seeds in a child process; on an abort, rerun one by one to find the culprit."""
     cmd = [sys.executable, __file__, "--child", ",".join(map(str, seeds)), "--time-limit", str(time_limit)]
     cmd += ["--interference"] if interference else []
+    cmd += ["--edges"] if edges else []
+    cmd += ["--no-listing"] if NO_LISTING else []
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if p.returncode == 0:
         return json.loads(p.stdout.strip().splitlines()[-1])
     if len(seeds) == 1:
         return [{"seed": seeds[0], "counts": {"abort": 1}, "failures": [f"abort: rc {p.returncode}"]}]
-    return [r for s in seeds for r in run_chunk([s], time_limit, interference)]
+    return [r for s in seeds for r in run_chunk([s], time_limit, interference, edges)]
 
 
 def main() -> None:
@@ -51,10 +55,21 @@ def main() -> None:
     ap.add_argument("--out", default="")
     ap.add_argument("--child", default="")
     ap.add_argument("--interference", action="store_true", help="solve with the contention tie-break on")
+    ap.add_argument("--no-listing", action="store_true", help="without the exhaustive listing of small graphs, so "
+                                                              "that CP-SAT's own certificates are what is checked")
+    ap.add_argument("--edges", action="store_true", help="graphs at the edges of the input space (tests/brute.py "
+                                                         "edge_graph: sizes to 2^50 B, durations 1e-6 to 1e7 us)")
     a = ap.parse_args()
     logging.disable(logging.WARNING)
+    global NO_LISTING
+    NO_LISTING = a.no_listing
+    if a.no_listing:
+        import importlib
+
+        opt = importlib.import_module("overlapsat.solver.optimize")
+        opt.EXHAUSTIVE_NODES = opt.EXHAUSTIVE_NODES_NO_ORDER = 0
     if a.child:
-        print(json.dumps([check(int(s), a.time_limit, a.interference) for s in a.child.split(",")]))
+        print(json.dumps([check(int(s), a.time_limit, a.interference, a.edges) for s in a.child.split(",")]))
         return
     seeds = list(range(a.first, a.first + a.graphs))
     chunks = [seeds[i:i + a.chunk] for i in range(0, len(seeds), a.chunk)]
@@ -62,13 +77,13 @@ def main() -> None:
     totals: dict[str, int] = {}
     failures: list[str] = []
     with ThreadPoolExecutor(a.jobs) as ex:
-        for rs in ex.map(lambda c: run_chunk(c, a.time_limit, a.interference), chunks):
+        for rs in ex.map(lambda c: run_chunk(c, a.time_limit, a.interference, a.edges), chunks):
             for r in rs:
                 for k, v in r["counts"].items():
                     totals[k] = totals.get(k, 0) + v
                 failures += [f"seed {r['seed']}: {f}" for f in r["failures"]]
     summary = {"date": time.strftime("%Y-%m-%d"), "graphs": a.graphs, "first_seed": a.first,
-               "interference": a.interference,
+               "interference": a.interference, "edges": a.edges, "listing": not a.no_listing,
                "time_limit_s": a.time_limit, "wall_s": round(time.time() - t0, 1),
                "failures_total": sum(totals.get(k, 0) for k in FAILURES),
                "counts": dict(sorted(totals.items())), "failures": failures[:100]}
