@@ -213,50 +213,65 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
 
 
 def _run_local(store: str, todo: list[str], time_limit: float, jobs: int, options: dict[str, Any],
-               target: Callable[..., None] | None = None) -> Iterator[Outcome]:
-    """Each graph in a process of its own, `jobs` at a time: one that dies (OR-Tools has aborted the process on
-    rare models) costs its own row only, and the others are still solved."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait
+               worker: list[str] | None = None) -> Iterator[Outcome]:
+    """Each graph in a fresh interpreter of its own (`python -m overlapsat.store`), `jobs` at a time: one that
+    dies (OR-Tools has aborted the process on rare models) costs its own row only. A fresh interpreter, not
+    multiprocessing: spawn would run the caller's unguarded main script again (a torchrun rank script)."""
+    import pickle
+    import subprocess
+    import sys
 
-    ctx = mp.get_context("spawn")  # a fork of a process that runs CP-SAT threads is not safe
+    cmd = worker or [sys.executable, "-m", "overlapsat.store"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this process's imports
     queue = list(todo)
-    running: dict[str, tuple[Any, Any]] = {}
+    running: dict[str, Any] = {}
     try:
         while queue or running:
             while queue and len(running) < jobs:
                 fp = queue.pop(0)
-                parent, child = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=target or _solve_in_child, args=(child, store, fp, time_limit, options,
-                                                                           os.getpid()),
-                                   daemon=True)
-                proc.start()
-                child.close()
-                running[fp] = (proc, parent)
-            wait([proc.sentinel for proc, _ in running.values()])
-            for fp, (proc, conn) in list(running.items()):
-                if proc.is_alive():
-                    continue
-                proc.join()
-                del running[fp]
-                try:
-                    got = conn.recv() if conn.poll() else None
-                except (EOFError, OSError):  # the pipe closed with nothing in it: the process died
-                    got = None
-                yield got if got is not None else Outcome(
-                    fp, outcome="error", message=f"the solver's process died (exit code {proc.exitcode}); the other "
-                                                 "graphs are unaffected")
-                conn.close()
+                proc = subprocess.Popen([*cmd, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                assert proc.stdin is not None
+                proc.stdin.write(pickle.dumps((store, fp, time_limit, options)))
+                proc.stdin.close()
+                running[fp] = proc
+            fp, proc = _first_done(running)
+            del running[fp]
+            out = proc.stdout.read() if proc.stdout is not None else b""
+            proc.wait()
+            try:
+                got = pickle.loads(out) if proc.returncode == 0 else None
+            except Exception:  # noqa: BLE001 - a truncated answer is a death like any other
+                got = None
+            yield got if isinstance(got, Outcome) else Outcome(
+                fp, outcome="error", message=f"the solver's process died (exit code {proc.returncode}); the other "
+                                             "graphs are unaffected")
     finally:
-        for proc, _ in running.values():
-            proc.terminate()
+        for proc in running.values():
+            proc.kill()
 
 
-def _solve_in_child(conn: Any, store: str, fp: str, time_limit: float, options: dict[str, Any],
-                    parent: int | None = None) -> None:
-    _die_with_parent(parent)
-    conn.send(solve_one(store, fp, time_limit, options))
-    conn.close()
+def _first_done(running: dict[str, Any]) -> tuple[str, Any]:
+    """The first of the running solver processes to finish (polled: a few times a second is plenty)."""
+    import time
+
+    while True:
+        for fp, proc in running.items():
+            if proc.poll() is not None:
+                return fp, proc
+        time.sleep(0.05)
+
+
+def _worker_main(argv: list[str]) -> None:
+    """`python -m overlapsat.store PARENT_PID`: solve the pickled (store, fp, time_limit, options) read from
+    stdin and write the pickled Outcome to stdout."""
+    import pickle
+    import sys
+
+    _die_with_parent(int(argv[0]) if argv else None)
+    store, fp, time_limit, options = pickle.loads(sys.stdin.buffer.read())
+    out = solve_one(store, fp, time_limit, options)
+    sys.stdout.buffer.write(pickle.dumps(out))
+    sys.stdout.flush()
 
 
 def _die_with_parent(parent: int | None) -> None:
@@ -301,3 +316,11 @@ def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options:
 
 __all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path",
            "schedules_digest", "solve_one", "solve_store", "usable_schedule", "usable_stored"]
+
+
+if __name__ == "__main__":  # the worker: through the module's own name, so that Outcome pickles as such
+    import sys
+
+    from overlapsat.store import _worker_main as work
+
+    work(sys.argv[1:])

@@ -178,13 +178,18 @@ def test_solve_cache_with_interference_writes_valid_tie_broken_schedules(tmp_pat
     assert bad.returncode == 2 and "--interference" in bad.stderr and not (tmp_path / "other").exists()
 
 
-def abort_on_moe(conn, store, fp, time_limit, options, parent=None):
-    """A solver process that dies as OR-Tools' CHECK failures kill it, on one graph."""
-    from overlapsat.store import _solve_in_child
-
-    if load_graph(os.path.join(store, fp + ".graph.json")).name.startswith("moe"):
-        os.abort()
-    _solve_in_child(conn, store, fp, time_limit, options, parent)
+ABORT_ON_MOE = """
+import os, pickle, sys
+from overlapsat.io import load_graph
+from overlapsat.store import _worker_main
+raw = sys.stdin.buffer.read()
+store, fp, _, _ = pickle.loads(raw)
+if load_graph(os.path.join(store, fp + ".graph.json")).name.startswith("moe"):
+    os.abort()  # as OR-Tools' CHECK failures kill a process
+import io
+sys.stdin = io.TextIOWrapper(io.BytesIO(raw))  # what _worker_main reads
+_worker_main(sys.argv[1:])
+"""
 
 
 def test_a_graph_whose_solver_dies_costs_its_own_row_only(tmp_path):
@@ -195,7 +200,7 @@ def test_a_graph_whose_solver_dies_costs_its_own_row_only(tmp_path):
     moe = load_graph(bundled("moe_small")).fingerprint()
     for jobs in (1, 2):
         outs = {o.fingerprint: o for o in _run_local(str(store), sorted(fps), 2.0, jobs, {"workers": 1},
-                                                    target=abort_on_moe)}
+                                                    worker=[sys.executable, "-c", ABORT_ON_MOE])}
         assert outs[moe].outcome == "error" and "died" in outs[moe].message
         assert all(outs[fp].outcome in ("solved", "has_schedule") for fp in fps if fp != moe)
         for fp in fps:

@@ -111,3 +111,26 @@ def test_timed_mode_stops_on_the_clock_and_says_so():
     r = _optimize(g, time_limit=2, deterministic=False)
     assert _time.monotonic() - t < 4
     assert r.stopped_by in ("clock", "proof")
+
+
+@pytest.mark.slow
+def test_the_unflagged_order_change_under_load_is_gone():
+    """t3_det_unflagged_order_change (`global`, budget 0 B, 3 s): under two burners about one run in ten
+    returned another order, unflagged, every run ending at the 3-s wall. Now the work ends it, not the clock:
+    the same order with and without load, and never cut."""
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "repro", "t3",
+                        "t3_det_unflagged_order_change.json")
+    options = "time_limit=3, memory_budget=0, collective_order='global'"
+    plain, info = solve_in_child(path, options)
+    stop = multiprocessing.Event()
+    hogs = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(2)]
+    for p in hogs:
+        p.start()
+    try:
+        loaded = [solve_in_child(path, options) for _ in range(3)]
+    finally:
+        stop.set()
+        for p in hogs:
+            p.join()
+    assert not info["cut"] and all(not i["cut"] for _, i in loaded)
+    assert all(order == plain for order, _ in loaded)
