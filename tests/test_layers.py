@@ -101,8 +101,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[m] = 1
         stack.append(m)
         for d in sorted(graph.get(m, ())):
-            if d not in graph or d == "overlapsat" or m.startswith(d + "."):
-                continue
+            if d not in graph or d == "overlapsat" or m.startswith(d + ".") or d == m:
+                continue  # (a module's `__main__` block importing its own name: the worker entry point)
             if state.get(d) == 1:
                 found.append(stack[stack.index(d):] + [d])
             elif d not in state:

@@ -39,7 +39,9 @@ def test_time_budget_flags_a_wall_clock_cut_in_deterministic_mode():
     tb = TimeBudget(SolveParams(time_limit=1.0, work_limit=5.0), clock=lambda: now[0])
     assert not tb.exhausted(True)
     tb.spend(1.0)
-    now[0] = 2.0
+    now[0] = 2.0  # past the time limit: deterministic mode goes on (the work binds; decision: solver.md)
+    assert not tb.exhausted(True) and not tb.cut_by_wall_clock
+    now[0] = 10.5  # past the safety net at 10 x the limit: cut, and flagged
     assert tb.exhausted(True) and tb.cut_by_wall_clock
     tb = TimeBudget(SolveParams(time_limit=100.0, work_limit=1.0), clock=lambda: 0.0)
     tb.spend(1.0)
