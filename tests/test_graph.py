@@ -54,7 +54,7 @@ def test_cycle_names_the_nodes():
         ([Node("a", C, 1), Node("b", C, 1)], [], [("b", "a")], "'a' is listed before its dependency 'b'"),
         ([Node("c", K, 1, group="g", nbytes=-3)], [], [], "nbytes -3"),
         ([Node("k", C, 1.0, launch=2.0)], [], [], "compute 'k': only a collective has a launch cost"),
-        ([Node("c", K, 1, group="g", launch=-1.0)], [], [], "node 'c': launch -1.0 must be a number of us in [0, 1e12]"),
+        ([Node("c", K, 1, group="g", launch=-1.0)], [], [], r"node 'c': launch -1.0 must be a number of us in \[0, 1e12\]"),
     ],
 )
 def test_bad_graphs(nodes, buffers, edges, match):
