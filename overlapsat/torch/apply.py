@@ -19,8 +19,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -28,7 +27,7 @@ from overlapsat.graph import Graph, Node
 from overlapsat.io import atomic_write_text, save_graph
 from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_stored
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
-from overlapsat.torch.installing import name_pricing, note, swap_config, uninstall
+from overlapsat.torch.installing import installed_by, name_pricing, note, swap_config
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
@@ -306,14 +305,9 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     return p
 
 
-@contextmanager
-def installed(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[SchedulePass]:
+def installed(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Any:
     """`install(...)` for the block only: `with installed("apply", "schedules") as p: ...`."""
-    p = install(mode, store, **options)
-    try:
-        yield p
-    finally:
-        uninstall()
+    return installed_by(install, mode, store, **options)
 
 
 def solve_store(store: str, *, time_limit: float = 60.0, group: Any = None, **options: Any) -> dict[str, str]:

@@ -27,8 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from overlapsat.errors import GraphError
@@ -38,7 +37,7 @@ from overlapsat.torch import after_fusion
 from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
-from overlapsat.torch.installing import chained, name_pricing, note, swap_config, uninstall
+from overlapsat.torch.installing import chained, installed_by, name_pricing, note, swap_config
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -308,14 +307,9 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     return p
 
 
-@contextmanager
-def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Iterator[FxSchedulePass]:
-    """`install_fx(...)` for the block only."""
-    p = install_fx(mode, store, **options)
-    try:
-        yield p
-    finally:
-        uninstall()
+def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **options: Any) -> Any:
+    """`install_fx(...)` for the block only: `with installed_fx("apply", "schedules") as p: ...`."""
+    return installed_by(install_fx, mode, store, **options)
 
 
 __all__ = ["FxSchedulePass", "install_fx", "installed_fx"]

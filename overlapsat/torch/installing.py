@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +64,16 @@ def uninstall() -> bool:
             setattr(icfg, k, old)
     log.info("overlapsat: %s uninstalled; Inductor's settings are as they were", swap.what)
     return True
+
+
+@contextmanager
+def installed_by(install: Callable[..., Any], *args: Any, **options: Any) -> Iterator[Any]:
+    """`install(*args, **options)` for the block only, then `uninstall()` (for `installed` and `installed_fx`)."""
+    p = install(*args, **options)
+    try:
+        yield p
+    finally:
+        uninstall()
 
 
 class ChainedPass(_Base):  # type: ignore[misc,valid-type]
