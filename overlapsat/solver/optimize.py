@@ -275,7 +275,9 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         # a small graph: every order judged by the arbiters (exhaustive.py); a search may miss its answer
         ex = exhaustive(cg, budget, co)
         stats["exhaustive"] = {"orders": ex.judged, "complete": ex.complete}
-        if ex.complete and ex.order is None and budget is not None:
+        if ex.complete and ex.order is None and budget is not None and exhaustive(cg, None, co).order is not None:
+            # the budget, not the collective-order policy, is what no order meets (a policy no order satisfies
+            # is reported below as such)
             raise _budget_error(InfeasibleBudgetError, budget, canon + from_input, proven=True)
         if ex.order is not None and (incumbent is None or ex.makespan < incumbent.makespan - 1e-9):
             incumbent = evaluate(cg, "exhaustive", ex.order, budget=budget, collective_order=co)
