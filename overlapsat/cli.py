@@ -62,12 +62,15 @@ def _pricing_args(sp: argparse.ArgumentParser) -> None:
                                                           "`overlapsat calibrate` (their profile is used if none given)")
 
 
+TEXT_OUTPUTS = ("out", "trace", "csv")  # the outputs that may go to standard output ('-')
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every path the command will write, checked before any work (a bad one costs no solve). `-` is standard
     output for one text output at most, and not beside --json, which prints there too."""
     from overlapsat.io import STDOUT, check_writable
 
-    to_stdout = [opt for opt in ("out", "trace", "csv") if getattr(args, opt, None) == STDOUT]
+    to_stdout = [opt for opt in TEXT_OUTPUTS if getattr(args, opt, None) == STDOUT]
     if getattr(args, "plot", None) == STDOUT:
         raise GraphError("--plot -: a timeline is a picture; give a file name (.png or .svg)")
     if len(to_stdout) + bool(getattr(args, "json", False) and to_stdout) > 1:
@@ -83,7 +86,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -
     """The command's report: on stdout, or on stderr when an output file goes to stdout (`-`)."""
     if args.json:
         print(json.dumps(payload, indent=1, default=str))
-    elif "-" in (getattr(args, "out", None), getattr(args, "trace", None), getattr(args, "csv", None)):
+    elif any(getattr(args, opt, None) == "-" for opt in TEXT_OUTPUTS):
         print("\n".join(lines), file=sys.stderr)
     else:
         print("\n".join(lines))

@@ -28,7 +28,7 @@ PREFUSION_VERSION = 2  # graphs with `prefusion` or `estimate` and no stream cos
 STDOUT = "-"  # a path of "-" is standard output, for every writer
 
 
-def _target(path: str) -> str:
+def write_target(path: str) -> str:
     """Where writing `path` lands: a symbolic link is written through (its target is replaced, the link stays)."""
     return os.path.realpath(path) if os.path.islink(path) else path
 
@@ -42,7 +42,7 @@ def check_writable(path: str | os.PathLike[str]) -> str:
     path = os.fspath(path)
     if path == STDOUT:
         return STDOUT
-    target = _target(path)
+    target = write_target(path)
     d = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(d):
         raise GraphError(f"cannot write {path!r}: directory {d!r} does not exist")
@@ -69,7 +69,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         print(text, flush=True)
         return
     d = check_writable(path)
-    target = _target(path)
+    target = write_target(path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
     try:
         if path.endswith(".gz"):  # compressed, as the corpus files are

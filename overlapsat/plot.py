@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
-from overlapsat.io import STDOUT, check_writable
+from overlapsat.io import STDOUT, check_writable, write_target
 from overlapsat.simulate import SimResult, simulate
 
 COLORS = {"compute": "#4C72B0", "stall": "#DD3333", "comm": ["#55A868", "#C44E52", "#8172B2", "#CCB974", "#64B5CD"]}
@@ -135,7 +135,7 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
     axes[-1].set_xlim(0, horizon * 1.01)
     fig.tight_layout()
     path = os.fspath(path)
-    target = os.path.realpath(path) if os.path.islink(path) else path  # a link is written through, as by io
+    target = write_target(path)  # a link is written through, as by io
     tmp = target + ".tmp" + os.path.splitext(path)[1]
     try:
         fig.savefig(tmp, dpi=dpi)
