@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Graph
+from overlapsat.graph import Graph, derived
 
 
 def natural_key(name: str) -> tuple:
@@ -28,38 +28,38 @@ def natural_key(name: str) -> tuple:
 def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
     """Kahn's algorithm over blocks (atomic groups, single nodes), smallest first name first (natural order)."""
     n = len(g.nodes)
-    block_of = list(range(n))
-    members: dict[int, list[int]] = {v: [v] for v in range(n)}
+    block_of = list(range(n))  # a block is named by its first node; lists indexed by node id (others unused)
+    members: list[list[int] | None] = [[v] for v in range(n)]
     for grp in g.atomic:
         if grp:
             for v in grp:
                 block_of[v] = grp[0]
-                members.pop(v, None)
+                members[v] = None
             members[grp[0]] = list(grp)
-    preds: dict[int, set[int]] = {b: set() for b in members}
+    preds: list[set[int]] = [set() for _ in range(n)]
     for v in range(n):
+        bv = block_of[v]
         for u in g.preds[v]:
-            if block_of[u] != block_of[v]:
-                preds[block_of[v]].add(block_of[u])
+            if block_of[u] != bv:
+                preds[bv].add(block_of[u])
     for a, b in g.order_pairs(collective_order):  # the policy's pairs: none under "free"
         if block_of[a] != block_of[b]:
             preds[block_of[b]].add(block_of[a])
-    succs: dict[int, list[int]] = {b: [] for b in members}
-    for b, ps in preds.items():
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for b, ps in enumerate(preds):
         for a in ps:
             succs[a].append(b)
-    indeg = {b: len(ps) for b, ps in preds.items()}
-    key = {b: natural_key(g.names[b]) for b in members}
-    heap = [(key[b], b) for b, d in indeg.items() if d == 0]
+    indeg = [len(ps) for ps in preds]
+    heap = [(natural_key(g.names[b]), b) for b in range(n) if members[b] is not None and indeg[b] == 0]
     heapq.heapify(heap)
     out: list[int] = []
     while heap:
         _, b = heapq.heappop(heap)
-        out.extend(members[b])
+        out.extend(members[b])  # type: ignore[arg-type]
         for s in succs[b]:
             indeg[s] -= 1
             if indeg[s] == 0:
-                heapq.heappush(heap, (key[s], s))
+                heapq.heappush(heap, (natural_key(g.names[s]), s))
     if len(out) != n:  # only "chain" can do this: the input order satisfies every other policy
         raise GraphError(f"graph {g.name!r}: no order satisfies its dependencies together with "
                          f"collective_order={collective_order!r} (a collective must be issued before the wait of an "
@@ -72,11 +72,12 @@ def canonical_graph(g: Graph, collective_order: str = "group") -> Graph:
     order = canonical_order(g, collective_order)
     bufs = tuple(sorted((replace(b, consumers=tuple(sorted(set(b.consumers)))) for b in g.buffers),
                         key=lambda b: b.name))
-    return Graph(
-        tuple(g.nodes[i] for i in order), bufs, tuple(sorted(set(g.edges))), tuple(g.atomic_groups), g.name,
-        dict(g.meta), tuple(sorted(set(g.fake_edges))), tuple(sorted(set(g.implied_edges))), g.prefusion,
-        g.chain_is_decided,
-    )
+    with derived():
+        return Graph(
+            tuple(g.nodes[i] for i in order), bufs, tuple(sorted(set(g.edges))), tuple(g.atomic_groups), g.name,
+            dict(g.meta), tuple(sorted(set(g.fake_edges))), tuple(sorted(set(g.implied_edges))), g.prefusion,
+            g.chain_is_decided,
+        )
 
 
 def chained(g: Graph, mode: str) -> tuple[Graph, list[int]]:

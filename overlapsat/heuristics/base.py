@@ -93,6 +93,8 @@ def validated(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(g: Graph, *args: Any, **kw: Any) -> PassResult:
         r = fn(g, *args, **kw)
+        if r.graph is g:  # checked already, by an inner validated pass or the memo's first call
+            return r
         r.graph = g
         order = np.asarray(r.order, dtype=np.int64)
         n = len(g.nodes)

@@ -8,6 +8,7 @@ peak of the starting order and the three sorts (first wins ties).
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
@@ -62,31 +63,51 @@ def topological_sort_lpmf(g: Graph, order: Sequence[str | int] | None = None) ->
             if outdeg[j] == 0:
                 to_free[v] += g.b_free[j]
     # torch's rule picks min over the ready set of (size if size > gap else 0, size - to_free, index); a scan
-    # of the ready set per step is quadratic (a 50k-node wide graph took minutes). Two min-trees give the same
-    # pick in O(log n): nodes with size <= gap are a prefix of the nodes sorted by size, and they win if any is
-    # ready (their first key is 0, every other's is > gap >= 0); else the least (size, size - to_free, index).
+    # of the ready set per step is quadratic (a 50k-node wide graph took minutes). The same pick in O(log n):
+    # nodes with size <= gap are a prefix of the nodes sorted by size, and they win if any is ready (their first
+    # key is 0, every other's is > gap >= 0); else the least (size, size - to_free, index).
+    #  - `least`: a heap of (size - to_free, index, node) over the ready set. Its top wins whenever its size is
+    #    <= gap (the least key overall is the least among the small ones): no tree work at all.
+    #  - `small`: a min-tree of the same keys over the by-size positions, for the prefix query otherwise; its
+    #    updates wait until a query needs them (most steps never do).
+    #  - `every`: a heap of (size, size - to_free, index, node), the pick when no ready node is small.
+    # A heap entry is stale once its node has run or its key changed (a newer entry was pushed).
     by_size = sorted(ids, key=lambda x: (size[x], index[x]))
-    pos = {v: k for k, v in enumerate(by_size)}
+    pos = [0] * len(g.nodes)
+    for k, v in enumerate(by_size):
+        pos[v] = k
     sizes_sorted = [size[v] for v in by_size]
-    small = _MinTree(len(by_size))  # (size - to_free, index): the pick among size <= gap
-    every = _MinTree(len(by_size))  # (size, size - to_free, index): the pick when none is that small
+    small = _MinTree(len(by_size))
+    small.build({pos[x]: (size[x] - to_free[x], index[x], x) for x in ready})
+    least = [(size[x] - to_free[x], index[x], x) for x in ready]
+    every = [(size[x], size[x] - to_free[x], index[x], x) for x in ready]
+    heapq.heapify(least)
+    heapq.heapify(every)
 
     def show(x: int) -> None:
-        small.set(pos[x], (size[x] - to_free[x], index[x], x))
-        every.set(pos[x], (size[x], size[x] - to_free[x], index[x], x))
+        key = (size[x] - to_free[x], index[x], x)
+        small.set_later(pos[x], key)
+        heapq.heappush(least, key)
+        heapq.heappush(every, (size[x], key[0], index[x], x))
 
-    def hide(x: int) -> None:
-        small.set(pos[x], None)
-        every.set(pos[x], None)
-
-    small.build({pos[x]: (size[x] - to_free[x], index[x], x) for x in ready})
-    every.build({pos[x]: (size[x], size[x] - to_free[x], index[x], x) for x in ready})
     out: list[int] = []
     while len(out) < n and ready:
-        best = small.prefix_min(bisect_right(sizes_sorted, gap))
-        v = best[-1] if best is not None else every.prefix_min(len(by_size))[-1]
+        while True:  # the valid top of `least`
+            k_, _, v = least[0]
+            if v in ready and k_ == size[v] - to_free[v]:
+                break
+            heapq.heappop(least)
+        if size[v] > gap:
+            best = small.prefix_min(bisect_right(sizes_sorted, gap))
+            if best is not _EMPTY:
+                v = best[-1]
+            else:
+                while True:
+                    s_, k_, _, v = heapq.heappop(every)
+                    if v in ready and k_ == s_ - to_free[v]:
+                        break
         ready.remove(v)
-        hide(v)
+        small.set_later(pos[v], _EMPTY)
         out.append(v)
         live += size[v]
         max_mem = max(max_mem, live)
@@ -107,44 +128,68 @@ def topological_sort_lpmf(g: Graph, order: Sequence[str | int] | None = None) ->
     return PassResult("topological_sort_lpmf", out)
 
 
+_EMPTY = (math.inf,)  # above every key (keys are tuples of finite numbers)
+
+
 class _MinTree:
-    """A segment tree of comparable keys (None: empty) with point updates and prefix minima."""
+    """A segment tree of keys with prefix minima; an empty position holds `_EMPTY`.
+
+    Point updates are deferred (`set_later`) and applied together before the next query, each ancestor
+    recomputed once.
+    """
 
     def __init__(self, n: int) -> None:
         self.size = 1
         while self.size < max(1, n):
             self.size *= 2
-        self.t: list[Any] = [None] * (2 * self.size)
+        self.t: list[Any] = [_EMPTY] * (2 * self.size)
+        self.pending: dict[int, Any] = {}
 
     def build(self, keys: dict[int, Any]) -> None:
         """Set many positions at once (linear, where one set at a time is n log n)."""
+        t = self.t
         for i, key in keys.items():
-            self.t[self.size + i] = key
+            t[self.size + i] = key
         for i in range(self.size - 1, 0, -1):
-            a, b = self.t[2 * i], self.t[2 * i + 1]
-            self.t[i] = a if b is None or (a is not None and a < b) else b
+            a, b = t[2 * i], t[2 * i + 1]
+            t[i] = a if a < b else b
 
-    def set(self, i: int, key: Any) -> None:
-        i += self.size
-        self.t[i] = key
-        i //= 2
-        while i:
-            a, b = self.t[2 * i], self.t[2 * i + 1]
-            self.t[i] = a if b is None or (a is not None and a < b) else b
-            i //= 2
+    def set_later(self, i: int, key: Any) -> None:
+        self.pending[i] = key
+
+    def _flush(self) -> None:
+        t, size = self.t, self.size
+        level = set()
+        for i, key in self.pending.items():
+            t[size + i] = key
+            level.add((size + i) >> 1)
+        self.pending.clear()
+        while level:
+            up = set()
+            for i in level:
+                a, b = t[2 * i], t[2 * i + 1]
+                t[i] = a if a < b else b
+                if i > 1:
+                    up.add(i >> 1)
+            level = up
 
     def prefix_min(self, k: int) -> Any:
-        """The least key among positions [0, k)."""
-        best, lo, hi = None, self.size, self.size + k
+        """The least key among positions [0, k) (`_EMPTY` when all are empty)."""
+        if self.pending:
+            self._flush()
+        t = self.t
+        best, lo, hi = _EMPTY, self.size, self.size + k
         while lo < hi:
             if lo & 1:
-                best = self.t[lo] if best is None or (self.t[lo] is not None and self.t[lo] < best) else best
+                if t[lo] < best:
+                    best = t[lo]
                 lo += 1
             if hi & 1:
                 hi -= 1
-                best = self.t[hi] if best is None or (self.t[hi] is not None and self.t[hi] < best) else best
-            lo //= 2
-            hi //= 2
+                if t[hi] < best:
+                    best = t[hi]
+            lo >>= 1
+            hi >>= 1
         return best
 
 

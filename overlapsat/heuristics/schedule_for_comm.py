@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
-from overlapsat.heuristics.base import PassResult, start_order, validated
+from overlapsat.heuristics.base import PassResult, memoised, start_order, validated
 
 
 def _blocked_collective_index(g: Graph, order: list[int]) -> list[int]:
@@ -84,7 +84,10 @@ def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, rai
         pos[v] = i
     s0 = _blocked_collective_index(g, ids) if raise_comms else [sys.maxsize] * n
     s1 = [1 if sink_waits and kind[v] == WAIT else 0 for v in range(n)]
-    score = [(s0[v], s1[v], pos[v], v) for v in range(n)]
+    # the score (s0, s1, input position) packed into one int, in the same order (an int compares faster than a
+    # tuple in the heaps); a collective index past every collective's stands for "blocks none"
+    top = 1 + max((x for x in s0 if x != sys.maxsize), default=0)
+    score = [((min(s0[v], top) * 2 + s1[v]) * n + pos[v]) for v in range(n)]
 
     unmet = [len(preds[v]) for v in range(n)]
     # torch keeps one ready list; two heaps (kernels, and collectives or waits) give the same minima
@@ -106,18 +109,18 @@ def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, rai
 
     while ready_k or ready_o:
         if ready_k and (not ready_o or ready_k[0] < ready_o[0]):
-            v = heapq.heappop(ready_k)[3]
+            v = ids[heapq.heappop(ready_k) % n]
         else:
-            v = heapq.heappop(ready_o)[3]
+            v = ids[heapq.heappop(ready_o) % n]
         if reorder_for_overlap and kind[v] == COLLECTIVE:
             schedule(v)
             budget = dur[v]
             hidden: list[str] = []
             while budget > 0 and ready_k:
-                best = heapq.heappop(ready_k)  # the smallest ready kernel
-                schedule(best[3])
-                hidden.append(g.names[best[3]])
-                budget -= dur[best[3]]
+                best = ids[heapq.heappop(ready_k) % n]  # the smallest ready kernel
+                schedule(best)
+                hidden.append(g.names[best])
+                budget -= dur[best]
             overlapped[g.names[v]] = hidden
         else:
             schedule(v)
@@ -128,18 +131,21 @@ def schedule_for_comm(g: Graph, order: Sequence[str | int] | None = None, *, rai
     return PassResult(name, out, stats)
 
 
+@memoised
 @validated
 def sink_waits(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Greedily issue waits as late as possible."""
     return schedule_for_comm(g, order, raise_comms=False, sink_waits=True, reorder_for_overlap=False)
 
 
+@memoised
 @validated
 def raise_comms(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Greedily issue collectives (and what they need) as early as possible."""
     return schedule_for_comm(g, order, raise_comms=True, sink_waits=False, reorder_for_overlap=False)
 
 
+@memoised
 @validated
 def reorder_compute_for_overlap(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
     """Raise collectives, sink waits, and fill each collective's time with ready compute."""

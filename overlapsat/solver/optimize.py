@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -24,7 +25,7 @@ from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderErr
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
-from overlapsat.heuristics.portfolio import run_all
+from overlapsat.heuristics.portfolio import pipelines, run_all
 from overlapsat.io import as_graph
 from overlapsat.solver.exhaustive import exhaustive
 from overlapsat.solver.model import RELAX, RESTRICT, build
@@ -36,6 +37,9 @@ EXHAUSTIVE_NODES = 8  # every order is judged up to this size (at most 40,320 or
 EXHAUSTIVE_NODES_NO_ORDER = 14  # and up to this size when no heuristic order is valid (capped listing)
 log = logging.getLogger(__name__)
 
+# timed mode: no pipeline of the input order's portfolio starts past 40 % of the time limit, none of the canonical
+# form's past 70 % (the search starts from the latter's orders)
+HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
                 "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
                 "topological_sort_lpmf", "topological_sort_bfs", "topological_sort_dfs")
@@ -235,13 +239,18 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
     include = None if n <= params.lns_min_nodes else CHEAP_PASSES
     from_input: list[Evaluated] = []
     canon: list[Evaluated] = []
+    # timed mode: the portfolios also stop on the clock (between two pipelines), each at its share of the time limit
+    def deadline(share: float) -> float | None:
+        return None if params.deterministic else time.monotonic() + max(0.0, share * params.time_limit - tb.elapsed())
+
     try:
         # the graph as given: the passes see Inductor's chain edges as Inductor's do (run_all judges their orders
         # at `co`), so these rows are run_all's rows exactly (compare's too)
         from_input = heuristic_results if heuristic_results is not None else run_all(
-            given, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps)
+            given, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps,
+            deadline=deadline(HEURISTICS_CLOCK_SHARE[0]))
         canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include,
-                                    work_limit=params.portfolio_steps)
+                                    work_limit=params.portfolio_steps, deadline=deadline(HEURISTICS_CLOCK_SHARE[1]))
                  if h.name != "input_order"]
     except KeyboardInterrupt:  # Ctrl-C during the portfolio: what has been evaluated, and the input order
         tb.interrupted = True
@@ -256,6 +265,16 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
     base = next(h for h in from_input if h.name == "input_order")
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     stats: dict[str, Any] = {"heuristics_s": tb.elapsed()}
+    if not params.deterministic:
+        skipped = {"input order": [nm for nm in pipelines() if heuristic_results is None
+                                   and nm not in {h.name for h in from_input}],
+                   "canonical form": [nm for nm in pipelines() if nm not in {h.name for h in canon}
+                                      and (include is None or nm in include)]}
+        skipped = {k: v for k, v in skipped.items() if v}
+        if skipped:
+            stats["portfolio_cut_by_clock"] = skipped
+            log.info("timed mode: heuristics not started past their share of the time limit: %s",
+                     "; ".join(f"{k}: {', '.join(v)}" for k, v in skipped.items()))
     cut = sorted({h.name for h in from_input + canon if h.note})
     if cut:  # the result is never worse than these cut orders, but may be worse than the complete passes
         stats["portfolio_cut_by_work_limit"] = cut
@@ -282,12 +301,6 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         if ex.order is not None and (incumbent is None or ex.makespan < incumbent.makespan - 1e-9):
             incumbent = evaluate(cg, "exhaustive", ex.order, budget=budget, collective_order=co)
         proven_by_listing = ex.complete and ex.order is not None
-    # windows (and memory proofs) slow down with the horizon's size: LNS always runs at the search scale; the
-    # monolithic model without a budget gets exact time, so that its optimum converts into a proof
-    ts = choose_scale(cg, SEARCH_UNITS if budget is not None else EXACT_UNITS)
-    ts_lns = choose_scale(cg, SEARCH_UNITS)
-    stats["resolution_us"] = ts.resolution_us
-    stats["exact_durations"] = ts.exact
 
     best: Evaluated | None = incumbent
     method = incumbent.name if incumbent else ""
@@ -296,7 +309,13 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
     solver_error = False
     if incumbent is not None and meets(incumbent.makespan, lb):
         message = "the best heuristic meets the analytical lower bound"
-    elif n:
+    elif n:  # the time scales (a linear pass) are chosen only when a search runs
+        # windows (and memory proofs) slow down with the horizon's size: LNS always runs at the search scale; the
+        # monolithic model without a budget gets exact time, so that its optimum converts into a proof
+        ts = choose_scale(cg, SEARCH_UNITS if budget is not None else EXACT_UNITS)
+        ts_lns = choose_scale(cg, SEARCH_UNITS)
+        stats["resolution_us"] = ts.resolution_us
+        stats["exact_durations"] = ts.exact
         # Up to lns_min_nodes: window LNS first (it improves faster than the monolithic model at the same work,
         # docs/solver.md), then the monolithic model, hinted with the result, for the proof; without a valid
         # incumbent the monolithic model goes first (it finds an order or proves there is none).

@@ -99,21 +99,37 @@ def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: fl
     return order, why, metrics
 
 
+_VERIFIED: dict[str, tuple[int, int, int] | None] = {}  # recorded files this process knows hold their graph
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    """(inode, size, mtime): a file replaced or rewritten since it was checked has another stamp."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def record_graph(store: str, g: Graph, fp: str) -> None:
     """Save `g` for offline solving, once (every rank writes the same file; the first one stays). A recorded
     file that does not load, or holds another graph, is written again: solve-cache could never solve it."""
     path = graph_path(store, fp)
     if os.path.exists(path):
+        if _VERIFIED.get(path) == _stamp(path):  # this process checked this very file already: no reload
+            return
         from overlapsat.io import load_graph
 
         try:
             if load_graph(path).fingerprint() == fp:
+                _VERIFIED[path] = _stamp(path)
                 return
             why = "it holds another graph"
         except GraphError as e:
             why = str(e)
         log.warning("overlapsat: recording %s again: the stored file is unusable (%s)", os.path.basename(path), why)
     save_graph(g, path)
+    _VERIFIED[path] = _stamp(path)
     log.info("overlapsat: recorded graph %s (%s) for offline solving", os.path.basename(path), g.name)
 
 

@@ -264,3 +264,15 @@ def test_lpmf_picks_exactly_as_the_ready_set_scan(seed):
     g = random_graph(seed, max_nodes=14)[0] if seed % 2 else generate(["tp", "fsdp", "moe", "ddp"][seed % 4],
                                                                        seed=seed)
     assert topological_sort_lpmf(g).order == _lpmf_by_scan(g)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lpmf_picks_exactly_as_the_scan_at_the_edges(seed):
+    """The same at the edges of the input space (sizes to 2^50 B, buffers that free more than they allocate),
+    and on wide generated graphs of a few hundred nodes, where most picks take the heap's fast path."""
+    from overlapsat.heuristics.memory_sorts import topological_sort_lpmf
+    from tests.brute import edge_graph
+
+    g = edge_graph(seed, max_nodes=14)[0] if seed % 2 else generate(["tp", "fsdp", "moe", "ddp"][seed % 4],
+                                                                     seed=seed, layers=4)
+    assert topological_sort_lpmf(g).order == _lpmf_by_scan(g)

@@ -159,3 +159,26 @@ def test_a_corrupt_recorded_graph_is_recorded_again(tmp_path, caplog):
     before = os.path.getmtime(path)
     record_graph(str(tmp_path), g, fp)  # a good file is left alone
     assert os.path.getmtime(path) == before
+
+
+def test_a_checked_recorded_graph_is_not_loaded_again_until_it_changes(tmp_path, monkeypatch):
+    """Every compile records its graph: a file this process has checked is not parsed again (a 36k-node graph
+    takes a second to load), but one changed since is checked and, if corrupt, written again."""
+    import overlapsat.io as oio
+    from overlapsat.examples import bundled
+    from overlapsat.store import graph_path
+    from overlapsat.torch.apply import record_graph
+
+    g = oio.load_graph(bundled("tp_small"))
+    fp = g.fingerprint()
+    path = graph_path(str(tmp_path), fp)
+    record_graph(str(tmp_path), g, fp)  # written
+    loads = []
+    real = oio.load_graph
+    monkeypatch.setattr(oio, "load_graph", lambda p, *a, **k: loads.append(p) or real(p, *a, **k))
+    record_graph(str(tmp_path), g, fp)
+    record_graph(str(tmp_path), g, fp)
+    assert loads == []
+    open(path, "w").write("{broken")
+    record_graph(str(tmp_path), g, fp)
+    assert loads == [path] and real(path).fingerprint() == fp
