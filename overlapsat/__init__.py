@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from overlapsat.graph import Buffer, Graph, GraphBuilder, Node, NodeKind
     from overlapsat.io import graph_from_dict, load_graph, save_graph
     from overlapsat.plot import plot_timeline
+    from overlapsat.problem import Problem
     from overlapsat.schedules import Schedule, load_schedule, save_schedule
     from overlapsat.simulate import SimResult, peak_memory, simulate
     from overlapsat.solver import GapBelow, Progress, Result, SolveParams, Status, StoppingRule, optimize
@@ -49,6 +50,7 @@ _WHERE = {
     "load_graph": "overlapsat.io",
     "save_graph": "overlapsat.io",
     "plot_timeline": "overlapsat.plot",
+    "Problem": "overlapsat.problem",
     "Schedule": "overlapsat.schedules",
     "load_schedule": "overlapsat.schedules",
     "save_schedule": "overlapsat.schedules",
@@ -85,6 +87,7 @@ __all__ = [
     "NoValidOrderError",
     "Node",
     "NodeKind",
+    "Problem",
     "Outcome",
     "Progress",
     "Result",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from overlapsat.canonical import chained
 from overlapsat.graph import COLLECTIVE, Graph
+from overlapsat.problem import Problem, as_problem
 
 
 @dataclass(frozen=True)
@@ -241,14 +242,16 @@ def comm_load(graph: Graph) -> float:
     return best
 
 
-def lower_bound(graph: Graph, collective_order: str = "group") -> LowerBound:
-    """The analytical bounds under a collective-order policy (docs/solver.md, Collective order).
+def lower_bound(problem: Problem | Graph, collective_order: str | None = None) -> LowerBound:
+    """The analytical bounds of a problem, or of a graph under a collective-order policy ("group" by default;
+    docs/solver.md, Collective order). The budget plays no part.
 
     "chain" and "global" only add constraints to "group", so the group bounds
     hold (chain's wait-to-collective pairs are added as edges first); under
     "free" the group's input order means nothing, and only order-free bounds are used.
     """
-    graph = graph.relaxed(collective_order)
+    pb = as_problem(problem, None, collective_order)
+    graph, collective_order = pb.relaxed, pb.collective_order
     if collective_order == "free":
         return LowerBound(graph.compute_total, critical_path(graph, fifo=False), comm_load(graph), 0.0)
     g = chained(graph, "chain")[0] if collective_order == "chain" else graph

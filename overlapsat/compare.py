@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.budget import BudgetLike
 from overlapsat.cost.hold import HeldResult, check_hold, simulate_held
 from overlapsat.cost.interference import ContendedResult, Interference, simulate_contended
 from overlapsat.errors import GraphError
@@ -15,6 +15,7 @@ from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.io import as_graph
+from overlapsat.problem import Problem
 from overlapsat.solver.optimize import Progress, Result, optimize, tie_break
 from overlapsat.solver.params import SolveParams
 
@@ -169,7 +170,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     measured) adds each row's exposure with transfers held back by running GEMMs (`simulate_held`), the
     estimate that matched the waits on NCCL on H200s; also an estimate only."""
     graph = as_graph(graph)
-    budget = resolve_budget(graph, memory_budget)
+    problem = Problem.of(graph, memory_budget, collective_order)  # the budget resolved once, for every row
+    budget = problem.budget
     if hold is not None:
         hold = check_hold(hold)
     if interference is not None and not isinstance(interference, Interference):
@@ -179,22 +181,19 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     if on_phase is not None:
         on_phase(Progress(0.0, float("inf"), 0.0, "heuristics"))
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
-    heur = run_all(graph, memory_budget=budget, collective_order=collective_order,  # type: ignore[arg-type]
-                   work_limit=steps)
-    heur += evaluate_named(graph, extra_orders or {}, budget=budget, collective_order=collective_order)
+    heur = run_all(problem, work_limit=steps)
+    heur += evaluate_named(problem.on(problem.relaxed), extra_orders or {})
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
-    res = optimize(graph, time_limit=time_limit, memory_budget=budget, collective_order=collective_order,
-                   workers=workers, deterministic=deterministic, work_limit=work_limit, on_progress=on_progress,
-                   heuristic_results=heur,
-                   on_phase=on_phase)
+    res = optimize(problem, time_limit=time_limit, workers=workers, deterministic=deterministic,
+                   work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     assert res.evaluated is not None
     rows.append(replace(res.evaluated, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
     from overlapsat.bounds import lower_bound
 
-    analytical = lower_bound(graph.relaxed(collective_order), collective_order).makespan  # type: ignore[arg-type]
+    analytical = lower_bound(problem).makespan
     contended = {}
     if interference is not None:
         polished = _polished_row(graph, res, interference, budget, collective_order, time_limit)
@@ -227,5 +226,5 @@ def _other_row(graph: Graph, name: str, spec: Graph | tuple[Graph, Any], budget:
         raise GraphError(f"other_graphs[{name!r}]: expected a Graph or (Graph, order), got {type(other).__name__}")
     ids = other.order_indices(order) if order is not None else list(range(len(other.nodes)))
     n, m = len(graph.coll_seq), len(other.coll_seq)
-    row = evaluate(other, name, ids, budget=budget, collective_order=collective_order)
+    row = evaluate(Problem(other, budget, collective_order), name, ids)
     return replace(row, note=f"{other.name}: {len(other)} nodes, {m} collectives (this graph: {n})")

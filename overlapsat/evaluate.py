@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overlapsat.graph import Graph
+from overlapsat.problem import Problem
 from overlapsat.simulate import SimResult, simulate
 from overlapsat.validate import validate
 
@@ -75,18 +76,18 @@ class Evaluated:
                 "valid": self.valid, "violations": self.violations, "runtime_s": self.runtime_s}
 
 
-def evaluate(g: Graph, name: str, order: Sequence[int], *, budget: int | None = None, collective_order: str = "group",
-             runtime_s: float = 0.0, stats: dict[str, Any] | None = None, note: str = "") -> Evaluated:
+def evaluate(problem: Problem, name: str, order: Sequence[int], *, runtime_s: float = 0.0,
+             stats: dict[str, Any] | None = None, note: str = "") -> Evaluated:
+    """`order` (node ids of `problem.graph`) validated against the problem and simulated: one row."""
     ids = list(order)
-    vs = validate(g, ids, budget, collective_order=collective_order, limit=5)  # type: ignore[arg-type]
+    g = problem.graph
+    vs = validate(problem, ids, limit=5)
     return Evaluated(name, ids, simulate(g, ids), [str(v) for v in vs], runtime_s, dict(stats or {}), note)
 
 
-def evaluate_named(g: Graph, orders: dict[str, Sequence[str | int]], *, budget: int | None = None,
-                   collective_order: str = "group") -> list[Evaluated]:
+def evaluate_named(problem: Problem, orders: dict[str, Sequence[str | int]]) -> list[Evaluated]:
     """Orders from elsewhere (torch's FX OverlapScheduler, a hand-written one), by name, evaluated as rows."""
-    return [evaluate(g, nm, g.order_indices(o), budget=budget, collective_order=collective_order)
-            for nm, o in orders.items()]
+    return [evaluate(problem, nm, problem.graph.order_indices(o)) for nm, o in orders.items()]
 
 
 def rank_key(e: Evaluated) -> tuple[bool, float, int, tuple[int, ...]]:

@@ -8,9 +8,10 @@ from typing import Literal
 
 import numpy as np
 
-from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.budget import BudgetLike
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, COLLECTIVE_ORDERS, Graph
+from overlapsat.problem import Problem, as_problem
 from overlapsat.simulate import check_permutation, memory_curve_array, permutation_array
 
 CollectiveOrder = Literal["chain", "global", "group", "free"]
@@ -27,17 +28,20 @@ class Violation:
 
 
 def validate(
-    graph: Graph,
+    problem: Problem | Graph,
     order: Sequence[str | int],
     memory_budget: BudgetLike = None,
     *,
-    collective_order: CollectiveOrder = "group",
+    collective_order: CollectiveOrder | None = None,
     limit: int | None = None,
 ) -> list[Violation]:
-    """Every violation of `order` (up to `limit` per kind); [] means valid."""
-    if collective_order not in COLLECTIVE_ORDERS:
-        raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
-    graph = graph.relaxed(collective_order)  # Inductor's chain edges belong to the "chain" level only
+    """Every violation of `order` (up to `limit` per kind); [] means valid.
+
+    Takes a `Problem`, or a graph with the budget and level (default "group")."""
+    pb = as_problem(problem, memory_budget, collective_order)
+    collective_order = pb.collective_order  # type: ignore[assignment]
+    budget = pb.budget
+    graph = pb.relaxed  # Inductor's chain edges belong to the "chain" level only
     ids = permutation_array(graph, order)
     if ids is None:
         return [Violation("permutation", p) for p in check_permutation(graph, order)]
@@ -87,7 +91,6 @@ def validate(
             add("atomic", f"atomic group #{k} ({', '.join(repr(names[x]) for x in grp)}) is split or reordered",
                 *(names[x] for x in grp))
 
-    budget = resolve_budget(graph, memory_budget)
     if budget is not None and len(ids):
         post_alloc = memory_curve_array(graph, ids)
         over = int(np.count_nonzero(post_alloc > budget))
@@ -136,17 +139,18 @@ def _coll_pairs(graph: Graph, collective_order: str) -> tuple[np.ndarray, np.nda
     return graph._cache[key]
 
 
-def is_valid(graph: Graph, order: Sequence[str | int], memory_budget: BudgetLike = None, *,
-             collective_order: CollectiveOrder = "group") -> bool:
-    return not validate(graph, order, memory_budget, collective_order=collective_order, limit=1)
+def is_valid(problem: Problem | Graph, order: Sequence[str | int], memory_budget: BudgetLike = None, *,
+             collective_order: CollectiveOrder | None = None) -> bool:
+    return not validate(problem, order, memory_budget, collective_order=collective_order, limit=1)
 
 
-def assert_valid(graph: Graph, order: Sequence[str | int], memory_budget: BudgetLike = None, *,
-                 collective_order: CollectiveOrder = "group", what: str = "schedule") -> None:
+def assert_valid(problem: Problem | Graph, order: Sequence[str | int], memory_budget: BudgetLike = None, *,
+                 collective_order: CollectiveOrder | None = None, what: str = "schedule") -> None:
     """Raise GraphError listing every violation; the gate every result passes."""
-    vs = validate(graph, order, memory_budget, collective_order=collective_order)
+    vs = validate(problem, order, memory_budget, collective_order=collective_order)
     if vs:
-        raise GraphError.from_problems(f"{what} for graph {graph.name!r} is invalid", [str(v) for v in vs])
+        name = problem.graph.name if isinstance(problem, Problem) else problem.name
+        raise GraphError.from_problems(f"{what} for graph {name!r} is invalid", [str(v) for v in vs])
 
 
 __all__ = ["Violation", "validate", "is_valid", "assert_valid", "CollectiveOrder", "COLLECTIVE", "COLLECTIVE_ORDERS"]

@@ -52,9 +52,9 @@ def test_each_row_is_simulated_and_validated_once(monkeypatch):
         calls["sim"] += graph is g
         return real_sim(graph, *a, **k)
 
-    def val(graph, *a, **k):
-        calls["val"] += graph is g
-        return real_val(graph, *a, **k)
+    def val(problem, *a, **k):  # evaluate hands the validator a Problem on g
+        calls["val"] += problem.graph is g
+        return real_val(problem, *a, **k)
 
     monkeypatch.setattr(ev, "simulate", sim)
     monkeypatch.setattr(ev, "validate", val)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.budget import BudgetLike
 from overlapsat.canonical import chained
 from overlapsat.evaluate import Evaluated, evaluate, rank_key
 from overlapsat.gc_pause import paused_gc
@@ -26,6 +26,7 @@ from overlapsat.heuristics.memory_sorts import (
     topological_sort_lpmf,
 )
 from overlapsat.heuristics.schedule_for_comm import raise_comms, reorder_compute_for_overlap, sink_waits
+from overlapsat.problem import Problem, as_problem
 from overlapsat.validate import CollectiveOrder
 
 log = logging.getLogger(__name__)
@@ -79,9 +80,9 @@ ITERATIVE = frozenset(name for name in pipelines() if "iterative" in name or nam
 
 
 @paused_gc()  # the passes' tables are millions of small lists at production sizes (gc_pause.py)
-def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: CollectiveOrder = "group",
-            deadline: float | None = None, include: Sequence[str] | None = None,
-            work_limit: int | None = None) -> list[HeuristicResult]:
+def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
+            collective_order: CollectiveOrder | None = None, deadline: float | None = None,
+            include: Sequence[str] | None = None, work_limit: int | None = None) -> list[HeuristicResult]:
     """Every pipeline on `g` (input order first), ranked: valid before invalid, then by makespan.
 
     Passes run on the graph with Inductor's collective chain added (as Inductor
@@ -94,12 +95,14 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
     stops between two moves, with a valid order, and says so in its stats.
     Pipelines that share a first stage compute it once.
     """
-    budget = resolve_budget(g, memory_budget)
+    pb = as_problem(problem, memory_budget, collective_order)
+    budget, collective_order = pb.budget, pb.collective_order  # type: ignore[assignment]
     # The passes see what Inductor's do: the graph as captured (its own chain edges kept) with the collective
     # chain added ("group" under "free"); their orders are judged on the graph under the chosen level.
-    with_chain, to_g = chained(g, "group" if collective_order == "free" else collective_order)
-    g = g.relaxed(collective_order)
-    results = [_evaluate(g, "input_order", list(range(len(g.nodes))), 0.0, {}, budget, collective_order)]
+    with_chain, to_g = chained(pb.graph, "group" if collective_order == "free" else collective_order)
+    judged = pb.on(pb.relaxed)
+    g = judged.graph
+    results = [_evaluate(judged, "input_order", list(range(len(g.nodes))), 0.0, {})]
     ratio = 0.2 if budget is None else max(0.0, budget / max(1, results[0].peak_memory) - 1.0)
     steps_left = work_limit
     stages: dict[tuple[int, ...], tuple[list[int], str, dict[str, Any], float]] = {}  # by the prefix's pass ids
@@ -131,21 +134,20 @@ def run_all(g: Graph, *, memory_budget: BudgetLike = None, collective_order: Col
             stats[pname if pname not in stats else f"{pname} (again)"] = st
             runtime += rt
         order = [to_g[v] for v in order]
-        results.append(_evaluate(g, name, order, runtime, stats, budget, collective_order))
+        results.append(_evaluate(judged, name, order, runtime, stats))
     results.sort(key=rank_key)
     return results
 
 
-def _evaluate(g: Graph, name: str, order: list[int], runtime: float, stats: dict[str, Any], budget: int | None,
-              collective_order: CollectiveOrder) -> Evaluated:
-    e = evaluate(g, name, order, budget=budget, collective_order=collective_order, runtime_s=runtime, stats=stats)
+def _evaluate(problem: Problem, name: str, order: list[int], runtime: float, stats: dict[str, Any]) -> Evaluated:
+    e = evaluate(problem, name, order, runtime_s=runtime, stats=stats)
     if any(isinstance(st, dict) and st.get("interrupted") for st in stats.values()):
         e = replace(e, note="cut short by the work limit")
     log.debug("heuristic %s: makespan %.1f valid %s", name, e.makespan, e.valid)
     return e
 
 
-def best(g: Graph, *, memory_budget: BudgetLike = None, collective_order: CollectiveOrder = "group",
-         deadline: float | None = None) -> HeuristicResult:
+def best(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
+         collective_order: CollectiveOrder | None = None, deadline: float | None = None) -> HeuristicResult:
     """The best valid heuristic order (the input order if nothing beats it)."""
-    return run_all(g, memory_budget=memory_budget, collective_order=collective_order, deadline=deadline)[0]
+    return run_all(problem, memory_budget=memory_budget, collective_order=collective_order, deadline=deadline)[0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from overlapsat.graph import Graph
+from overlapsat.problem import Problem
 from overlapsat.simulate import simulate
 from overlapsat.validate import validate
 
@@ -28,8 +28,9 @@ class Exhaustive:
     judged: int
 
 
-def exhaustive(graph: Graph, budget: int | None, collective_order: str, max_orders: int = MAX_ORDERS) -> Exhaustive:
-    """Judge every order of `graph` that keeps its ordering constraints (at most `max_orders`)."""
+def exhaustive(problem: Problem, max_orders: int = MAX_ORDERS) -> Exhaustive:
+    """Judge every order of the problem's graph that keeps its ordering constraints (at most `max_orders`)."""
+    graph = problem.graph
     n = len(graph.nodes)
     preds = graph.preds
     succs = graph.succs
@@ -46,7 +47,7 @@ def exhaustive(graph: Graph, budget: int | None, collective_order: str, max_orde
         nonlocal best, best_ms, judged, complete
         if len(order) == n:
             judged += 1
-            if not validate(graph, order, budget, collective_order=collective_order, limit=1):
+            if not validate(problem, order, limit=1):
                 ms = simulate(graph, order).makespan
                 if ms < best_ms:
                     best, best_ms = list(order), ms

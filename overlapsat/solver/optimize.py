@@ -19,14 +19,14 @@ from typing import Any, Protocol
 from ortools.sat.python import cp_model
 
 from overlapsat.bounds import lower_bound
-from overlapsat.budget import BudgetLike, resolve_budget
-from overlapsat.canonical import canonical_graph
+from overlapsat.budget import BudgetLike
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import pipelines, run_all
 from overlapsat.io import as_graph
+from overlapsat.problem import Problem
 from overlapsat.solver.exhaustive import exhaustive
 from overlapsat.solver.model import RELAX, RESTRICT, build
 from overlapsat.solver.params import SolveParams, TimeBudget
@@ -190,12 +190,12 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
-def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
+def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
              on_phase: Callable[[Progress], None] | None = None,
              heuristic_results: list[Evaluated] | None = None, extra_orders: dict[str, Any] | None = None,
              **options: Any) -> Result:
-    """Least exposed communication order of `graph` (a `Graph` or a graph file's path).
+    """Least exposed communication order of a `Problem`, or of `graph` (a `Graph` or a graph file's path).
 
     Options come as a `SolveParams` or as its fields by keyword
     (`optimize(g, time_limit=5)`). `heuristic_results` is the portfolio run
@@ -209,11 +209,21 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
     Raises `InfeasibleBudgetError` only when no order can meet the budget
     (proven), and `NoValidOrderError` when none was found in time.
     """
+    given_problem = graph if isinstance(graph, Problem) else None
+    if given_problem is not None:  # the problem carries its budget and level
+        if memory_budget is not None:
+            raise GraphError("a Problem carries its budget: pass memory_budget to Problem.of, not to optimize")
+        graph = given_problem.graph
+        if params is None:
+            options.setdefault("collective_order", given_problem.collective_order)
     graph = as_graph(graph)
     if params is None:
         params = SolveParams.from_kwargs(**options)
     elif options:
         raise GraphError(f"pass solver options either as params or as keywords, not both: {sorted(options)}")
+    if given_problem is not None and params.collective_order != given_problem.collective_order:
+        raise GraphError(f"collective_order {params.collective_order!r} differs from the Problem's "
+                         f"{given_problem.collective_order!r}")
     tb = TimeBudget(params)
 
     def phase(name: str, makespan: float = math.inf, bound_us: float = 0.0) -> None:
@@ -222,16 +232,20 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
             on_phase(Progress(tb.elapsed(), makespan, bound_us, name))
 
     phase("heuristics")
-    budget = resolve_budget(graph, memory_budget)
-    co = params.collective_order
-    given, graph = graph, graph.relaxed(co)  # Inductor's chain edges belong to the "chain" level only
+    # a ratio budget is resolved here, once
+    problem = given_problem or Problem.of(graph, memory_budget, params.collective_order)
+    budget, co = problem.budget, problem.collective_order
+    given = graph
+    judged = problem.on(problem.relaxed)  # Inductor's chain edges belong to the "chain" level only
+    graph = judged.graph
     n = len(graph.nodes)
 
     # The search runs on the canonical form (canonical.py), so its answer does not depend on the
     # file's node order. The portfolio also runs from the input order (Inductor's order): those
     # orders are what `heuristics` reports, and the result is never worse than any of them.
-    cg = canonical_graph(graph, co)
-    to_orig = [graph.index[nm] for nm in cg.names]
+    cp = problem.canonical
+    cg = cp.graph
+    to_orig = problem.to_given
     to_canon = [0] * n
     for k, v in enumerate(to_orig):
         to_canon[v] = k
@@ -247,20 +261,18 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         # the graph as given: the passes see Inductor's chain edges as Inductor's do (run_all judges their orders
         # at `co`), so these rows are run_all's rows exactly (compare's too)
         from_input = heuristic_results if heuristic_results is not None else run_all(
-            given, memory_budget=budget, collective_order=co, work_limit=params.portfolio_steps,
-            deadline=deadline(HEURISTICS_CLOCK_SHARE[0]))
-        canon = [h for h in run_all(cg, memory_budget=budget, collective_order=co, include=include,
-                                    work_limit=params.portfolio_steps, deadline=deadline(HEURISTICS_CLOCK_SHARE[1]))
+            problem, work_limit=params.portfolio_steps, deadline=deadline(HEURISTICS_CLOCK_SHARE[0]))
+        canon = [h for h in run_all(cp, include=include, work_limit=params.portfolio_steps,
+                                    deadline=deadline(HEURISTICS_CLOCK_SHARE[1]))
                  if h.name != "input_order"]
     except KeyboardInterrupt:  # Ctrl-C during the portfolio: what has been evaluated, and the input order
         tb.interrupted = True
         log.warning("interrupted during the heuristics: returning the best order evaluated so far")
     if not any(h.name == "input_order" for h in from_input):
-        from_input = [evaluate(graph, "input_order", list(range(n)), budget=budget, collective_order=co), *from_input]
+        from_input = [evaluate(judged, "input_order", list(range(n))), *from_input]
     have = {h.name for h in from_input}  # (compare passes them evaluated already)
-    from_input = [*from_input, *evaluate_named(graph, {k: v for k, v in (extra_orders or {}).items() if k not in have},
-                                               budget=budget, collective_order=co)]
-    canon.append(evaluate(cg, "topological_order", list(range(n)), budget=budget, collective_order=co))
+    from_input = [*from_input, *evaluate_named(judged, {k: v for k, v in (extra_orders or {}).items() if k not in have})]
+    canon.append(evaluate(cp, "topological_order", list(range(n))))
     canon.sort(key=rank_key)
     base = next(h for h in from_input if h.name == "input_order")
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
@@ -286,20 +298,20 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         fallback = [h for h in from_input if h.valid]
         if fallback:  # no canonical candidate meets the budget: warm-start from the input order's best
             h = fallback[0]
-            incumbent = evaluate(cg, h.name, [to_canon[v] for v in h.order], budget=budget, collective_order=co)
+            incumbent = evaluate(cp, h.name, [to_canon[v] for v in h.order])
             stats["warm_start"] = h.name
             stats["depends_on_input_order"] = True
     proven_by_listing = False
     if n <= EXHAUSTIVE_NODES or (incumbent is None and n <= EXHAUSTIVE_NODES_NO_ORDER):
         # a small graph: every order judged by the arbiters (exhaustive.py); a search may miss its answer
-        ex = exhaustive(cg, budget, co)
+        ex = exhaustive(cp)
         stats["exhaustive"] = {"orders": ex.judged, "complete": ex.complete}
-        if ex.complete and ex.order is None and budget is not None and exhaustive(cg, None, co).order is not None:
+        if ex.complete and ex.order is None and budget is not None and exhaustive(Problem(cg, None, co)).order is not None:
             # the budget, not the collective-order policy, is what no order meets (a policy no order satisfies
             # is reported below as such)
             raise _budget_error(InfeasibleBudgetError, budget, canon + from_input, proven=True)
         if ex.order is not None and (incumbent is None or ex.makespan < incumbent.makespan - 1e-9):
-            incumbent = evaluate(cg, "exhaustive", ex.order, budget=budget, collective_order=co)
+            incumbent = evaluate(cp, "exhaustive", ex.order)
         proven_by_listing = ex.complete and ex.order is not None
 
     best: Evaluated | None = incumbent
@@ -357,7 +369,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
             if out.bound_us is not None:
                 bound = max(bound, out.bound_us)
             if out.order is not None:
-                cand = evaluate(cg, "cpsat", out.order, budget=budget, collective_order=co)
+                cand = evaluate(cp, "cpsat", out.order)
                 if not cand.valid:
                     solver_error, message = True, f"solver order rejected by the validator: {cand.violations[0]}"
                     log.error(message)
@@ -386,7 +398,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
                 for key, val in lstats.items():
                     total[key] = total.get(key, 0) + val
                 total["restarts"] = k
-                cand = evaluate(cg, "cpsat-lns", order, budget=budget, collective_order=co)
+                cand = evaluate(cp, "cpsat-lns", order)
                 if cand.valid and cand.makespan < best.makespan - 1e-9:
                     best, method = cand, "cpsat-lns"
 
@@ -412,7 +424,7 @@ def optimize(graph: Graph | str, params: SolveParams | None = None, *, memory_bu
         raise _budget_error(NoValidOrderError, budget, canon + from_input, proven=False)
 
     order = [to_orig[v] for v in best.order]
-    final = evaluate(graph, method, order, budget=budget, collective_order=co)
+    final = evaluate(judged, method, order)
     # the input order's portfolio and the caller's orders: never return worse than any of them
     for e in from_input:
         if e.valid and e.makespan < final.makespan - 1e-9:
@@ -467,7 +479,7 @@ def tie_break(graph: Graph, final: Evaluated, params: SolveParams, budget: int |
             "evaluated": p.evaluated}
     if not p.moves:
         return final, done
-    out = evaluate(graph, final.name, p.order, budget=budget, collective_order=params.collective_order)
+    out = evaluate(Problem(graph, budget, params.collective_order), final.name, p.order)
     if not out.valid or out.makespan > final.makespan or out.peak_memory > final.peak_memory:
         raise RuntimeError("internal error: the contention polish broke its promise")  # polish checks each move
     log.info("contention polish: %d moves, contended makespan %.1f -> %.1f us", p.moves, p.contended_before,

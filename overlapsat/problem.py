@@ -1,0 +1,85 @@
+"""What is being solved: one graph under one memory budget and one collective-order policy.
+
+The three travelled together by hand through every layer, each re-deriving its
+own views (the relaxed graph, the canonical form, the budget in bytes). A
+`Problem` resolves them once and owns the derived views, so the heuristics,
+the evaluator, the listing and the search all read the same ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.errors import GraphError
+from overlapsat.graph import COLLECTIVE_ORDERS, Graph
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """A graph, its memory budget in bytes (None: none) and its collective-order policy.
+
+    Build one with `Problem.of`, which resolves a budget given as a ratio or a
+    size; the fields are final. `graph` is the graph as given (Inductor's chain
+    edges kept: the ported passes see them, as Inductor's do); `relaxed` is the
+    graph every claim is judged on.
+    """
+
+    graph: Graph
+    budget: int | None = None
+    collective_order: str = "group"
+
+    def __post_init__(self) -> None:
+        if self.collective_order not in COLLECTIVE_ORDERS:
+            raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; "
+                             f"got {self.collective_order!r}")
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
+                                        or self.budget < 0):
+            raise GraphError(f"Problem.budget is bytes (an int >= 0) or None; got {self.budget!r} "
+                             "(use Problem.of for a ratio or a size)")
+
+    @classmethod
+    def of(cls, graph: Graph, memory_budget: BudgetLike = None, collective_order: str = "group") -> Problem:
+        """The problem of `graph`: a ratio budget is of the graph's input-order peak, resolved exactly, once."""
+        if collective_order not in COLLECTIVE_ORDERS:
+            raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; "
+                             f"got {collective_order!r}")
+        return cls(graph, resolve_budget(graph, memory_budget), collective_order)
+
+    @cached_property
+    def relaxed(self) -> Graph:
+        """The graph under the policy: Inductor's chain edges only at "chain" (decision 14)."""
+        return self.graph.relaxed(self.collective_order)
+
+    @cached_property
+    def canonical(self) -> Problem:
+        """The same problem on the canonical form of the relaxed graph (canonical.py): a search on it answers
+        the same for every file layout. `to_given` maps its node ids to `relaxed`'s."""
+        from overlapsat.canonical import canonical_graph
+
+        cg = canonical_graph(self.relaxed, self.collective_order)
+        return Problem(cg, self.budget, self.collective_order)
+
+    @cached_property
+    def to_given(self) -> list[int]:
+        """For a canonical problem's node ids: the ids of the same nodes in the problem it came from."""
+        return [self.relaxed.index[nm] for nm in self.canonical.graph.names]
+
+    def on(self, graph: Graph) -> Problem:
+        """The same budget and policy on another graph (a copy with other durations, a bucketed graph)."""
+        return Problem(graph, self.budget, self.collective_order)
+
+
+def as_problem(x: Problem | Graph, memory_budget: BudgetLike = None, collective_order: str | None = None) -> Problem:
+    """A `Problem` as given, or built from a graph and the two options (the public functions take either)."""
+    if isinstance(x, Problem):
+        if memory_budget is not None or (collective_order is not None and collective_order != x.collective_order):
+            raise GraphError("a Problem carries its budget and collective order: pass them to Problem.of, not again")
+        return x
+    if not isinstance(x, Graph):
+        raise GraphError(f"expected a Graph or a Problem, got {type(x).__name__}")
+    return Problem.of(x, memory_budget, collective_order or "group")
+
+
+__all__ = ["Problem", "as_problem"]
