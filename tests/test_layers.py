@@ -14,7 +14,7 @@ PKG = pathlib.Path(overlapsat.__file__).parent
 LAYER = {  # module (or package) -> layer
     "errors": 0, "fmt": 0, "gc_pause": 0,
     "graph": 1, "io": 1, "budget": 1, "simulate": 1, "validate": 1, "bounds": 1, "canonical": 1, "evaluate": 1,
-    "schedules": 1, "problem": 1,
+    "schedules": 1, "problem": 1, "plan": 1,
     "heuristics": 2, "solver": 2, "cost": 2,
     "torch": 3, "examples": 3, "store": 3,
     "compare": 4, "plot": 4, "trace": 4, "__init__": 4,

@@ -1,0 +1,219 @@
+"""Plans: which collectives merge into buckets, and the order of the graph that bucketing gives.
+
+A plan is judged on its bucketed graph (`materialize`, MODEL.md "Buckets"),
+so the simulator, the validator and the bounds stay functions of one fixed
+graph; deciding buckets (a bucketer, the solver) is kept apart from applying
+them (here), as torch's `fx_passes/bucketing.py` keeps them apart.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Buffer, Graph, Node, NodeKind, derived
+
+Pricing = Callable[[Node], float]  # a cost model's `duration`: prices the merged collective and its copies
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Collectives merged into one, by name, in their group's input order."""
+
+    members: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return "bucket(" + "+".join(self.members) + ")"
+
+    @property
+    def nodes(self) -> tuple[str, str, str, str]:
+        """The four nodes it becomes: copy-in, the merged collective, its wait, copy-out."""
+        return (f"{self.name}.copy_in", self.name, f"{self.name}.wait", f"{self.name}.copy_out")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Buckets and an order (names of the bucketed graph's nodes), for the graph of `fingerprint`."""
+
+    order: tuple[str, ...]
+    buckets: tuple[Bucket, ...] = ()
+    fingerprint: str = ""
+
+
+def bucket_key(nd: Node) -> tuple[str | None, str | None, int]:
+    """torch's bucket key, as far as a graph records it: operation, process group, group size (MODEL.md)."""
+    return (nd.op, nd.group, nd.group_size)
+
+
+def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
+    """Every way `buckets` breaks MODEL.md's bucket rules on `graph`; [] means legal."""
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for b in buckets:
+        if len(b.members) < 2:
+            problems.append(f"{b.name}: a bucket merges two or more collectives")
+        ids = []
+        for m in b.members:
+            i = graph.index.get(m)
+            if i is None or graph.nodes[i].kind is not NodeKind.COLLECTIVE:
+                problems.append(f"{b.name}: {m!r} is not a collective of the graph")
+                continue
+            if m in seen:
+                problems.append(f"{b.name}: {m!r} is already in {seen[m]}")
+            seen[m] = b.name
+            if len(graph.waits_of[i]) != 1:
+                problems.append(f"{b.name}: {m!r} has {len(graph.waits_of[i])} waits (a bucket member has one)")
+            if graph.atomic_of[i] >= 0 or any(graph.atomic_of[w] >= 0 for w in graph.waits_of[i]):
+                problems.append(f"{b.name}: {m!r} or its wait is in an atomic group")
+            ids.append(i)
+        keys = {bucket_key(graph.nodes[i]) for i in ids}
+        if len(keys) > 1:
+            problems.append(f"{b.name}: members differ in (op, group, group size): {sorted(map(str, keys))}")
+        pos = sorted(ids, key=lambda i: graph.group_colls[graph.group_id[i]].index(i))
+        if ids and pos != ids:
+            problems.append(f"{b.name}: members are not listed in their group's input order")
+        dep = _dependent_pair(graph, ids)
+        if dep is not None:
+            problems.append(f"{b.name}: {graph.names[dep[1]]!r} depends on {graph.names[dep[0]]!r}")
+    return problems
+
+
+def _dependent_pair(graph: Graph, ids: list[int]) -> tuple[int, int] | None:
+    """Two members one of which reaches the other through any edge, or None."""
+    members = set(ids)
+    for s in ids:
+        stack, seen = list(graph.succs[s]), set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if v in members:
+                return (s, v)
+            stack.extend(graph.succs[v])
+    return None
+
+
+def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Graph:
+    """The bucketed graph of MODEL.md "Buckets" (the graph itself when there are none). Raises GraphError
+    naming every illegal bucket."""
+    if not buckets:
+        return graph
+    problems = bucket_problems(graph, buckets)
+    if problems:
+        raise GraphError.from_problems(f"illegal buckets for graph {graph.name!r}", problems)
+    of: dict[str, Bucket] = {}  # member or member's wait -> its bucket
+    for b in buckets:
+        for m in b.members:
+            of[m] = b
+            of[graph.names[graph.waits_of[graph.index[m]][0]]] = b
+
+    def src(u: str) -> str:  # where an edge out of u now starts
+        b = of.get(u)
+        return u if b is None else b.nodes[1] if u in b.members else b.nodes[3]
+
+    def dst(v: str) -> str:  # where an edge into v now ends
+        b = of.get(v)
+        return v if b is None else b.nodes[0] if v in b.members else b.nodes[2]
+
+    def mapped(edges: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        out = {}
+        for u, v in edges:
+            bu = of.get(u)
+            if bu is not None and bu is of.get(v):
+                continue  # inside one bucket
+            e = (src(u), dst(v))
+            out[e] = None
+        return tuple(out)
+
+    new_nodes: dict[str, Node] = {nd.name: nd for nd in graph.nodes if nd.name not in of}
+    new_bufs: list[Buffer] = []
+    in_of = {b.name: list(dict.fromkeys(buf for buf in graph.buffers if set(buf.consumers) & set(b.members)))
+             for b in buckets}
+    out_of = {b.name: [buf for buf in graph.buffers if buf.producer in b.members] for b in buckets}
+    for b in buckets:
+        ms = [graph.node(m) for m in b.members]
+        waits = [graph.nodes[graph.waits_of[graph.index[m]][0]] for m in b.members]
+        in_bytes = sum(buf.size_alloc for buf in in_of[b.name])
+        out_bytes = sum(buf.size_alloc for buf in out_of[b.name])
+        c_in, coll, wait, c_out = b.nodes
+        merged = Node(coll, NodeKind.COLLECTIVE, 0.0, group=ms[0].group, op=ms[0].op,
+                      nbytes=sum(m.nbytes for m in ms), group_size=ms[0].group_size,
+                      launch=max(m.launch for m in ms))
+        copy_in = Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_copy_in", bytes_accessed=2.0 * in_bytes)
+        copy_out = Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_copy_out", bytes_accessed=2.0 * out_bytes)
+        for nd in (merged, copy_in, copy_out):
+            new_nodes[nd.name] = _priced(nd, price)
+        new_nodes[wait] = Node(wait, NodeKind.WAIT, max(w.duration for w in waits), collective=coll)
+        new_bufs.append(Buffer(f"{coll}.in", c_in, (coll,), in_bytes, in_bytes))
+        new_bufs.append(Buffer(f"{coll}.out", coll, (wait, c_out), out_bytes, out_bytes))
+    for buf in graph.buffers:
+        # a member's output is written by the copy-out and no longer read by the member's wait; a member's input
+        # is read by the copy-in
+        p = buf.producer
+        written_by_member = p is not None and p in of and p in of[p].members
+        cons = tuple(dict.fromkeys(dst(c) for c in buf.consumers
+                                   if not (written_by_member and of.get(c) is of[p] and c not in of[p].members)))
+        prod = None if p is None else of[p].nodes[3] if p in of else p
+        new_bufs.append(Buffer(buf.name, prod, cons, buf.size_alloc, buf.size_free, buf.output, buf.freeable_input))
+    edges = mapped(graph.edges) + tuple((b.nodes[0], b.nodes[1]) for b in buckets)
+    fake, implied = mapped(graph.fake_edges), mapped(graph.implied_edges)
+    order = _placed(graph, buckets, new_nodes, new_bufs, edges + fake + implied)
+    with derived():  # its inputs came from a checked graph and checked buckets
+        return Graph(tuple(new_nodes[nm] for nm in order), tuple(new_bufs), edges, graph.atomic_groups,
+                     graph.name, {**graph.meta, "buckets": [list(b.members) for b in buckets]}, fake, implied,
+                     (), graph.chain_is_decided)
+
+
+def _priced(nd: Node, price: Pricing) -> Node:
+    d = float(price(nd))
+    if not (d >= 0.0 and d < float("inf")):
+        raise GraphError(f"pricing gave {nd.name!r} the duration {d!r}: expected a finite number >= 0")
+    return replace(nd, duration=d)
+
+
+def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], bufs: list[Buffer],
+            edges: tuple[tuple[str, str], ...]) -> list[str]:
+    """A deterministic topological order: each node at its input position, a bucket's nodes at their first
+    member's (and its first member wait's), each as early as its inputs allow after that."""
+    key: dict[str, tuple[float, int, str]] = {nm: (graph.index[nm], 0, nm) for nm in nodes if nm in graph.index}
+    for b in buckets:
+        first = min(graph.index[m] for m in b.members)
+        first_wait = min(graph.waits_of[graph.index[m]][0] for m in b.members)
+        c_in, coll, wait, c_out = b.nodes
+        key[c_in], key[coll] = (first, 0, c_in), (first, 1, coll)
+        key[wait], key[c_out] = (first_wait, 0, wait), (first_wait, 1, c_out)
+    preds: dict[str, set[str]] = {nm: set() for nm in nodes}
+    for u, v in edges:
+        preds[v].add(u)
+    for buf in bufs:
+        for c in buf.consumers:
+            if buf.producer is not None and c != buf.producer:
+                preds[c].add(buf.producer)
+    for nm, nd in nodes.items():
+        if nd.kind is NodeKind.WAIT:
+            preds[nm].add(nd.collective)  # type: ignore[arg-type]
+    succs: dict[str, list[str]] = {nm: [] for nm in nodes}
+    for v, ps in preds.items():
+        for u in ps:
+            succs[u].append(v)
+    indeg = {nm: len(ps) for nm, ps in preds.items()}
+    heap = [key[nm] for nm, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    out: list[str] = []
+    while heap:
+        nm = heapq.heappop(heap)[2]
+        out.append(nm)
+        for s in succs[nm]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(heap, key[s])
+    if len(out) != len(nodes):  # excluded by the legality check; kept as a guard
+        raise GraphError(f"the buckets of graph {graph.name!r} make a dependency cycle")
+    return out
+
+
+__all__ = ["Bucket", "Plan", "Pricing", "bucket_key", "bucket_problems", "materialize"]

@@ -1,0 +1,76 @@
+"""Buckets (MODEL.md "Buckets"): legality, and the bucketed graph checked against hand-computed figures."""
+
+import pytest
+
+from overlapsat import Graph, GraphError, peak_memory, simulate, validate
+from overlapsat.graph import Buffer, Node, NodeKind
+from overlapsat.plan import Bucket, bucket_problems, materialize
+
+C, K, W = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
+
+
+def price(nd):
+    """A fixed latency of 5 us per collective plus 1 us per kB; copies move 100 B per us."""
+    return 5.0 + nd.nbytes / 1000 if nd.kind is K else nd.bytes_accessed / 100
+
+
+def two_gathers(op2="all_gather", dependent=False):
+    nodes = [Node("a", C, 10.0), Node("ag1", K, 10.0, group="dp", op="all_gather", nbytes=5000, group_size=2),
+             Node("b", C, 10.0), Node("ag2", K, 10.0, group="dp", op=op2, nbytes=5000, group_size=2),
+             Node("w1", W, collective="ag1"), Node("m1", C, 20.0), Node("w2", W, collective="ag2"),
+             Node("m2", C, 20.0)]
+    bufs = [Buffer("xa", "a", ("ag1",), 100, 100), Buffer("xb", "b", ("ag2",), 100, 100),
+            Buffer("ya", "ag1", ("w1", "m1"), 400, 400), Buffer("yb", "ag2", ("w2", "m2"), 400, 400)]
+    if dependent:  # ag2 reads what m1 computes from ag1's output
+        nodes = [nodes[i] for i in (0, 1, 4, 5, 2, 3, 6, 7)]
+        bufs.append(Buffer("z", "m1", ("ag2",), 8, 8))
+    return Graph(tuple(nodes), tuple(bufs), name="two_gathers")
+
+
+def test_the_bucketed_graph_has_the_four_nodes_and_the_hand_computed_figures():
+    g = two_gathers()
+    assert simulate(g).makespan == 60.0 and peak_memory(g) == 900  # by hand, MODEL.md's walk
+    b = Bucket(("ag1", "ag2"))
+    h = materialize(g, [b], price)
+    assert h.names == ["a", "b", f"{b.name}.copy_in", b.name, f"{b.name}.wait", f"{b.name}.copy_out", "m1", "m2"]
+    assert h.node(b.name).duration == 15.0  # one latency for 10 kB, where the members paid two
+    assert h.node(f"{b.name}.copy_in").duration == 4.0 and h.node(f"{b.name}.copy_out").duration == 16.0
+    # a, b, copy-in [20, 24), the merged transfer [24, 39), copy-out [39, 55), m1, m2
+    assert simulate(h).makespan == 95.0
+    # copy-in holds both inputs and b.in; the transfer's 800 B output and the copy-out's two 400 B outputs overlap
+    assert peak_memory(h) == 1600
+    assert validate(h, h.names) == []
+
+
+def test_no_buckets_is_the_graph_itself():
+    g = two_gathers()
+    assert materialize(g, [], price) is g
+
+
+@pytest.mark.parametrize("buckets,culprit", [
+    ([Bucket(("ag1",))], "two or more"),
+    ([Bucket(("ag1", "nope"))], "'nope' is not a collective"),
+    ([Bucket(("ag1", "m1"))], "'m1' is not a collective"),
+    ([Bucket(("ag2", "ag1"))], "input order"),
+    ([Bucket(("ag1", "ag2")), Bucket(("ag2", "ag1"))], "already in"),
+])
+def test_illegal_buckets_are_refused_by_name(buckets, culprit):
+    g = two_gathers()
+    assert any(culprit in p for p in bucket_problems(g, buckets))
+    with pytest.raises(GraphError, match="illegal buckets"):
+        materialize(g, buckets, price)
+
+
+def test_members_must_share_torchs_key_and_must_not_depend_on_each_other():
+    assert any("differ" in p for p in bucket_problems(two_gathers(op2="reduce_scatter"), [Bucket(("ag1", "ag2"))]))
+    g = two_gathers(dependent=True)
+    assert any("'ag2' depends on 'ag1'" in p for p in bucket_problems(g, [Bucket(("ag1", "ag2"))]))
+
+
+def test_a_member_with_two_waits_or_in_an_atomic_group_is_refused():
+    g = two_gathers()
+    nodes = g.nodes + (Node("w1b", W, collective="ag1"),)
+    two = Graph(nodes, g.buffers, name="g")
+    assert any("2 waits" in p for p in bucket_problems(two, [Bucket(("ag1", "ag2"))]))
+    at = Graph(g.nodes, g.buffers, atomic_groups=(("ag2", "w1"),), name="g3")
+    assert any("atomic" in p for p in bucket_problems(at, [Bucket(("ag1", "ag2"))]))
