@@ -13,59 +13,95 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Graph
+from overlapsat.graph import Graph, Node
 from overlapsat.io import SCHEDULE_FORMAT, VERSION, _field, atomic_write_text, read_json
+from overlapsat.plan import Bucket, Plan, bucket_problems, materialize
 from overlapsat.simulate import check_permutation
 from overlapsat.validate import assert_valid
+
+BUCKETS_VERSION = 2  # a schedule with buckets (a plan); one without is written as version 1, as before
 
 
 @dataclass(frozen=True)
 class Schedule:
-    """An order for one graph, tied to it by fingerprint."""
+    """An order for one graph, tied to it by fingerprint; with `buckets`, a plan: the order is of the bucketed
+    graph (MODEL.md "Buckets") and the fingerprint is the unbucketed graph's."""
 
     order: list[str]
     graph_fingerprint: str
     graph_name: str = "graph"
     metrics: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    buckets: list[list[str]] = field(default_factory=list)
+
+    @property
+    def plan(self) -> Plan:
+        return Plan(tuple(self.order), tuple(Bucket(tuple(b)) for b in self.buckets), self.graph_fingerprint)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": SCHEDULE_FORMAT, "version": VERSION, "graph": self.graph_name,
-                "graph_fingerprint": self.graph_fingerprint, "order": list(self.order),
-                "metrics": self.metrics, "meta": self.meta}
+        d = {"format": SCHEDULE_FORMAT, "version": BUCKETS_VERSION if self.buckets else VERSION,
+             "graph": self.graph_name, "graph_fingerprint": self.graph_fingerprint, "order": list(self.order)}
+        if self.buckets:
+            d["buckets"] = [list(b) for b in self.buckets]
+        return {**d, "metrics": self.metrics, "meta": self.meta}
+
+
+def _unpriced(nd: Node) -> float:
+    """Durations play no part in validity or in the node set: a bucketed graph built for checking only."""
+    return 0.0
 
 
 def save_schedule(path: str | os.PathLike[str], graph: Graph, order: Sequence[str | int], *,
-                  metrics: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Schedule:
-    """Validate `order` against `graph`, then write it atomically."""
-    assert_valid(graph, order, collective_order="free")
-    names = [graph.names[i] for i in graph.order_indices(order)]
-    sched = Schedule(names, graph.fingerprint(), graph.name, dict(metrics or {}), dict(meta or {}))
+                  metrics: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+                  buckets: Sequence[Bucket | Sequence[str]] = ()) -> Schedule:
+    """Validate `order` against `graph` (with `buckets`: against the bucketed graph), then write it atomically."""
+    bs = [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in buckets]
+    target = materialize(graph, bs, _unpriced)
+    assert_valid(target, order, collective_order="free")
+    names = [target.names[i] for i in target.order_indices(order)]
+    sched = Schedule(names, graph.fingerprint(), graph.name, dict(metrics or {}), dict(meta or {}),
+                     [list(b.members) for b in bs])
     atomic_write_text(path, json.dumps(sched.to_dict(), indent=1))
     return sched
 
 
 def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> Schedule:
-    """Read a schedule; with `graph`, check it belongs to it and is a permutation."""
+    """Read a schedule (version 1, or 2 with buckets); with `graph`, check it belongs to it, that its buckets
+    are legal, and that the order is a permutation of the (bucketed) graph's nodes."""
     where = os.fspath(path)
     data = read_json(path, "schedule")
     if data.get("format") != SCHEDULE_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {SCHEDULE_FORMAT!r}, got {data.get('format')!r}")
-    if data.get("version") != VERSION:
-        raise GraphError(f"{where}: unsupported version {data.get('version')!r}")
+    version = data.get("version")
+    if version not in (VERSION, BUCKETS_VERSION):
+        raise GraphError(f"{where}: unsupported version {version!r}")
+    unknown = sorted(set(data) - {"format", "version", "graph", "graph_fingerprint", "order", "metrics", "meta",
+                                  "buckets"})
+    if unknown:
+        raise GraphError(f"{where}: unknown field(s) {unknown}")
     order = _field(data, "order", where, list)
     if not all(isinstance(x, str) for x in order):
         raise GraphError(f"{where}.order: expected a list of node names")
+    buckets = _field(data, "buckets", where, list, [])
+    if buckets and version != BUCKETS_VERSION:
+        raise GraphError(f"{where}: buckets need version {BUCKETS_VERSION}, the file says {version}")
+    if not all(isinstance(b, list) and all(isinstance(x, str) for x in b) for b in buckets):
+        raise GraphError(f"{where}.buckets: expected a list of lists of collective names")
     sched = Schedule(order, _field(data, "graph_fingerprint", where, str), _field(data, "graph", where, str, "graph"),
-                     _field(data, "metrics", where, dict, {}), _field(data, "meta", where, dict, {}))
+                     _field(data, "metrics", where, dict, {}), _field(data, "meta", where, dict, {}), buckets)
     if graph is not None:
         fp = graph.fingerprint()
         if fp != sched.graph_fingerprint:
             raise GraphError(f"{where}: schedule is for a graph with fingerprint {sched.graph_fingerprint}, "
                              f"but graph {graph.name!r} has fingerprint {fp}")
-        problems = check_permutation(graph, order)
+        bs = [Bucket(tuple(b)) for b in buckets]
+        bad = bucket_problems(graph, bs)
+        if bad:
+            raise GraphError.from_problems(f"{where}: illegal buckets for graph {graph.name!r}", bad)
+        problems = check_permutation(materialize(graph, bs, _unpriced), order)
         if problems:
-            raise GraphError.from_problems(f"{where}: not a schedule of graph {graph.name!r}", problems)
+            raise GraphError.from_problems(f"{where}: not a schedule of graph {graph.name!r}"
+                                           + (" bucketed" if bs else ""), problems)
     return sched
 
 

@@ -67,6 +67,8 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "grou
         sched = load_schedule(path, graph)
     except GraphError as e:
         return None, f"corrupt schedule: {e}"
+    if sched.buckets:  # a plan: applying buckets inside torch.compile is not built yet
+        return None, "a bucketed plan (applying buckets in a compiled graph is not supported yet)"
     vs = validate(graph, sched.order, collective_order=collective_order, limit=1)
     if vs:
         return None, f"invalid schedule: {vs[0]}"

@@ -74,3 +74,47 @@ def test_a_member_with_two_waits_or_in_an_atomic_group_is_refused():
     assert any("2 waits" in p for p in bucket_problems(two, [Bucket(("ag1", "ag2"))]))
     at = Graph(g.nodes, g.buffers, atomic_groups=(("ag2", "w1"),), name="g3")
     assert any("atomic" in p for p in bucket_problems(at, [Bucket(("ag1", "ag2"))]))
+
+
+def test_a_plan_file_round_trips_and_is_checked_against_the_bucketed_graph(tmp_path):
+    import json
+
+    from overlapsat import load_schedule, save_schedule
+
+    g = two_gathers()
+    b = Bucket(("ag1", "ag2"))
+    h = materialize(g, [b], price)
+    path = tmp_path / "plan.json"
+    sched = save_schedule(path, g, h.names, buckets=[b])
+    data = json.loads(path.read_text())
+    assert data["version"] == 2 and data["buckets"] == [["ag1", "ag2"]]
+    back = load_schedule(path, g)
+    assert back.order == h.names and back.plan.buckets == (b,) and back.graph_fingerprint == g.fingerprint()
+    plain = tmp_path / "plain.json"
+    save_schedule(plain, g, g.names)
+    assert json.loads(plain.read_text())["version"] == 1 and load_schedule(plain, g).buckets == []
+    # an order of the unbucketed graph under buckets, buckets under version 1, an illegal bucket: refused
+    with pytest.raises(GraphError, match="not a schedule of graph 'two_gathers' bucketed"):
+        path.write_text(json.dumps({**data, "order": g.names}))
+        load_schedule(path, g)
+    with pytest.raises(GraphError, match="need version 2"):
+        path.write_text(json.dumps({**data, "version": 1}))
+        load_schedule(path, g)
+    with pytest.raises(GraphError, match="illegal buckets"):
+        path.write_text(json.dumps({**data, "buckets": [["ag1", "m1"]]}))
+        load_schedule(path, g)
+    with pytest.raises(GraphError, match="is invalid"):  # saving checks the order on the bucketed graph
+        save_schedule(tmp_path / "x.json", g, list(reversed(h.names)), buckets=[b])
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_the_store_does_not_hand_a_plan_to_the_reorder_pass(tmp_path):
+    from overlapsat import save_schedule
+    from overlapsat.store import schedule_path, usable_stored
+
+    g = two_gathers()
+    b = Bucket(("ag1", "ag2"))
+    fp = g.fingerprint()
+    save_schedule(schedule_path(str(tmp_path), fp), g, materialize(g, [b], price).names, buckets=[b])
+    sched, why = usable_stored(str(tmp_path), fp, g)
+    assert sched is None and "bucketed plan" in why
