@@ -1,0 +1,67 @@
+"""Plans against torch's peers on the FX corpus, all scored by overlapsat's simulator (calibrated H200 pricing).
+
+    python benchmarks/bench_plan.py [--time-limit 30] [--level free] [NAME ...]
+
+Per graph (benchmarks/fx_corpus, no memory budget, the level given):
+  - torch reorder-only: torch's OverlapScheduler order of the unbucketed graph (stored in the corpus file);
+  - torch bucketed: torch's OverlapScheduler with bucketing on, a graph of its own (its figure in the file);
+  - overlapsat order: `optimize` on the unbucketed graph;
+  - overlapsat plan: `optimize_plan` (buckets by local search from torch's greedy bucketer, then `optimize`).
+A TBB plan (one bucket per transformer block) is not built: the corpus graphs do not mark blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import math
+import os
+import time
+
+from overlapsat import Problem, evaluate, optimize
+from overlapsat.cost.model import cost_model
+from overlapsat.io import graph_from_dict
+from overlapsat.solver.plan_search import optimize_plan
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("names", nargs="*")
+    ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--level", default="free")
+    a = ap.parse_args()
+    price = cost_model("h200").duration
+    print(f"Time limit {a.time_limit:g} s per solve, level {a.level!r}, deterministic, makespans in ms.\n")
+    print("| graph | nodes | torch reorder-only | torch bucketed | overlapsat order | overlapsat plan (buckets) | "
+          "plan vs better torch | plan s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    ratios = []
+    for path in sorted(glob.glob(os.path.join(HERE, "fx_corpus", "*.json.gz"))):
+        name = os.path.basename(path).removesuffix(".json.gz")
+        if a.names and name not in a.names:
+            continue
+        d = json.load(gzip.open(path))
+        g = graph_from_dict(d["graph"])
+        p = Problem.of(g, None, a.level)
+        reorder = evaluate(p.on(p.relaxed), "torch", g.order_indices(d["overlap_scheduler"]))
+        torch_bucketed = d["bucketed"]["makespan_us"]
+        order = optimize(p, time_limit=a.time_limit)
+        t = time.monotonic()
+        plan = optimize_plan(p, price, time_limit=a.time_limit)
+        dt = time.monotonic() - t
+        best_torch = min(reorder.makespan if reorder.valid else math.inf, torch_bucketed)
+        ratios.append(plan.makespan / best_torch)
+        print(f"| {name} | {len(g.nodes):,} | {reorder.makespan / 1e3:.2f}{'' if reorder.valid else ' (invalid)'} | "
+              f"{torch_bucketed / 1e3:.2f} | {order.makespan / 1e3:.2f} | {plan.makespan / 1e3:.2f} "
+              f"({len(plan.buckets)}) | {100 * (plan.makespan / best_torch - 1):+.1f} % | {dt:.0f} |", flush=True)
+    if ratios:
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"\nGeomean, plan against the better torch peer: {100 * (geo - 1):+.2f} %")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""A plan: buckets chosen by a local search over bucketings, then the order solved on the bucketed graph.
+
+The first joint decision (issue #31, not yet the CP-SAT model with optional
+bucket intervals): warm starts are no buckets and torch's greedy bucketer at
+several caps; each bucketing is scored by the best of a few of Inductor's
+passes on its bucketed graph (`materialize`); a hill climb splits, merges and
+drops buckets while the score improves; `optimize` then orders the best
+bucketing's graph. What it proves is what `optimize` proves on that graph:
+the bound and the status hold for that bucketing's schedules, not over every
+bucketing (decision 39).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from overlapsat.errors import GraphError
+from overlapsat.evaluate import Evaluated, rank_key
+from overlapsat.graph import Graph
+from overlapsat.heuristics.bucketing import greedy_buckets
+from overlapsat.heuristics.portfolio import run_all
+from overlapsat.plan import Bucket, Plan, Pricing, bucket_key, bucket_problems, materialize
+from overlapsat.problem import Problem
+from overlapsat.solver.optimize import Result, optimize
+from overlapsat.solver.params import SolveParams
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+CAPS_MB = (2000.0, 500.0, 100.0, 25.0)  # torch's default cap first
+SCORE_PASSES = ("raise_comms", "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_compute_for_overlap")
+SEARCH_SHARE = 0.4  # of the time limit: the rest orders the chosen bucketing
+EVALUATIONS_PER_SECOND = 5  # bucketings scored per second of the search's share (about 8/s at 2k nodes here)
+
+
+@dataclass
+class PlanResult:
+    """The chosen plan, its bucketed graph, `optimize`'s result on it, and how the buckets were chosen."""
+
+    plan: Plan
+    bucketed: Graph
+    result: Result
+    starts: dict[str, float]  # warm start -> its score (makespan of the best scoring pass), us
+    moves: dict[str, int] = field(default_factory=dict)  # tried / accepted
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def makespan(self) -> float:
+        return self.result.makespan
+
+    @property
+    def buckets(self) -> tuple[Bucket, ...]:
+        return self.plan.buckets
+
+
+def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
+                  max_evaluations: int | None = None, **options: Any) -> PlanResult:
+    """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
+    `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
+    by `params`. Without `max_evaluations`, the count follows the time limit (`EVALUATIONS_PER_SECOND` over its
+    `SEARCH_SHARE`); in timed mode the search also stops at that share of the clock."""
+    if params is None:
+        options.setdefault("collective_order", problem.collective_order)
+        params = SolveParams.from_kwargs(**options)
+    if params.collective_order != problem.collective_order:
+        raise GraphError(f"collective_order {params.collective_order!r} differs from the Problem's "
+                         f"{problem.collective_order!r}")
+    if max_evaluations is None:  # a count, not a clock: the same buckets on every machine
+        max_evaluations = max(10, int(EVALUATIONS_PER_SECOND * SEARCH_SHARE * params.time_limit))
+    t0 = time.monotonic()
+    g = problem.relaxed
+    scored: dict[tuple[Bucket, ...], Evaluated | None] = {}
+
+    def score(bs: tuple[Bucket, ...]) -> Evaluated | None:
+        if bs not in scored:
+            h = materialize(g, list(bs), price)
+            rows = [r for r in run_all(problem.on(h), include=SCORE_PASSES, work_limit=params.portfolio_steps)
+                    if r.valid]
+            scored[bs] = min(rows, key=rank_key) if rows else None
+        return scored[bs]
+
+    def ms(bs: tuple[Bucket, ...]) -> float:
+        e = score(bs)
+        return e.makespan if e is not None else math.inf
+
+    def out_of_budget() -> bool:
+        if len(scored) >= max_evaluations:
+            return True
+        return not params.deterministic and time.monotonic() - t0 > SEARCH_SHARE * params.time_limit
+
+    starts: dict[str, tuple[Bucket, ...]] = {"no buckets": ()}
+    for cap in CAPS_MB:
+        bs = tuple(greedy_buckets(g, int(cap * MIB)))
+        if bs not in starts.values():
+            starts[f"torch greedy, {cap:g} MB"] = bs
+    start_scores = {name: ms(bs) for name, bs in starts.items()}
+    best = min(starts.values(), key=lambda bs: (ms(bs), len(bs)))
+    tried = accepted = 0
+    improved = True
+    while improved and not out_of_budget():
+        improved = False
+        for cand in _neighbours(g, best):
+            if out_of_budget():
+                break
+            tried += 1
+            if ms(cand) < ms(best) - 1e-9:
+                best, improved = cand, True
+                accepted += 1
+                break
+    h = materialize(g, list(best), price)
+    row = score(best)
+    left = max(0.1, params.time_limit - (time.monotonic() - t0)) if not params.deterministic else params.time_limit
+    final_params = replace(params, time_limit=left)
+    res = optimize(problem.on(h), final_params,
+                   extra_orders={f"best scoring pass ({row.name})": row.order} if row is not None else None)
+    plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
+    log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
+             res.makespan, len(scored), accepted)
+    return PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
+                      {"bucketings_scored": len(scored), "plan_search_s": time.monotonic() - t0 - res.stats.get(
+                          "total_s", 0.0)})
+
+
+def _neighbours(g: Graph, bs: tuple[Bucket, ...]) -> list[tuple[Bucket, ...]]:
+    """Every legal merge of two buckets of one key (nearest), drop of a bucket, and split of one in two, in
+    that order (the first improving one is taken)."""
+    out: list[tuple[Bucket, ...]] = []
+    pos = {nm: i for i, nm in enumerate(g.names)}
+
+    def with_(drop: set[int], add: list[Bucket]) -> tuple[Bucket, ...]:
+        kept = [b for i, b in enumerate(bs) if i not in drop] + [b for b in add if len(b.members) >= 2]
+        return tuple(sorted(kept, key=lambda b: pos[b.members[0]]))
+
+    for i, a in enumerate(bs):  # merges of two buckets with one key, nearest first: fewer latencies
+        ka = bucket_key(g.node(a.members[0]))
+        for j in range(i + 1, len(bs)):
+            b = bs[j]
+            if bucket_key(g.node(b.members[0])) != ka:
+                continue
+            merged = Bucket(tuple(sorted(a.members + b.members, key=pos.__getitem__)))
+            if not bucket_problems(g, [merged]):
+                out.append(with_({i, j}, [merged]))
+            break
+    out += [with_({i}, []) for i in range(len(bs))]  # drops: the members go back to their own transfers
+    for i, b in enumerate(bs):  # splits in halves, then at every other point
+        half = len(b.members) // 2
+        for k in [half] + [k for k in range(1, len(b.members)) if k != half]:
+            out.append(with_({i}, [Bucket(b.members[:k]), Bucket(b.members[k:])]))
+    return out
+
+
+__all__ = ["PlanResult", "optimize_plan"]
