@@ -363,6 +363,44 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if r.stats.get("interrupted") else EXIT_OK
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from overlapsat.cost import cost_model
+    from overlapsat.problem import Problem
+    from overlapsat.solver.plan_search import optimize_plan
+
+    if not (args.profile or args.calibration):
+        raise GraphError("plan: a merged collective is priced by a cost model: give --profile (e.g. h200) or "
+                         "--calibration")
+    model = cost_model(args.profile, calibration=args.calibration)
+    g = _load(args.graph)
+    priced = g.reprice(model)
+    tick = _Ticker(not (args.json or args.no_progress))
+    try:
+        pb = Problem.of(priced, args.memory_budget, args.collective_order)
+        r = optimize_plan(pb, model.duration, **_search(args), workers=args.workers, on_phase=tick.phase)
+    finally:
+        tick.done()
+    res = r.result
+    payload = {"graph": g.name, "out": args.out, "buckets": [list(b.members) for b in r.buckets],
+               "starts_us": r.starts, "moves": r.moves, **res.summary()}
+    lines = [
+        f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
+        f"{'standard output' if args.out == '-' else args.out}",
+        f"  plan: {len(r.buckets)} buckets ({sum(len(b.members) for b in r.buckets)} collectives merged); "
+        f"{r.stats['bucketings_scored']} bucketings scored, {r.moves['accepted']} moves kept",
+        "  warm starts (best scoring pass on each bucketed graph): "
+        + ", ".join(f"{k} {fmt_us(v)}" for k, v in r.starts.items()),
+        f"  makespan {fmt_us(res.makespan)}, exposed {fmt_us(res.exposed)}, peak memory "
+        f"{fmt_bytes(res.peak_memory)}" + (f" (budget {fmt_bytes(res.memory_budget)})" if res.memory_budget else ""),
+        f"  order: status {res.status.value}, bound {fmt_us(res.bound)}, gap {100 * res.gap:.1f}% -- for the "
+        "schedules of these buckets, not over every bucketing",
+    ]
+    with _sigint_held():
+        r.save(args.out, g)
+    _emit(args, payload, lines)
+    return EXIT_OK
+
+
 @contextmanager
 def _sigint_held() -> Iterator[None]:
     """A Ctrl-C while the answer is written waits until it is written (then it ends the command)."""
@@ -623,6 +661,11 @@ def build_parser() -> argparse.ArgumentParser:
     _solver_args(sp)
     _pricing_args(sp)
     sp.add_argument("--out", required=True, metavar="SCHEDULE", help="schedule JSON to write")
+    sp = add("plan", cmd_plan, "choose buckets and an order together, and write the plan (a schedule file of "
+                               "version 2)")
+    _solver_args(sp)
+    _pricing_args(sp)
+    sp.add_argument("--out", required=True, metavar="PLAN", help="plan JSON to write")
     sp = sub.add_parser("bench", help="compare over a corpus of graphs, one row per graph plus a summary",
                         description="compare over a corpus of graphs, one row per graph plus a summary")
     sp.add_argument("paths", nargs="+", metavar="DIR_OR_FILES")

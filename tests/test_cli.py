@@ -166,3 +166,20 @@ def test_compare_hold_option():
     for bad in ("1.5", "x", "-0.1"):
         r = run("compare", "tp_small", "--time-limit", "1", "--hold", bad)
         assert r.returncode == 2 and "--hold" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_plan_writes_a_plan_that_loads_and_refuses_without_a_cost_model(tmp_path):
+    from overlapsat import load_graph, load_schedule
+    from overlapsat.examples import bundled
+
+    out = tmp_path / "plan.json"
+    r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "2", "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "buckets" in r.stdout and "not over every bucketing" in r.stdout
+    data = json.loads(out.read_text())
+    sched = load_schedule(out, load_graph(bundled("fsdp_small")))  # checked against the bucketed graph
+    assert data["version"] in (1, 2) and sched.buckets == data.get("buckets", [])
+    assert data["metrics"]["bound_scope"].startswith("the schedules of this bucketing")
+    r = run("plan", "fsdp_small", "--out", str(tmp_path / "x.json"))
+    assert r.returncode != 0 and "--profile" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "x.json").exists()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,7 +26,7 @@ from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.plan import Bucket, Plan, Pricing, bucket_key, bucket_problems, materialize
 from overlapsat.problem import Problem
-from overlapsat.solver.optimize import Result, optimize
+from overlapsat.solver.optimize import Progress, Result, optimize
 from overlapsat.solver.params import SolveParams
 
 log = logging.getLogger(__name__)
@@ -56,9 +57,19 @@ class PlanResult:
     def buckets(self) -> tuple[Bucket, ...]:
         return self.plan.buckets
 
+    def save(self, path: str, graph: Graph) -> None:
+        """Write the plan as a schedule file of version 2 for `graph`, the graph as given (its fingerprint)."""
+        from overlapsat.schedules import save_schedule
+
+        save_schedule(path, graph, list(self.plan.order), buckets=self.plan.buckets,
+                      metrics={**self.result.summary(), "buckets": len(self.plan.buckets),
+                               "bound_scope": "the schedules of this bucketing (not every bucketing)"},
+                      meta={"plan_starts": self.starts, "plan_moves": self.moves})
+
 
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
-                  max_evaluations: int | None = None, **options: Any) -> PlanResult:
+                  max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
+                  **options: Any) -> PlanResult:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit (`EVALUATIONS_PER_SECOND` over its
@@ -72,6 +83,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     if max_evaluations is None:  # a count, not a clock: the same buckets on every machine
         max_evaluations = max(10, int(EVALUATIONS_PER_SECOND * SEARCH_SHARE * params.time_limit))
     t0 = time.monotonic()
+    if on_phase is not None:
+        on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
     scored: dict[tuple[Bucket, ...], Evaluated | None] = {}
 
@@ -115,7 +128,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     row = score(best)
     left = max(0.1, params.time_limit - (time.monotonic() - t0)) if not params.deterministic else params.time_limit
     final_params = replace(params, time_limit=left)
-    res = optimize(problem.on(h), final_params,
+    res = optimize(problem.on(h), final_params, on_phase=on_phase,
                    extra_orders={f"best scoring pass ({row.name})": row.order} if row is not None else None)
     plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
