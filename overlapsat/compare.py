@@ -15,6 +15,7 @@ from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.io import as_graph
+from overlapsat.plan import Pricing
 from overlapsat.problem import Problem
 from overlapsat.solver.optimize import Progress, Result, optimize, tie_break
 from overlapsat.solver.params import SolveParams
@@ -156,7 +157,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
             on_progress: Callable[[Progress], None] | None = None, on_phase: Callable[[Progress], None] | None = None,
             extra_orders: dict[str, Any] | None = None,
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
-            interference: Interference | None = None, hold: float | None = None) -> Comparison:
+            interference: Interference | None = None, hold: float | None = None,
+            plans: Pricing | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
@@ -168,7 +170,9 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     row's contended makespan and exposure (`simulate_contended`): what the
     GPU's slowdowns under overlap make of the order, an estimate only. `hold` (in [0, 1]; `H200_HOLD` was
     measured) adds each row's exposure with transfers held back by running GEMMs (`simulate_held`), the
-    estimate that matched the waits on NCCL on H200s; also an estimate only."""
+    estimate that matched the waits on NCCL on H200s; also an estimate only. `plans` (a cost model's `duration`,
+    which prices merged collectives) adds plan rows beside the other graphs': torch's greedy bucketing (2000 MB,
+    its default) with the best pass on its bucketed graph, and `optimize_plan`'s plan (its own `time_limit`)."""
     graph = as_graph(graph)
     problem = Problem.of(graph, memory_budget, collective_order)  # the budget resolved once, for every row
     budget = problem.budget
@@ -200,6 +204,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         rows += [polished] if polished is not None else []
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
+    if plans is not None:
+        others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit)
     return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others, interference, contended,
                       hold, held)
 
@@ -217,6 +223,33 @@ def _polished_row(graph: Graph, res: Result, interference: Interference, budget:
     if not done["moves"]:
         return None
     return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")
+
+
+def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int | None, deterministic: bool,
+               work_limit: float | None) -> list[Row]:
+    """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
+    from overlapsat.heuristics.bucketing import greedy_buckets
+    from overlapsat.plan import materialize
+    from overlapsat.solver.plan_search import optimize_plan
+
+    g = problem.relaxed
+    out = []
+    t = time.monotonic()
+    greedy = greedy_buckets(g)
+    h = materialize(g, greedy, price)
+    best = next((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
+                 if r.valid), None)
+    if best is not None:
+        out.append(replace(best, name=f"torch greedy buckets + {best.name}", runtime_s=time.monotonic() - t,
+                           stats={}, note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
+    t = time.monotonic()
+    pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
+                       work_limit=work_limit)
+    assert pr.result.evaluated is not None
+    out.append(replace(pr.result.evaluated, name="overlapsat plan", runtime_s=time.monotonic() - t, stats={},
+                       note=f"{len(pr.buckets)} buckets: {len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
+                            f"collectives; order {pr.result.status.value} for these buckets"))
+    return out
 
 
 def _other_row(graph: Graph, name: str, spec: Graph | tuple[Graph, Any], budget: int | None,

@@ -160,3 +160,19 @@ def test_held_column_is_simulate_held_of_each_row():
     assert all(abs(rec["held_exposed_us"] - rec["exposed_us"]) < 1e-6 for rec in zero.records())
     with pytest.raises(GraphError, match="hold must be a number in"):
         compare(g, time_limit=1, hold=1.5)
+
+
+def test_plan_rows_sit_beside_the_table_and_the_plan_is_never_worse_than_torchs_greedy_peer():
+    from overlapsat import compare, load_graph
+    from overlapsat.cost.model import cost_model
+    from overlapsat.examples import bundled
+
+    model = cost_model("h200")
+    g = load_graph(bundled("fsdp_medium")).reprice(model)
+    c = compare(g, time_limit=2, plans=model.duration)
+    rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
+    assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
+    assert all(r.valid for r in rows.values())
+    assert rows["overlapsat plan"].makespan <= rows["torch greedy buckets"].makespan + 1e-9
+    md = c.to_markdown()
+    assert "overlapsat plan" in md and "the bound above does not apply" in md
