@@ -219,7 +219,8 @@ def _polished_row(graph: Graph, res: Result, interference: Interference, budget:
     params = SolveParams(time_limit=time_limit, collective_order=collective_order,  # type: ignore[arg-type]
                          interference=interference)
     assert res.evaluated is not None
-    row, done = tie_break(graph.relaxed(collective_order), res.evaluated, params, budget)  # optimize's graph
+    row, done = tie_break(Problem(graph.relaxed(collective_order), budget, collective_order), res.evaluated,
+                          params)  # optimize's graph
     if not done["moves"]:
         return None
     return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")

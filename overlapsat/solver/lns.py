@@ -18,6 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from overlapsat.graph import Graph
+from overlapsat.problem import Problem
 from overlapsat.simulate import makespan_of, simulate
 from overlapsat.solver.model import Scope, build
 from overlapsat.solver.params import SolveParams, TimeBudget
@@ -141,7 +142,7 @@ def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, b
     return cand, s.deterministic_time, cut
 
 
-def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: TimeBudget, *, budget: int | None,
+def lns(problem: Problem, ts: TimeScale, order: list[int], params: SolveParams, tb: TimeBudget, *,
         target: float | None = None, work_cap: float | None = None,
         on_improve: Callable[[list[int], float], bool | None] | None = None) -> tuple[list[int], dict[str, float]]:
     """Improve `order` window by window until `work_cap` (default: the budget's) or the deadline is spent.
@@ -151,13 +152,15 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
     does goes back to `lns_window`. It stops early once the makespan reaches
     `target` (a lower bound).
     """
+    g = problem.graph
     best = list(order)
     best_ms = makespan_of(g, best)
     stats: dict[str, Any] = {"windows": 0, "accepted": 0, "improvements": 0, "work": 0.0, "sweeps": 0}
     window = params.lns_window
     walk = unit_walk(g, best, ts)  # recomputed only when an order is accepted
     try:
-        best, stats = _sweep(g, ts, best, best_ms, walk, window, params, tb, budget, target, work_cap, on_improve, stats)
+        best, stats = _sweep(problem, ts, best, best_ms, walk, window, params, tb, target, work_cap, on_improve,
+                             stats)
     except KeyboardInterrupt:  # Ctrl-C: `stats["best"]` is always a validated order (or absent: the start)
         tb.interrupted = True
         stats["interrupted"] = 1
@@ -166,11 +169,12 @@ def lns(g: Graph, ts: TimeScale, order: list[int], params: SolveParams, tb: Time
     return best, stats
 
 
-def _sweep(g: Graph, ts: TimeScale, best: list[int], best_ms: float, walk: Any, window: int, params: SolveParams,
-           tb: TimeBudget, budget: int | None, target: float | None, work_cap: float | None,
+def _sweep(problem: Problem, ts: TimeScale, best: list[int], best_ms: float, walk: Any, window: int,
+           params: SolveParams, tb: TimeBudget, target: float | None, work_cap: float | None,
            on_improve: Callable[[list[int], float], bool | None] | None,
            stats: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
     """The sweeps of `lns`; each accepted order is also stored in `stats["best"]` for an interrupt."""
+    g, budget, level = problem.graph, problem.budget, problem.collective_order
     n = len(best)
     while window <= params.lns_max_window:
         start_ms = best_ms
@@ -180,7 +184,7 @@ def _sweep(g: Graph, ts: TimeScale, best: list[int], best_ms: float, walk: Any, 
             if tb.exhausted(params.deterministic) or (work_cap is not None and stats["work"] >= work_cap):
                 return best, stats
             i, j = widen_to_atomic(g, best, i0, j0)
-            cand, spent, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=params.collective_order,
+            cand, spent, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=level,
                                        work=min(params.lns_window_work * window / params.lns_window, tb.work_left(),
                                                 work_cap - stats["work"] if work_cap is not None else math.inf),
                                       deterministic=params.deterministic, workers=params.n_workers,
@@ -194,7 +198,7 @@ def _sweep(g: Graph, ts: TimeScale, best: list[int], best_ms: float, walk: Any, 
             if cand is None:
                 continue
             ms = makespan_of(g, cand)
-            if ms <= best_ms + 1e-9 and not validate(g, cand, budget, collective_order=params.collective_order, limit=1):
+            if ms <= best_ms + 1e-9 and not validate(problem, cand, limit=1):
                 stats["accepted"] += 1
                 improved = ms < best_ms - 1e-9
                 stats["best"] = cand  # one store: what an interrupt returns

@@ -357,7 +357,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
         def run_whole(work: float) -> None:
             nonlocal best, method, bound, solver_error, message
             phase("model", best.makespan if best is not None else math.inf, bound)
-            out = _solve_whole(cg, ts, params, tb, budget, best, on_progress, stop_when, stats, work=work)
+            out = _solve_whole(cp, ts, params, tb, best, on_progress, stop_when, stats, work=work)
             if out.error:
                 solver_error, message = True, out.error
             if out.infeasible:
@@ -392,7 +392,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
                 left = work - (tb.work_used - spent0)
                 if k and (not searching() or left <= 0):
                     break
-                order, lstats = lns(cg, ts_lns, start, params, tb, budget=budget, target=bound, on_improve=improved,
+                order, lstats = lns(cp, ts_lns, start, params, tb, target=bound, on_improve=improved,
                                     work_cap=left)
                 total = stats.setdefault("lns", {})
                 for key, val in lstats.items():
@@ -446,7 +446,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
         message = message or "internal error: inconsistent bound dropped"
     if params.interference is not None and not tb.interrupted:
         phase("polish", final.makespan, bound)
-        final, stats["contention_polish"] = tie_break(graph, final, params, budget)
+        final, stats["contention_polish"] = tie_break(judged, final, params)
     status = _status(final.makespan, bound, method, solver_error)
     if tb.interrupted:
         stats["interrupted"] = True
@@ -467,19 +467,20 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
                   baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final, stopped)
 
 
-def tie_break(graph: Graph, final: Evaluated, params: SolveParams, budget: int | None) -> tuple[Evaluated, dict]:
+def tie_break(problem: Problem, final: Evaluated, params: SolveParams) -> tuple[Evaluated, dict]:
     """Break the plain model's ties by the contended makespan at `params.interference` (cost/polish.py), and
     what it did. The order that comes back is valid, no longer in the plain model and no higher in memory,
-    so the status and bound of `final` still hold. `graph` is the one `final` was judged on (relaxed)."""
+    so the status and bound of `final` still hold. `problem`'s graph is the one `final` was judged on (relaxed)."""
     from overlapsat.cost.polish import polish_contended
 
+    graph, budget = problem.graph, problem.budget
     p = polish_contended(graph, final.order, params.interference, memory_budget=budget,
-                         collective_order=params.collective_order, max_evaluations=params.polish_moves(len(graph.nodes)))
+                         collective_order=problem.collective_order, max_evaluations=params.polish_moves(len(graph.nodes)))
     done = {"contended_before_us": p.contended_before, "contended_after_us": p.contended_after, "moves": p.moves,
             "evaluated": p.evaluated}
     if not p.moves:
         return final, done
-    out = evaluate(Problem(graph, budget, params.collective_order), final.name, p.order)
+    out = evaluate(problem, final.name, p.order)
     if not out.valid or out.makespan > final.makespan or out.peak_memory > final.peak_memory:
         raise RuntimeError("internal error: the contention polish broke its promise")  # polish checks each move
     log.info("contention polish: %d moves, contended makespan %.1f -> %.1f us", p.moves, p.contended_before,
@@ -542,17 +543,18 @@ class _Outcome:
     error: str = ""
 
 
-def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget: int | None,
-                 incumbent: Evaluated | None, on_progress: Callable[[Progress], None] | None,
-                 stop_when: StoppingRule | None, stats: dict[str, Any], work: float) -> _Outcome:
+def _solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
+                 on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
+                 stats: dict[str, Any], work: float) -> _Outcome:
     """One CP-SAT solve of the whole graph (the window model's other scope) with `work` units of work."""
+    g, budget, level = problem.graph, problem.budget, problem.collective_order
     n = len(g.nodes)
     ref = incumbent.order if incumbent is not None else list(range(n))
     # with a valid incumbent, no better order ends later; without one, no order at all can end later
     walk = unit_walk(g, ref, ts)
     horizon = walk.makespan if incumbent is not None else safe_horizon(g, ts)
     t_build = tb.elapsed()
-    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget, walk=walk,
+    md = build(g, ts, ref, horizon=horizon, collective_order=level, memory_budget=budget, walk=walk,
                memory_rounding=RELAX)
     stats["build_s"] = tb.elapsed() - t_build
     if md.memory_quantum == 1:  # bytes exact: one model, whose every answer is a proof
@@ -562,9 +564,9 @@ def _solve_whole(g: Graph, ts: Any, params: SolveParams, tb: TimeBudget, budget:
     stats["memory_quantum_bytes"] = md.memory_quantum
     relaxed = _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work / 2)
     if relaxed.infeasible or relaxed.error or (relaxed.order is not None and not validate(
-            g, relaxed.order, budget, collective_order=params.collective_order, limit=1)):
+            problem, relaxed.order, limit=1)):
         return relaxed
-    md = build(g, ts, ref, horizon=horizon, collective_order=params.collective_order, memory_budget=budget, walk=walk,
+    md = build(g, ts, ref, horizon=horizon, collective_order=level, memory_budget=budget, walk=walk,
                memory_rounding=RESTRICT)
     restricted = _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, max(0.01, work / 2))
     # its infeasibility and its bound prove nothing (sizes rounded up): only its order is kept

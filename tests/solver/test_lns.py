@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from overlapsat import GraphBuilder, optimize, simulate, validate
 from overlapsat.examples import generate
 from overlapsat.heuristics import best
+from overlapsat.problem import Problem
 from overlapsat.solver import SolveParams, TimeBudget, choose_scale
 from overlapsat.solver.lns import lns, solve_window, widen_to_atomic
 from tests.helpers import graphs, random_valid_order
@@ -58,7 +59,7 @@ def test_lns_improves_large_tp_graph():
     g = generate("tp", nodes=1300, seed=2)
     h = best(g)
     params = SolveParams(time_limit=60, work_limit=3.0)
-    out, stats = lns(g, choose_scale(g), h.order, params, TimeBudget(params), budget=None)
+    out, stats = lns(Problem(g), choose_scale(g), h.order, params, TimeBudget(params))
     assert validate(g, out) == []
     assert simulate(g, out).makespan < h.makespan - 1e-6
     assert stats["improvements"] > 0
