@@ -1,5 +1,6 @@
 """Buckets (MODEL.md "Buckets"): legality, and the bucketed graph checked against hand-computed figures."""
 
+import os
 import random
 
 import pytest
@@ -176,7 +177,10 @@ def _gathers(seed):
     return Graph(tuple(nodes), tuple(bufs), tuple(edges), name=f"gathers{seed}")
 
 
-@pytest.mark.parametrize("seed", range(30))
+PLAN_SEEDS = int(os.environ.get("OVERLAPSAT_PLAN_SEEDS", "30"))  # a soak: OVERLAPSAT_PLAN_SEEDS=1000 pytest -k plan_never
+
+
+@pytest.mark.parametrize("seed", range(PLAN_SEEDS))
 def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed):
     """Random small graphs (brute force's generator) with a latency-heavy price: every legal bucketing is
     enumerated and each bucketed graph brute-forced. The plan's makespan is at least the best over every plan,
