@@ -82,18 +82,27 @@ def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
 
 
 def _dependent_pair(graph: Graph, ids: list[int]) -> tuple[int, int] | None:
-    """Two members one of which reaches the other through any edge, or None."""
+    """Two members one of which reaches the other through any edge, or None.
+
+    Node ids are a topological order, so a path between two members stays between their ids: one sweep over
+    that range, marking what some member reaches, finds any such pair.
+    """
+    if len(ids) < 2:
+        return None
     members = set(ids)
-    for s in ids:
-        stack, seen = list(graph.succs[s]), set()
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            if v in members:
+    hi = max(ids)
+    src: dict[int, int] = {}  # node -> a member that reaches it
+    for v in range(min(ids), hi + 1):
+        s = src.get(v)
+        if v in members:
+            if s is not None:
                 return (s, v)
-            stack.extend(graph.succs[v])
+            s = v
+        if s is None:
+            continue
+        for w in graph.succs[v]:
+            if w <= hi and w not in src:
+                src[w] = s
     return None
 
 
@@ -131,9 +140,9 @@ def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Grap
 
     new_nodes: dict[str, Node] = {nd.name: nd for nd in graph.nodes if nd.name not in of}
     new_bufs: list[Buffer] = []
-    in_of = {b.name: list(dict.fromkeys(buf for buf in graph.buffers if set(buf.consumers) & set(b.members)))
+    in_of = {b.name: [graph.buffers[j] for j in dict.fromkeys(j for m in b.members for j in graph.consumes[graph.index[m]])]
              for b in buckets}
-    out_of = {b.name: [buf for buf in graph.buffers if buf.producer in b.members] for b in buckets}
+    out_of = {b.name: [graph.buffers[j] for m in b.members for j in graph.produces[graph.index[m]]] for b in buckets}
     for b in buckets:
         ms = [graph.node(m) for m in b.members]
         waits = [graph.nodes[graph.waits_of[graph.index[m]][0]] for m in b.members]
