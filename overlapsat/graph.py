@@ -61,6 +61,9 @@ class Node:
     # what issuing a collective costs the compute stream before its transfer can start (us; decisions.md 17).
     # A wait's own `duration` is its cost on the compute stream after its collective has ended.
     launch: float = 0.0
+    # what else torch's bucketing keys a collective on besides op and group (dtype, reduce op), as text; None
+    # when the graph does not record it (MODEL.md "Buckets")
+    bucket_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +389,7 @@ class Graph:
                 int(nd.group_size),
                 nd.collective,
             ] + ([repr(float(nd.launch))] if nd.launch else [])  # absent when 0: earlier fingerprints stand
+            + ([f"key:{nd.bucket_key}"] if nd.bucket_key is not None else [])  # absent when unknown, likewise
             for nd in self.nodes
         )
         bufs = sorted(
@@ -449,6 +453,9 @@ def _check_input(g: Graph) -> None:
             problems.append(f"node {nd.name!r}: launch {nd.launch!r} must be a number of us in [0, 1e12]")
         elif nd.launch and nd.kind is not NodeKind.COLLECTIVE:
             problems.append(f"{nd.kind.value} {nd.name!r}: only a collective has a launch cost, got {nd.launch!r}")
+        if nd.bucket_key is not None and (nd.kind is not NodeKind.COLLECTIVE or not isinstance(nd.bucket_key, str)):
+            problems.append(f"{nd.kind.value} {nd.name!r}: bucket_key {nd.bucket_key!r} belongs to a collective, as "
+                            "text")
         if nd.kind is NodeKind.WAIT:
             if not nd.collective:
                 problems.append(f"wait {nd.name!r} names no collective")

@@ -21,7 +21,8 @@ from overlapsat.graph import Buffer, Graph, Node, NodeKind
 GRAPH_FORMAT = "overlapsat-graph"
 SCHEDULE_FORMAT = "overlapsat-schedule"
 VERSION = 1  # schedules; graphs without pre-fusion data are also written as version 1
-GRAPH_VERSION = 3  # graphs whose waits or launches cost time (docs/format.md); versions 1 to 3 are read
+GRAPH_VERSION = 3  # graphs whose waits or launches cost time (docs/format.md)
+KEY_VERSION = 4  # graphs whose collectives carry a bucket key; versions 1 to 4 are read
 PREFUSION_VERSION = 2  # graphs with `prefusion` or `estimate` and no stream costs
 
 
@@ -124,6 +125,8 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
             d.update(group=nd.group, op=nd.op, bytes=nd.nbytes, group_size=nd.group_size)
             if nd.launch:
                 d["launch"] = nd.launch
+            if nd.bucket_key is not None:
+                d["bucket_key"] = nd.bucket_key
         elif nd.kind is NodeKind.WAIT:
             d["collective"] = nd.collective
         if nd.flops:
@@ -146,7 +149,8 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
         bufs.append(d)
     v2 = bool(g.prefusion) or any(nd.estimate is not None for nd in g.nodes)
     # a reader of an earlier version refuses the file rather than drop what it cannot use
-    version = GRAPH_VERSION if g.has_stream_costs else PREFUSION_VERSION if v2 else VERSION
+    version = (KEY_VERSION if any(nd.bucket_key is not None for nd in g.nodes) else GRAPH_VERSION
+               if g.has_stream_costs else PREFUSION_VERSION if v2 else VERSION)
     out = {"format": GRAPH_FORMAT, "version": version, "name": g.name,
            "nodes": nodes, "buffers": bufs,
            "edges": [list(e) for e in g.edges], "fake_edges": [list(e) for e in g.fake_edges],
@@ -182,7 +186,7 @@ GRAPH_FIELDS = frozenset({"format", "version", "name", "nodes", "buffers", "edge
                           "atomic_groups", "meta", "prefusion"})
 _COMMON = {"name", "kind", "duration", "flops", "bytes_accessed", "gemm_like", "estimate"}
 NODE_FIELDS = {NodeKind.COMPUTE: frozenset(_COMMON),
-               NodeKind.COLLECTIVE: frozenset(_COMMON | {"group", "op", "bytes", "group_size", "launch"}),
+               NodeKind.COLLECTIVE: frozenset(_COMMON | {"group", "op", "bytes", "group_size", "launch", "bucket_key"}),
                NodeKind.WAIT: frozenset(_COMMON | {"collective"})}
 BUFFER_FIELDS = frozenset({"name", "producer", "consumers", "size", "size_alloc", "size_free", "output",
                            "freeable_input"})
@@ -204,9 +208,9 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
     if fmt != GRAPH_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {GRAPH_FORMAT!r}, got {fmt!r}")
     ver = data.get("version")
-    if ver not in (VERSION, PREFUSION_VERSION, GRAPH_VERSION) or isinstance(ver, bool):
+    if ver not in (VERSION, PREFUSION_VERSION, GRAPH_VERSION, KEY_VERSION) or isinstance(ver, bool):
         raise GraphError(f"{where}: unsupported version {ver!r} (this overlapsat reads versions {VERSION} to "
-                         f"{GRAPH_VERSION})")
+                         f"{KEY_VERSION})")
     _known(data, GRAPH_FIELDS, where)
     raw_nodes = _field(data, "nodes", where, list)
     nodes: list[Node] = []
@@ -240,6 +244,11 @@ def graph_from_dict(data: dict[str, Any], source: str = "<dict>") -> Graph:
                     raise GraphError(f"{w}.launch: launch costs need graph format version {GRAPH_VERSION}, "
                                      f"the file says {ver}")
                 kw["launch"] = float(_field(d, "launch", w, _NUM))
+            if "bucket_key" in d:
+                if ver < KEY_VERSION:
+                    raise GraphError(f"{w}.bucket_key: bucket keys need graph format version {KEY_VERSION}, "
+                                     f"the file says {ver}")
+                kw["bucket_key"] = _field(d, "bucket_key", w, str)
         elif kind is NodeKind.WAIT:
             kw["collective"] = _field(d, "collective", w, str)
             if kw["duration"] and ver < GRAPH_VERSION:

@@ -43,9 +43,10 @@ class Plan:
     fingerprint: str = ""
 
 
-def bucket_key(nd: Node) -> tuple[str | None, str | None, int]:
-    """torch's bucket key, as far as a graph records it: operation, process group, group size (MODEL.md)."""
-    return (nd.op, nd.group, nd.group_size)
+def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:
+    """torch's bucket key, as far as a graph records it: operation, process group, group size, and the node's
+    `bucket_key` (dtype, reduce op) (MODEL.md)."""
+    return (nd.op, nd.group, nd.group_size, nd.bucket_key)
 
 
 def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
@@ -71,7 +72,8 @@ def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
             ids.append(i)
         keys = {bucket_key(graph.nodes[i]) for i in ids}
         if len(keys) > 1:
-            problems.append(f"{b.name}: members differ in (op, group, group size): {sorted(map(str, keys))}")
+            problems.append(f"{b.name}: members differ in (op, group, group size, bucket key): "
+                            f"{sorted(map(str, keys))}")
         pos = sorted(ids, key=lambda i: graph.group_colls[graph.group_id[i]].index(i))
         if ids and pos != ids:
             problems.append(f"{b.name}: members are not listed in their group's input order")
@@ -151,7 +153,7 @@ def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Grap
         c_in, coll, wait, c_out = b.nodes
         merged = Node(coll, NodeKind.COLLECTIVE, 0.0, group=ms[0].group, op=ms[0].op,
                       nbytes=sum(m.nbytes for m in ms), group_size=ms[0].group_size,
-                      launch=max(m.launch for m in ms))
+                      launch=max(m.launch for m in ms), bucket_key=ms[0].bucket_key)
         copy_in = Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_copy_in", bytes_accessed=2.0 * in_bytes)
         copy_out = Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_copy_out", bytes_accessed=2.0 * out_bytes)
         for nd in (merged, copy_in, copy_out):

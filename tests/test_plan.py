@@ -224,3 +224,26 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed):
     truth = brute_force(r.bucketed, co)
     if truth is not None and truth.orders and r.result.status.value in ("optimal", "heuristic_optimal"):
         assert r.makespan == pytest.approx(truth.best(None), rel=1e-9)
+
+
+def test_a_bucket_key_keeps_apart_what_torch_keeps_apart_and_survives_a_file(tmp_path):
+    """dtype and reduce op (the node's `bucket_key`) are part of the key; a graph file keeps them (format 4) and
+    the fingerprint sees them."""
+    from dataclasses import replace
+
+    from overlapsat import load_graph, save_graph
+
+    g = two_gathers()
+    keyed = Graph(tuple(replace(nd, bucket_key="bfloat16" if nd.name == "ag2" else "float32") if nd.kind is K
+                        else nd for nd in g.nodes), g.buffers, name="keyed")
+    assert any("bucket key" in p for p in bucket_problems(keyed, [Bucket(("ag1", "ag2"))]))
+    assert keyed.fingerprint() != g.fingerprint()
+    path = tmp_path / "g.json"
+    save_graph(keyed, path)
+    back = load_graph(path)
+    assert back.node("ag2").bucket_key == "bfloat16" and back.fingerprint() == keyed.fingerprint()
+    import json
+
+    assert json.loads(path.read_text())["version"] == 4
+    with pytest.raises(GraphError, match="bucket_key"):
+        Graph((Node("c", C, 1.0, bucket_key="float32"),), name="bad")

@@ -104,6 +104,19 @@ def _storage(t: Any) -> tuple[int, int]:
     return st._cdata, int(st.nbytes())
 
 
+def _bucket_key(n: Any, op: str) -> str | None:
+    """What torch's bucketers key on beyond the group: the dtype, and for reductions the reduce op
+    (`_ag_group_key`, `_rs_group_key`, `_ar_group_key` in fx_passes/bucketing.py)."""
+    ts = _tensors(n.meta.get("val"))
+    if len(ts) != 1:  # coalesced or unknown: never bucketed
+        return None
+    dtype = str(ts[0].dtype).removeprefix("torch.")
+    if op in ("reduce_scatter", "all_reduce"):
+        red = n.args[1] if len(n.args) > 1 and isinstance(n.args[1], str) else None
+        return f"{red},{dtype}" if red is not None else None
+    return dtype
+
+
 def _tensor_bytes(t: Any) -> int:
     try:
         return int(t.numel()) * t.element_size()
@@ -202,7 +215,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             else:
                 nbytes = max([0, *ins, *outs])
             kind[n] = NodeKind.COLLECTIVE
-            fields[n] = {"op": COLLECTIVE_OPS[fname], "group": gname, "group_size": size, "nbytes": nbytes}
+            fields[n] = {"op": COLLECTIVE_OPS[fname], "group": gname, "group_size": size, "nbytes": nbytes,
+                         "bucket_key": _bucket_key(n, COLLECTIVE_OPS[fname])}
         elif fname is not None:
             raise GraphError(f"FX node {n.name!r}: functional collective {fname!r} is not supported; "
                              f"supported: {', '.join(sorted(COLLECTIVE_OPS))}, wait_tensor")

@@ -5,7 +5,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-def _fsdp_step(layers: int):
+def _fsdp_step(layers: int, mixed: bool = False):
     """An FSDP-style step: gather each layer's weight, compute, reduce-scatter its gradient-like output; layer 2's
     weight is computed from layer 1's output, so its gather depends on an earlier gather."""
     import torch.distributed as dist
@@ -25,23 +25,26 @@ def _fsdp_step(layers: int):
             if i == 3:
                 w = w * outs[-1].sum()  # depends on layer 2's gathered weight: not with it
             full = funcol.all_gather_tensor(w, 0, dist.group.WORLD)
-            x = torch.tanh(x @ full.T @ full)
+            x = torch.tanh(x @ full.float().T @ full.float())
             outs.append(x)
         return sum(funcol.reduce_scatter_tensor(o, "sum", 0, dist.group.WORLD).sum() for o in outs)
 
     ws = [torch.randn(8, 64) for _ in range(layers)]
+    if mixed:  # layer 4's weight in half precision: torch keys its gather apart (dtype is in the bucket key)
+        ws[4] = ws[4].half()
     return make_fx(f, tracing_mode="fake")(torch.randn(32, 64), *ws)
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")
+@pytest.mark.parametrize("mixed", [False, True])
 @pytest.mark.parametrize("cap_mb", [0.001, 0.01, 0.05, 2000.0])
-def test_the_same_buckets_as_torch(cap_mb):
+def test_the_same_buckets_as_torch(cap_mb, mixed):
     from torch._inductor.fx_passes.bucketing import bucket_all_gather_by_mb, bucket_reduce_scatter_by_mb
 
     from overlapsat.heuristics.bucketing import greedy_buckets
     from overlapsat.torch.fx import import_fx
 
-    gm = _fsdp_step(6)
+    gm = _fsdp_step(6, mixed)
     theirs = [tuple(n.name for n in b) for f in (bucket_all_gather_by_mb, bucket_reduce_scatter_by_mb)
               for b in f(gm, lambda _: cap_mb)]
     g = import_fx(gm)
@@ -49,3 +52,7 @@ def test_the_same_buckets_as_torch(cap_mb):
     assert ours == theirs
     if cap_mb == 2000.0:
         assert len(ours) >= 2 and any(len(b) > 2 for b in ours)  # the check compared real buckets
+    keys = {nd.op: nd.bucket_key for nd in g.nodes if nd.op in ("all_gather", "reduce_scatter")}
+    assert keys == {"all_gather": "float32" if not mixed else keys["all_gather"], "reduce_scatter": "sum,float32"}
+    if mixed:
+        assert g.node("all_gather_into_tensor_4").bucket_key == "float16"
