@@ -137,10 +137,14 @@ class Comparison:
         if self.other_rows:
             lines += ["", "Other graphs (a transformation of this one, such as bucketing: not orders of this graph, "
                           "so the bound above does not apply):", "",
-                      "| method | graph | makespan | exposed | peak memory | valid |", "| --- | --- | ---: | ---: | ---: | --- |"]
+                      "| method | graph | makespan | exposed | peak memory |" + (" contended makespan |" if cont else "")
+                      + " valid |", "| --- | --- | ---: | ---: | ---: |" + (" ---: |" if cont else "") + " --- |"]
             for r in self.other_rows:
+                c = self.contended.get(r.method)
+                extra = f" {fmt_us(c.makespan)} |" if cont and c is not None else " - |" if cont else ""
                 lines.append(f"| {r.method} | {r.note} | {fmt_us(r.makespan)} | {fmt_us(r.exposed)} | "
-                             f"{fmt_bytes(r.peak_memory)} | {'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
+                             f"{fmt_bytes(r.peak_memory)} |{extra} "
+                             f"{'yes' if r.valid else 'NO: ' + clip(r.violations[0], 80)} |")
         return "\n".join(lines)
 
     def to_dataframe(self) -> Any:
@@ -206,6 +210,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
     if plans is not None:
         others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit)
+    if interference is not None:  # the other graphs' rows too (a bucket's longer transfer slows what runs beside it)
+        contended.update({r.method: simulate_contended(r.sim.graph, r.order, interference) for r in others})
     return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others, interference, contended,
                       hold, held)
 

@@ -169,8 +169,12 @@ def test_plan_rows_sit_beside_the_table_and_the_plan_is_never_worse_than_torchs_
 
     model = cost_model("h200")
     g = load_graph(bundled("fsdp_medium")).reprice(model)
-    c = compare(g, time_limit=2, plans=model.duration)
+    from overlapsat.cost.interference import H200_STEP
+
+    c = compare(g, time_limit=2, plans=model.duration, interference=H200_STEP)
     rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
+    # each plan row is also walked at contended rates, on its own bucketed graph
+    assert all(c.contended[r.method].makespan >= r.makespan - 1e-6 for r in c.other_rows)
     assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
     assert all(r.valid for r in rows.values())
     assert rows["overlapsat plan"].makespan <= rows["torch greedy buckets"].makespan + 1e-9
