@@ -169,7 +169,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         xs = [x.makespan for x in (full.get(bs), scored.get(bs)) if x is not None]
         return min(xs) if xs else math.inf
 
-    best = min(finalists, key=lambda bs: (judged(bs), finalists.index(bs)))
+    best = min(finalists, key=lambda bs: (judged(bs), len(bs), finalists.index(bs)))  # ties: fewer buckets
     h = materialize(g, list(best), price)
     cands = [x for x in (full.get(best), scored.get(best)) if x is not None]
     row = min(cands, key=rank_key) if cands else None
