@@ -49,6 +49,16 @@ def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:
     return (nd.op, nd.group, nd.group_size, nd.bucket_key)
 
 
+def member_problems(graph: Graph, c: int) -> list[str]:
+    """Why collective `c` may not be in any bucket (MODEL.md rule 3); [] when it may."""
+    out = []
+    if len(graph.waits_of[c]) != 1:
+        out.append(f"has {len(graph.waits_of[c])} waits (a bucket member has one)")
+    if graph.atomic_of[c] >= 0 or any(graph.atomic_of[w] >= 0 for w in graph.waits_of[c]):
+        out.append("or its wait is in an atomic group")
+    return out
+
+
 def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
     """Every way `buckets` breaks MODEL.md's bucket rules on `graph`; [] means legal."""
     problems: list[str] = []
@@ -65,10 +75,7 @@ def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
             if m in seen:
                 problems.append(f"{b.name}: {m!r} is already in {seen[m]}")
             seen[m] = b.name
-            if len(graph.waits_of[i]) != 1:
-                problems.append(f"{b.name}: {m!r} has {len(graph.waits_of[i])} waits (a bucket member has one)")
-            if graph.atomic_of[i] >= 0 or any(graph.atomic_of[w] >= 0 for w in graph.waits_of[i]):
-                problems.append(f"{b.name}: {m!r} or its wait is in an atomic group")
+            problems += [f"{b.name}: {m!r} {why}" for why in member_problems(graph, i)]
             ids.append(i)
         keys = {bucket_key(graph.nodes[i]) for i in ids}
         if len(keys) > 1:
@@ -227,4 +234,4 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
     return out
 
 
-__all__ = ["Bucket", "Plan", "Pricing", "bucket_key", "bucket_problems", "materialize"]
+__all__ = ["Bucket", "Plan", "Pricing", "bucket_key", "bucket_problems", "materialize", "member_problems"]

@@ -42,9 +42,6 @@ class Problem:
     @classmethod
     def of(cls, graph: Graph, memory_budget: BudgetLike = None, collective_order: str = "group") -> Problem:
         """The problem of `graph`: a ratio budget is of the graph's input-order peak, resolved exactly, once."""
-        if collective_order not in COLLECTIVE_ORDERS:
-            raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; "
-                             f"got {collective_order!r}")
         return cls(graph, resolve_budget(graph, memory_budget), collective_order)
 
     @cached_property

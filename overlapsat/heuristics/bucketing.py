@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from overlapsat.graph import WAIT, Graph
-from overlapsat.plan import Bucket, bucket_key
+from overlapsat.plan import Bucket, bucket_key, member_problems
 
 TORCH_CAP_BYTES = 2000 * 1024 * 1024  # torch's `bucket_cap_mb_by_bucket_idx_default`: 2000 MB per bucket
 TORCH_OPS = ("all_gather", "reduce_scatter")  # the operations torch's FSDP bucketing passes merge
@@ -32,7 +32,7 @@ def greedy_buckets(g: Graph, cap_bytes: int = TORCH_CAP_BYTES, ops: Sequence[str
             if g.kind[v] != WAIT:
                 continue
             c = g.coll_of[v]
-            if g.nodes[c].op != op or g.wait_of[c] != v or not _bucketable(g, c):
+            if g.nodes[c].op != op or g.wait_of[c] != v or member_problems(g, c):
                 continue
             k = bucket_key(g.nodes[c])
             if k == key:
@@ -46,11 +46,6 @@ def greedy_buckets(g: Graph, cap_bytes: int = TORCH_CAP_BYTES, ops: Sequence[str
         for run in runs:
             out += _cut(g, run, cap_bytes)
     return out
-
-
-def _bucketable(g: Graph, c: int) -> bool:
-    """MODEL.md's rule 3: one wait, and neither it nor the collective in an atomic group."""
-    return len(g.waits_of[c]) == 1 and g.atomic_of[c] < 0 and g.atomic_of[g.waits_of[c][0]] < 0
 
 
 def _cut(g: Graph, run: list[int], cap_bytes: int) -> list[Bucket]:

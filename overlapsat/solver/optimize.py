@@ -278,9 +278,9 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     stats: dict[str, Any] = {"heuristics_s": tb.elapsed()}
     if not params.deterministic:
-        skipped = {"input order": [nm for nm in pipelines() if heuristic_results is None
-                                   and nm not in {h.name for h in from_input}],
-                   "canonical form": [nm for nm in pipelines() if nm not in {h.name for h in canon}
+        ran_input, ran_canon = {h.name for h in from_input}, {h.name for h in canon}
+        skipped = {"input order": [nm for nm in pipelines() if heuristic_results is None and nm not in ran_input],
+                   "canonical form": [nm for nm in pipelines() if nm not in ran_canon
                                       and (include is None or nm in include)]}
         skipped = {k: v for k, v in skipped.items() if v}
         if skipped:

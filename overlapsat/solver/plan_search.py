@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,6 +50,9 @@ class PlanResult:
     starts: dict[str, float]  # warm start -> its score (makespan of the best scoring pass), us
     moves: dict[str, int] = field(default_factory=dict)  # tried / accepted
     stats: dict[str, Any] = field(default_factory=dict)
+    # torch's default greedy buckets and the whole portfolio's best order on them (None: not judged, timed mode)
+    peer_buckets: tuple[Bucket, ...] = ()
+    peer: Evaluated | None = None
 
     @property
     def makespan(self) -> float:
@@ -94,19 +97,26 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     full: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the whole portfolio
     passes: list[str] = list(SCORE_PASSES)
 
+    def best_row(bs: tuple[Bucket, ...], include: list[str] | None) -> Evaluated | None:
+        """The best valid order of the passes `include` (None: the whole portfolio) on the bucketed graph."""
+        h = materialize(g, list(bs), price)
+        rows = [r for r in run_all(problem.on(h), include=include, work_limit=params.portfolio_steps) if r.valid]
+        return min(rows, key=rank_key) if rows else None
+
     def score(bs: tuple[Bucket, ...]) -> Evaluated | None:
         if bs not in scored:
-            h = materialize(g, list(bs), price)
-            rows = [r for r in run_all(problem.on(h), include=passes, work_limit=params.portfolio_steps) if r.valid]
-            scored[bs] = min(rows, key=rank_key) if rows else None
+            scored[bs] = best_row(bs, passes)
         return scored[bs]
 
     def judge(bs: tuple[Bucket, ...]) -> Evaluated | None:
         if bs not in full:
-            h = materialize(g, list(bs), price)
-            rows = [r for r in run_all(problem.on(h), work_limit=params.portfolio_steps) if r.valid]
-            full[bs] = min(rows, key=rank_key) if rows else None
+            full[bs] = best_row(bs, None)
         return full[bs]
+
+    def best_known(bs: tuple[Bucket, ...]) -> Evaluated | None:
+        """The better of what the portfolio and the score found for `bs`, as far as they ran."""
+        cands = [x for x in (full.get(bs), scored.get(bs)) if x is not None]
+        return min(cands, key=rank_key) if cands else None
 
     def ms(bs: tuple[Bucket, ...]) -> float:
         e = score(bs)
@@ -127,14 +137,14 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     # the hill climb scores by (on a graph where Inductor's iterative passes win, the linear ones mislead)
     start_rows = {name: (judge(bs) if name == "no buckets" or not late() else score(bs)) for name, bs in starts.items()}
     start_scores = {name: e.makespan if e is not None else math.inf for name, e in start_rows.items()}
-    best = starts[min(starts, key=lambda k: (start_scores[k], len(starts[k])))]
+    order_of_starts = sorted(starts, key=lambda k: (start_scores[k], len(starts[k])))
+    best = starts[order_of_starts[0]]
     won = full.get(best)
     if won is not None and won.name in pipelines() and won.name not in passes:
         passes.insert(0, won.name)
     tried = accepted = 0
     first_move_s: float | None = None  # when a move first beat the best warm start
     # a hill climb from the best warm start; while the count allows, again from the next ones (another basin)
-    order_of_starts = sorted(starts, key=lambda k: (start_scores[k], len(starts[k])))
     climbed: list[tuple[Bucket, ...]] = []
     for k, name in enumerate(order_of_starts):
         if k and out_of_budget():
@@ -166,13 +176,12 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
             judge(bs)
 
     def judged(bs: tuple[Bucket, ...]) -> float:
-        xs = [x.makespan for x in (full.get(bs), scored.get(bs)) if x is not None]
-        return min(xs) if xs else math.inf
+        e = best_known(bs)
+        return e.makespan if e is not None else math.inf
 
     best = min(finalists, key=lambda bs: (judged(bs), len(bs), finalists.index(bs)))  # ties: fewer buckets
     h = materialize(g, list(best), price)
-    cands = [x for x in (full.get(best), scored.get(best)) if x is not None]
-    row = min(cands, key=rank_key) if cands else None
+    row = best_known(best)
     left = max(0.1, params.time_limit - (time.monotonic() - t0)) if not params.deterministic else params.time_limit
     final_params = replace(params, time_limit=left)
     res = optimize(problem.on(h), final_params, on_phase=on_phase,
@@ -182,14 +191,13 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
              res.makespan, len(scored), accepted)
     return PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
                       {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
-                       "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)})
+                       "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer))
 
 
-def _neighbours(g: Graph, bs: tuple[Bucket, ...]) -> list[tuple[Bucket, ...]]:
+def _neighbours(g: Graph, bs: tuple[Bucket, ...]) -> Iterator[tuple[Bucket, ...]]:
     """Every legal merge of two buckets of one key (nearest), drop of a bucket, and split of one in two, in
-    that order (the first improving one is taken)."""
-    out: list[tuple[Bucket, ...]] = []
-    pos = {nm: i for i, nm in enumerate(g.names)}
+    that order (the first improving one is taken, so the later ones are not built)."""
+    pos = g.index
 
     def with_(drop: set[int], add: list[Bucket]) -> tuple[Bucket, ...]:
         kept = [b for i, b in enumerate(bs) if i not in drop] + [b for b in add if len(b.members) >= 2]
@@ -203,14 +211,14 @@ def _neighbours(g: Graph, bs: tuple[Bucket, ...]) -> list[tuple[Bucket, ...]]:
                 continue
             merged = Bucket(tuple(sorted(a.members + b.members, key=pos.__getitem__)))
             if not bucket_problems(g, [merged]):
-                out.append(with_({i, j}, [merged]))
+                yield with_({i, j}, [merged])
             break
-    out += [with_({i}, []) for i in range(len(bs))]  # drops: the members go back to their own transfers
+    for i in range(len(bs)):  # drops: the members go back to their own transfers
+        yield with_({i}, [])
     for i, b in enumerate(bs):  # splits in halves, then at every other point
         half = len(b.members) // 2
         for k in [half] + [k for k in range(1, len(b.members)) if k != half]:
-            out.append(with_({i}, [Bucket(b.members[:k]), Bucket(b.members[k:])]))
-    return out
+            yield with_({i}, [Bucket(b.members[:k]), Bucket(b.members[k:])])
 
 
 __all__ = ["PlanResult", "optimize_plan"]
