@@ -382,7 +382,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         tick.done()
     res = r.result
     payload = {"graph": g.name, "out": args.out, "buckets": [list(b.members) for b in r.buckets],
-               "starts_us": r.starts, "moves": r.moves, **res.summary()}
+               "starts_us": r.starts, "moves": r.moves, **res.summary(), **r.summary()}
     lines = [
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",
@@ -393,7 +393,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"  makespan {fmt_us(res.makespan)}, exposed {fmt_us(res.exposed)}, peak memory "
         f"{fmt_bytes(res.peak_memory)}" + (f" (budget {fmt_bytes(res.memory_budget)})" if res.memory_budget else ""),
         f"  order: status {res.status.value}, bound {fmt_us(res.bound)}, gap {100 * res.gap:.1f}% -- for the "
-        "schedules of these buckets, not over every bucketing",
+        "schedules of these buckets",
+        f"  over every bucketing: " + ("optimal (proven)" if r.proven else
+                                        f"bound {fmt_us(r.bound)}, gap {100 * r.gap:.1f}% of the makespan")
+        + " (no budget in the bound)" * (res.memory_budget is not None)
+        + "".join(f"; {n}" for n in r.bound_notes),
+        f"  best unbucketed order found {fmt_us(r.unbucketed)}: bucketing bought {fmt_us(r.bought)}"
+        if r.unbucketed < float("inf") else "  no unbucketed order was judged",
     ]
     with _sigint_held():
         r.save(args.out, g)

@@ -9,6 +9,7 @@ them (here), as torch's `fx_passes/bucketing.py` keeps them apart.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -186,6 +187,61 @@ def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Grap
                      (), graph.chain_is_decided)
 
 
+RATE_GRID = 1.0 / 128  # relative step of the sizes at which `any_bucketing_relaxation` reads the price
+
+
+def any_bucketing_relaxation(graph: Graph, price: Pricing) -> tuple[Graph, list[str]]:
+    """A graph no schedule of which is longer than the best plan's, over every legal bucketing (MODEL.md "Bounds
+    over every bucketing"), and the notes on how it was built.
+
+    Each collective that could share a bucket keeps its edges and buffers but costs only its bytes at the
+    cheapest per-byte price any bucket of its key could reach (a bucket of S bytes costs `price(S)` >=
+    S * rate), with no launch and no wait time; copies cost nothing. The rate is read from `price` on a grid of
+    sizes, assuming the price does not fall as the bytes grow: at a grid point where it falls the rate is 0.
+    """
+    by_key: dict[tuple, list[int]] = {}
+    for c in graph.coll_seq:
+        if not member_problems(graph, c):
+            by_key.setdefault(bucket_key(graph.nodes[c]), []).append(c)
+    nodes = list(graph.nodes)
+    notes: list[str] = []
+    for key, cs in by_key.items():
+        if len(cs) < 2:
+            continue
+        rate = _least_rate(graph.nodes[cs[0]], [graph.nodes[c].nbytes for c in cs], price, notes)
+        for c in cs:
+            nd = nodes[c]
+            nodes[c] = replace(nd, duration=min(nd.duration, nd.nbytes * rate), launch=0.0)
+            w = graph.waits_of[c][0]
+            nodes[w] = replace(nodes[w], duration=0.0)
+    with derived():
+        return Graph(tuple(nodes), graph.buffers, graph.edges, graph.atomic_groups, graph.name, graph.meta,
+                     graph.fake_edges, graph.implied_edges, (), graph.chain_is_decided), notes
+
+
+def _least_rate(like: Node, sizes: list[int], price: Pricing, notes: list[str]) -> float:
+    """A per-byte price no bucket of `like`'s key can beat: sizes S_0 < S_1 < ... cover [least size, sum of
+    sizes]; with the price nondecreasing, price(S) / S >= price(S_j) / S_{j+1} for S in [S_j, S_{j+1}]."""
+    pos = [s for s in sizes if s > 0]
+    if not pos:
+        return 0.0
+    lo, hi = min(pos), sum(pos)
+    s, last = float(lo), -1.0
+    rate = math.inf
+    while True:
+        t = float(price(replace(like, nbytes=int(s))))
+        if not (t >= last):  # falls (or is nan): no rate can be read
+            notes.append(f"the price of {like.op} on group {like.group!r} falls as its bytes grow "
+                         f"(at {int(s)} B): its collectives count as free")
+            return 0.0
+        last = t
+        if s >= hi:
+            return min(rate, t / s) * (1.0 - 1e-12)  # below the rounding of a sum
+        nxt = min(float(hi), math.ceil(s * (1.0 + RATE_GRID)))
+        rate = min(rate, t / nxt)
+        s = nxt
+
+
 def _priced(nd: Node, price: Pricing) -> Node:
     d = float(price(nd))
     if not (d >= 0.0 and d < float("inf")):
@@ -234,4 +290,4 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
     return out
 
 
-__all__ = ["Bucket", "Plan", "Pricing", "bucket_key", "bucket_problems", "materialize", "member_problems"]
+__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_problems", "materialize", "member_problems"]

@@ -45,6 +45,37 @@ def test_the_bucketed_graph_has_the_four_nodes_and_the_hand_computed_figures():
     assert validate(h, h.names) == []
 
 
+def test_the_relaxation_over_every_bucketing_has_the_hand_computed_prices():
+    """Two 5 kB gathers, price 5 us + 1 us/kB: any bucket of S bytes costs at least S * (5 us / 10 kB + 1 us/kB),
+    so each gather costs 5000 B at that rate (read on a grid 1/128 apart: within 1/128 below), with no launch
+    and no wait time; kernels and the graph's shape are unchanged."""
+    from dataclasses import replace
+
+    from overlapsat.plan import any_bucketing_relaxation
+
+    g = two_gathers()
+    g = Graph(tuple(replace(nd, launch=2.0) if nd.kind is K else replace(nd, duration=1.0) if nd.kind is W
+                    else nd for nd in g.nodes), g.buffers, name="g")
+    rg, notes = any_bucketing_relaxation(g, price)
+    exact = 5000 * (5.0 / 10000 + 1 / 1000)  # 7.5 us: half the 15-us bucket
+    for c in ("ag1", "ag2"):
+        assert exact / (1 + 1 / 128) <= rg.node(c).duration <= exact and rg.node(c).launch == 0.0
+    assert rg.node("w1").duration == 0.0 and notes == []
+    assert [nd.duration for nd in rg.nodes if nd.kind is C] == [nd.duration for nd in g.nodes if nd.kind is C]
+    assert rg.edges == g.edges and rg.buffers == g.buffers
+    # a collective that cannot share a bucket (its key is alone) keeps its price
+    lone = Graph(tuple(replace(nd, op="reduce_scatter") if nd.name == "ag2" else nd for nd in g.nodes),
+                 g.buffers, name="lone")
+    assert any_bucketing_relaxation(lone, price)[0].node("ag1").duration == 10.0
+
+
+def test_a_price_that_falls_makes_the_relaxed_collectives_free_and_says_so():
+    from overlapsat.plan import any_bucketing_relaxation
+
+    rg, notes = any_bucketing_relaxation(two_gathers(), lambda nd: 100.0 - nd.nbytes / 1000)
+    assert rg.node("ag1").duration == 0.0 and "falls" in notes[0]
+
+
 def test_no_buckets_is_the_graph_itself():
     g = two_gathers()
     assert materialize(g, [], price) is g
@@ -177,6 +208,19 @@ def _gathers(seed):
     return Graph(tuple(nodes), tuple(bufs), tuple(edges), name=f"gathers{seed}")
 
 
+def _concave(alpha):  # a latency, then bytes at a falling per-byte price, as NCCL's protocols switch
+    def p(nd):
+        return alpha + (nd.nbytes / 100) ** 0.5 if nd.kind is K else nd.bytes_accessed / 100
+    return p
+
+
+def _steps(alpha):  # flat between steps of 4 kB: a price read at grid points must not miss the step below
+    def p(nd):
+        return alpha * (1 + nd.nbytes // 4096) if nd.kind is K else nd.bytes_accessed / 100
+    return p
+
+
+_PRICES = (_latency, _concave, _steps)
 PLAN_SEEDS = int(os.environ.get("OVERLAPSAT_PLAN_SEEDS", "30"))  # a soak: OVERLAPSAT_PLAN_SEEDS=1000 pytest -k plan_never
 
 
@@ -196,7 +240,7 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed):
         co = "group" if co == "chain" else co
     else:  # gathers of one key, with random kernels between them and random dependencies
         g, co = _gathers(seed), ("group", "global", "free")[seed % 3]
-    price = _latency(random.Random(seed).choice([0.5, 5.0, 50.0]))
+    price = _PRICES[seed % len(_PRICES)](random.Random(seed).choice([0.5, 5.0, 50.0]))
     g = Graph(tuple(replace_dur(nd, price) for nd in g.nodes), g.buffers, g.edges, g.atomic_groups, g.name,
               fake_edges=g.fake_edges, implied_edges=g.implied_edges)
     pb = Problem.of(g, None, co)
@@ -221,6 +265,9 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed):
     r = optimize_plan(pb, price, time_limit=5, max_evaluations=20)
     assert validate(Problem(r.bucketed, None, co), list(r.plan.order)) == []
     assert r.makespan >= best_any - 1e-9
+    assert r.bound <= best_any * (1 + 1e-9)  # a bound over every plan
+    if r.proven:
+        assert r.makespan == pytest.approx(best_any, rel=1e-9)
     truth = brute_force(r.bucketed, co)
     if truth is not None and truth.orders and r.result.status.value in ("optimal", "heuristic_optimal"):
         assert r.makespan == pytest.approx(truth.best(None), rel=1e-9)

@@ -5,9 +5,9 @@ bucket intervals): warm starts are no buckets and torch's greedy bucketer at
 several caps; each bucketing is scored by the best of a few of Inductor's
 passes on its bucketed graph (`materialize`); a hill climb splits, merges and
 drops buckets while the score improves; `optimize` then orders the best
-bucketing's graph. What it proves is what `optimize` proves on that graph:
-the bound and the status hold for that bucketing's schedules, not over every
-bucketing (decision 39).
+bucketing's graph. `optimize`'s status and bound hold for that bucketing's
+schedules; `PlanResult.bound` holds over every bucketing (MODEL.md "Bounds
+over every bucketing", decision 40).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from overlapsat.evaluate import Evaluated, rank_key
 from overlapsat.graph import Graph
 from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import pipelines, run_all
-from overlapsat.plan import Bucket, Plan, Pricing, bucket_key, bucket_problems, materialize
+from overlapsat.plan import Bucket, Plan, Pricing, any_bucketing_relaxation, bucket_key, bucket_problems, materialize
 from overlapsat.problem import Problem
-from overlapsat.solver.optimize import Progress, Result, optimize
+from overlapsat.bounds import lower_bound
+from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ SEARCH_SHARE = 0.4  # of the time limit: the rest orders the chosen bucketing
 FINALISTS = 3  # best scored bucketings judged with the whole portfolio before the order search
 # bucketings scored per second of the search's share: about 25 at 1k nodes and 3 at 8k on this 2-core machine
 NODE_EVALUATIONS_PER_SECOND = 25_000
+BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
+LIFT_NODES = 2000  # beyond this the whole-graph model proves little in that share
 
 
 @dataclass
@@ -53,6 +56,29 @@ class PlanResult:
     # torch's default greedy buckets and the whole portfolio's best order on them (None: not judged, timed mode)
     peer_buckets: tuple[Bucket, ...] = ()
     peer: Evaluated | None = None
+    # a lower bound on the makespan of every plan (every bucketing, every order; the budget left out), and how
+    # the rate behind it was read
+    bound: float = 0.0
+    bound_notes: tuple[str, ...] = ()
+    unbucketed: float = math.inf  # the best unbucketed order's makespan this search found (us)
+
+    @property
+    def proven(self) -> bool:
+        """No plan of any bucketing is shorter (MODEL.md's semantics, the cost model's prices)."""
+        return meets(self.makespan, self.bound)
+
+    @property
+    def gap(self) -> float:
+        """The makespan above the bound over every bucketing, relative to the makespan (0 when proven). Not on
+        exposed communication as `Result.gap` is: the copies make the compute differ between bucketings."""
+        if self.proven or self.makespan <= 0:
+            return 0.0
+        return min(1.0, (self.makespan - self.bound) / self.makespan)
+
+    @property
+    def bought(self) -> float:
+        """What bucketing bought: the best unbucketed order's makespan less the plan's (us; < 0: it lost)."""
+        return self.unbucketed - self.makespan
 
     @property
     def makespan(self) -> float:
@@ -62,13 +88,20 @@ class PlanResult:
     def buckets(self) -> tuple[Bucket, ...]:
         return self.plan.buckets
 
+    def summary(self) -> dict[str, Any]:
+        """The figures over every bucketing, beside `result.summary()`'s for this bucketing."""
+        return {"buckets": len(self.plan.buckets), "plan_bound_us": self.bound, "plan_gap": self.gap,
+                "plan_proven": self.proven, "plan_bound_notes": list(self.bound_notes),
+                "unbucketed_us": self.unbucketed if math.isfinite(self.unbucketed) else None}
+
     def save(self, path: str, graph: Graph) -> None:
         """Write the plan as a schedule file of version 2 for `graph`, the graph as given (its fingerprint)."""
         from overlapsat.schedules import save_schedule
 
         save_schedule(path, graph, list(self.plan.order), buckets=self.plan.buckets,
-                      metrics={**self.result.summary(), "buckets": len(self.plan.buckets),
-                               "bound_scope": "the schedules of this bucketing (not every bucketing)"},
+                      metrics={**self.result.summary(), **self.summary(),
+                               "bound_scope": "bound_us: the schedules of this bucketing; plan_bound_us: every "
+                                              "bucketing and order, the budget left out"},
                       meta={"plan_starts": self.starts, "plan_moves": self.moves})
 
 
@@ -182,16 +215,35 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     best = min(finalists, key=lambda bs: (judged(bs), len(bs), finalists.index(bs)))  # ties: fewer buckets
     h = materialize(g, list(best), price)
     row = best_known(best)
-    left = max(0.1, params.time_limit - (time.monotonic() - t0)) if not params.deterministic else params.time_limit
+    lift = replace(params, time_limit=max(0.2, BOUND_SHARE * params.time_limit))
+    spent = time.monotonic() - t0 + (lift.time_limit if len(g.nodes) <= LIFT_NODES else 0.0)
+    left = max(0.1, params.time_limit - spent) if not params.deterministic else params.time_limit
     final_params = replace(params, time_limit=left)
     res = optimize(problem.on(h), final_params, on_phase=on_phase,
                    extra_orders={f"best scoring pass ({row.name})": row.order} if row is not None else None)
     plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
+    bound, notes = bound_over_bucketings(problem, price, lift)
+    unb = full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
              res.makespan, len(scored), accepted)
     return PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
                       {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
-                       "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer))
+                       "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
+                      bound, tuple(notes), unb.makespan if unb is not None else math.inf)
+
+
+def bound_over_bucketings(problem: Problem, price: Pricing,
+                          params: SolveParams | None = None) -> tuple[float, list[str]]:
+    """A lower bound on every plan's makespan, over every legal bucketing and every order, and the notes of the
+    relaxation it comes from (MODEL.md "Bounds over every bucketing"): the bounds of `any_bucketing_relaxation`
+    with no collective order and no budget. With `params`, on a graph of at most `LIFT_NODES` nodes, `optimize`
+    on the relaxation also runs, and its proven bound lifts the analytical one."""
+    rg, notes = any_bucketing_relaxation(problem.relaxed, price)
+    pb = Problem(rg, None, "free")
+    bound = lower_bound(pb).makespan
+    if params is not None and len(rg.nodes) <= LIFT_NODES:
+        bound = max(bound, optimize(pb, replace(params, collective_order="free")).bound)
+    return bound, notes
 
 
 def _neighbours(g: Graph, bs: tuple[Bucket, ...]) -> Iterator[tuple[Bucket, ...]]:
