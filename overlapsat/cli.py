@@ -394,7 +394,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"{fmt_bytes(res.peak_memory)}" + (f" (budget {fmt_bytes(res.memory_budget)})" if res.memory_budget else ""),
         f"  order: status {res.status.value}, bound {fmt_us(res.bound)}, gap {100 * res.gap:.1f}% -- for the "
         "schedules of these buckets",
-        f"  over every bucketing: " + ("optimal (proven)" if r.proven else
+        "  over every bucketing: " + ("optimal (proven)" if r.proven else
                                         f"bound {fmt_us(r.bound)}, gap {100 * r.gap:.1f}% of the makespan")
         + " (no budget in the bound)" * (res.memory_budget is not None)
         + "".join(f"; {n}" for n in r.bound_notes),

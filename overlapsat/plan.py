@@ -205,7 +205,7 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing) -> tuple[Graph, list[
             by_key.setdefault(bucket_key(graph.nodes[c]), []).append(c)
     nodes = list(graph.nodes)
     notes: list[str] = []
-    for key, cs in by_key.items():
+    for cs in by_key.values():
         if len(cs) < 2:
             continue
         rate = _least_rate(graph.nodes[cs[0]], [graph.nodes[c].nbytes for c in cs], price, notes)
@@ -290,4 +290,5 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
     return out
 
 
-__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_problems", "materialize", "member_problems"]
+__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_problems", "materialize",
+           "member_problems"]

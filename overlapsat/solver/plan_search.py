@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError
 from overlapsat.evaluate import Evaluated, rank_key
 from overlapsat.graph import Graph
@@ -26,7 +27,6 @@ from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import pipelines, run_all
 from overlapsat.plan import Bucket, Plan, Pricing, any_bucketing_relaxation, bucket_key, bucket_problems, materialize
 from overlapsat.problem import Problem
-from overlapsat.bounds import lower_bound
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
 
