@@ -46,7 +46,7 @@ class Schedule:
         return {**d, "metrics": self.metrics, "meta": self.meta}
 
 
-def _unpriced(nd: Node) -> float:
+def unpriced(nd: Node) -> float:
     """Durations play no part in validity or in the node set: a bucketed graph built for checking only."""
     return 0.0
 
@@ -56,7 +56,7 @@ def save_schedule(path: str | os.PathLike[str], graph: Graph, order: Sequence[st
                   buckets: Sequence[Bucket | Sequence[str]] = ()) -> Schedule:
     """Validate `order` against `graph` (with `buckets`: against the bucketed graph), then write it atomically."""
     bs = [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in buckets]
-    target = materialize(graph.relaxed("free"), bs, _unpriced) if bs else graph  # (Inductor's chain edges are
+    target = materialize(graph.relaxed("free"), bs, unpriced) if bs else graph  # (Inductor's chain edges are
     # a level's, not the graph's: buckets are judged without them, decision 39)
     assert_valid(target, order, collective_order="free")
     names = [target.names[i] for i in target.order_indices(order)]
@@ -100,7 +100,7 @@ def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> S
         bad = bucket_problems(bare, bs)
         if bad:
             raise GraphError.from_problems(f"{where}: illegal buckets for graph {graph.name!r}", bad)
-        problems = check_permutation(materialize(bare, bs, _unpriced), order)
+        problems = check_permutation(materialize(bare, bs, unpriced), order)
         if problems:
             raise GraphError.from_problems(f"{where}: not a schedule of graph {graph.name!r}"
                                            + (" bucketed" if bs else ""), problems)

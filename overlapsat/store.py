@@ -54,9 +54,11 @@ def recorded(store: str) -> list[str]:
     return sorted(n[: -len(GRAPH_SUFFIX)] for n in os.listdir(store) if n.endswith(GRAPH_SUFFIX))
 
 
-def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "group") -> tuple[Any, str]:
+def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "group", *,
+                  plans: bool = False) -> tuple[Any, str]:
     """The stored Schedule for `graph` (its order and the metrics it was solved with) when it loads, matches
-    and validates; else (None, why not)."""
+    and validates; else (None, why not). A plan (a schedule with buckets) is usable only with `plans`: its
+    order is validated on the bucketed graph."""
     from overlapsat.schedules import load_schedule
     from overlapsat.validate import validate
 
@@ -67,9 +69,16 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "grou
         sched = load_schedule(path, graph)
     except GraphError as e:
         return None, f"corrupt schedule: {e}"
-    if sched.buckets:  # a plan: applying buckets inside torch.compile is not built yet
-        return None, "a bucketed plan (applying buckets in a compiled graph is not supported yet)"
-    vs = validate(graph, sched.order, collective_order=collective_order, limit=1)
+    target = graph
+    if sched.buckets:
+        if not plans:
+            return None, "a bucketed plan (the scheduler-node pass applies orders only; install_fx(plans=True) " \
+                         "applies plans)"
+        from overlapsat.plan import materialize
+        from overlapsat.schedules import unpriced
+
+        target = materialize(graph.relaxed(collective_order), sched.plan.buckets, unpriced)
+    vs = validate(target, sched.order, collective_order=collective_order, limit=1)
     if vs:
         return None, f"invalid schedule: {vs[0]}"
     return sched, "ok"

@@ -82,12 +82,15 @@ def open_store(store: str) -> None:
         raise GraphError(f"cannot create the schedule store {store!r}: {e}") from None
 
 
-def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: float,
-                     collective_order: str) -> tuple[list[str] | None, str, dict[str, Any]]:
+def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: float, collective_order: str,
+                     plans: bool = False) -> tuple[list[str] | None, str, dict[str, Any], list[list[str]]]:
     """The usable stored order of `g`, or in "solve" mode one solved inline and stored; else (None, why not).
-    Third: the metrics the order was solved with (a stored schedule's; an inline solve has no budget)."""
-    sched, why = usable_stored(store, fp, g, collective_order)
+    Third: the metrics the order was solved with (a stored schedule's; an inline solve has no budget). Fourth:
+    a stored plan's buckets (only with `plans`; the order is then of the bucketed graph); an inline solve
+    orders without buckets."""
+    sched, why = usable_stored(store, fp, g, collective_order, plans=plans)
     order, metrics = (sched.order, sched.metrics) if sched is not None else (None, {})
+    buckets = sched.buckets if sched is not None else []
     if order is None and mode == "solve":
         from overlapsat.solver import optimize
 
@@ -96,7 +99,7 @@ def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: fl
             raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
         r.save(schedule_path(store, fp))
         order = r.names
-    return order, why, metrics
+    return order, why, metrics, buckets
 
 
 _VERIFIED: dict[str, tuple[int, int, int] | None] = {}  # recorded files this process knows hold their graph
@@ -203,7 +206,7 @@ class SchedulePass:
             self._record(g, fp)
             note("scheduler", g.name, fp, "recorded")
             return snodes
-        order, why, _ = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
+        order, why, _, _ = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
                                          collective_order=self.collective_order)
         if order is not None:
             return self._apply(g, snodes, order, os.path.basename(schedule_path(self.store, fp)))

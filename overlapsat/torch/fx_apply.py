@@ -28,15 +28,18 @@ import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
+from overlapsat.plan import Bucket, Plan
 from overlapsat.store import schedules_digest
 from overlapsat.torch import after_fusion
 from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
+from overlapsat.torch.fx_plan import merge_plan
 from overlapsat.torch.installing import chained, installed_by, name_pricing, note, swap_config
 from overlapsat.validate import validate
 
@@ -47,7 +50,7 @@ try:  # Inductor keys its FX graph cache on a CustomGraphPass's uuid(); without 
 except Exception:  # noqa: BLE001
     _Base = object  # type: ignore[assignment,misc]
 
-FX_PASS_VERSION = 3  # 2: pins the overlap with control dependencies; 3: "free" with cross-rank agreement
+FX_PASS_VERSION = 4  # 2: pins the overlap with control dependencies; 3: "free" with cross-rank agreement; 4: plans
 PINS = ("compute", "all", "none")
 FX_LEVELS = (*SAFE_LEVELS, "free")  # "free" only with the agreement (overlapsat.torch.agree)
 Moved = tuple  # (Graph, order, pins, the pinning function or None): what `_pin` needs after `_move`
@@ -58,7 +61,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
                  profile: str = "h200", pin: str = "compute", comm_slowdown: float = 1.0,
-                 on_apply: Callable[[Graph, list[str]], None] | None = None, agree_timeout: float = 1800.0) -> None:
+                 on_apply: Callable[[Graph, list[str]], None] | None = None, agree_timeout: float = 1800.0,
+                 plans: bool = False) -> None:
         check_pass_options(store, mode, collective_order, levels=FX_LEVELS)
         if pin not in PINS:
             raise GraphError(f"pin must be one of {', '.join(PINS)}, got {pin!r}")
@@ -70,6 +74,15 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if not (isinstance(agree_timeout, (int, float)) and agree_timeout > 0):
             raise GraphError(f"agree_timeout must be a positive number of seconds, got {agree_timeout!r}")
         self.agree_timeout = float(agree_timeout)
+        if not isinstance(plans, bool):
+            raise GraphError(f"plans must be True or False, got {plans!r}")
+        self.plans = plans
+
+    @property
+    def agreeing(self) -> bool:
+        """Whether every graph's collective sequence is agreed across ranks: a free order, or a plan's buckets,
+        may change it, and a rank that fell back alone would hang its peers."""
+        return self.collective_order == "free" or self.plans
 
     def __call__(self, graph: Any) -> None:
         before = list(graph.nodes)
@@ -78,21 +91,24 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         expect("", None, None)  # nothing for this compile's after-fusion check unless an order stands below
         try:
             moved = self._run(graph)
-            if moved is not None and self.collective_order != "free":
+            if moved is not None and not isinstance(moved, _Pending) and not self.agreeing:
                 self._pin(graph, *moved)
         except Exception as e:  # noqa: BLE001 - the compile goes on with the graph as it came
             log.warning("overlapsat: keeping this FX graph's order: %s: %s", type(e).__name__, e)
             _restore(graph, before)
             moved = None
         stands = moved is not None
-        if self.collective_order == "free":  # every rank, every graph: one exchange, whatever happened above
+        if self.agreeing:  # every rank, every graph: one exchange, whatever happened above
             stands = self._agree(graph, before, moved)
         if stands and self._budget is not None:
             expect(*self._budget)  # the order was solved under a budget: check it after fusion (after_fusion.py)
 
-    def _agree(self, graph: Any, before: list[Any], moved: Moved | None) -> bool:
+    def _agree(self, graph: Any, before: list[Any], moved: Moved | _Pending | None) -> bool:
         """Keep a free order only if every rank issues the same collective sequence; else restore the graph.
+        A plan is applied only once every rank has said it will issue the sequence its dry run issued.
         True if a moved order stands."""
+        if isinstance(moved, _Pending):
+            return self._agree_plan(graph, moved)
         ok, why = agree(collective_sequence(graph), timeout_s=self.agree_timeout)
         if ok:
             if moved is not None:
@@ -109,7 +125,40 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             log.info("overlapsat: the ranks did not agree on this FX graph's collective order (%s); it was kept", why)
         return ok and moved is not None
 
-    def _run(self, graph: Any) -> Moved | None:
+    def _agree_plan(self, graph: Any, pending: _Pending) -> bool:
+        ok, why = agree(pending.sequence, timeout_s=self.agree_timeout)
+        if not ok:
+            log.warning("overlapsat: keeping this FX graph's order: the ranks did not agree on the plan's "
+                        "collective sequence: %s", why)
+            return False
+        try:
+            h, order = merge_plan(graph, pending.graph, pending.plan, self._importer)
+            moved = self._move(graph, h, order, level="free")
+            if collective_sequence(graph) != pending.sequence:
+                raise GraphError("the graph issues another collective sequence than its dry run did")
+        except Exception as e:  # noqa: BLE001 - the dry run on a copy passed, so this is a bug; say so
+            log.error("overlapsat: applying an agreed plan to this FX graph failed after its dry run passed "
+                      "(%s: %s); the graph may hold torch's merged buckets in torch's placement", type(e).__name__, e)
+            return False
+        self._pin(graph, *moved)
+        return True
+
+    def _importer(self, fx_graph: Any) -> Graph:
+        from overlapsat.torch.fx import import_fx
+
+        return import_fx(fx_graph, name="fx graph", profile=self.profile)
+
+    def _dry_run(self, graph: Any, g: Graph, order: list[str], buckets: list[list[str]]) -> _Pending:
+        """Merge and order a copy of the graph: what the plan would make, checked before the graph is touched."""
+        import copy
+
+        plan = Plan(tuple(order), tuple(Bucket(tuple(b)) for b in buckets), g.fingerprint())
+        twin = copy.deepcopy(graph)
+        h, moved = merge_plan(twin, g, plan, self._importer)
+        self._move(twin, h, moved, level="free")
+        return _Pending(plan, g, collective_sequence(twin))
+
+    def _run(self, graph: Any) -> Moved | _Pending | None:
         """Import, then record the graph (capture, a miss) or move its nodes to the schedule (what `_pin` needs)."""
         from overlapsat.torch.fx import import_fx
 
@@ -118,8 +167,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             g = g.with_comm_scale(self.comm_slowdown)
         fp = g.fingerprint()
         if self.mode != "capture":
-            order, why, metrics = stored_or_solved(self.store, g, fp, mode=self.mode, time_limit=self.time_limit,
-                                                   collective_order=self.collective_order)
+            order, why, metrics, buckets = stored_or_solved(self.store, g, fp, mode=self.mode,
+                                                            time_limit=self.time_limit,
+                                                            collective_order=self.collective_order, plans=self.plans)
+            if order is not None and buckets:
+                pending = self._dry_run(graph, g, order, buckets)
+                self._budget = _budget_of(fp, metrics)
+                note("fx", g.name, fp, "applied", f"a plan: {len(buckets)} buckets, {len(order)} nodes")
+                return pending
             if order is not None:
                 moved = self._move(graph, g, order)
                 self._budget = _budget_of(fp, metrics)
@@ -134,9 +189,10 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         record_graph(self.store, g, fp)
         return None
 
-    def _move(self, graph: Any, g: Graph, order: list[str]) -> Moved:
-        """Validate, find the pins and dry-run their wrapping (the step that can fail), then move the nodes."""
-        vs = validate(g, order, collective_order=self.collective_order)
+    def _move(self, graph: Any, g: Graph, order: list[str], level: str | None = None) -> Moved:
+        """Validate, find the pins and dry-run their wrapping (the step that can fail), then move the nodes.
+        A plan's order is validated at "free" here (`merge_plan` checks its collective sequence)."""
+        vs = validate(g, order, collective_order=level or self.collective_order)
         if vs:
             raise GraphError(f"the stored schedule is invalid for this graph ({vs[0]})")
         by_name = {n.name: n for n in graph.nodes if n.op == "call_function"}
@@ -168,7 +224,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         None under "free", which makes Inductor skip its caches: a rank that loaded a cached graph would not
         take part in the agreement its peers wait for (overlapsat.torch.agree). None in capture mode too: a
         cached graph never reaches the pass, so nothing would be recorded."""
-        if self.collective_order == "free" or self.mode == "capture":
+        if self.agreeing or self.mode == "capture":
             return None
         return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-{self.pin}-"
                 f"{self.comm_slowdown}-"
@@ -177,13 +233,23 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def __getstate__(self) -> dict[str, Any]:
         return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,
                 "collective_order": self.collective_order, "profile": self.profile, "pin": self.pin,
-                "comm_slowdown": self.comm_slowdown, "agree_timeout": self.agree_timeout}
+                "comm_slowdown": self.comm_slowdown, "agree_timeout": self.agree_timeout, "plans": self.plans}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.time_limit = state["store"], state["mode"], state["time_limit"]
         self.collective_order, self.profile, self.on_apply = state["collective_order"], state["profile"], None
         self.pin, self.comm_slowdown = state.get("pin", "compute"), state.get("comm_slowdown", 1.0)
         self.agree_timeout = state.get("agree_timeout", 1800.0)
+        self.plans = state.get("plans", False)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A plan whose dry run passed on a copy: applied to the graph once every rank agrees on `sequence`."""
+
+    plan: Plan
+    graph: Graph  # the unbucketed model graph the plan is for
+    sequence: list[str]  # the collectives the dry run's graph issues, in order
 
 
 def _budget_of(fp: str, metrics: dict[str, Any]) -> tuple[str, int, int | None] | None:
@@ -263,12 +329,16 @@ def _restore(graph: Any, before: list[Any]) -> None:
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
                collective_order: str = "group", profile: str = "h200", pin: str = "compute",
                comm_slowdown: float = 1.0, agree_timeout: float = 1800.0,
-               buffer_reuse: bool = True) -> FxSchedulePass:
+               buffer_reuse: bool = True, plans: bool = False) -> FxSchedulePass:
     """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off.
 
     collective_order="free" lets the order change the collective sequence: each graph's order then stands
     only if every rank agrees on the sequence it issues (waiting up to `agree_timeout` s for the others), and
     Inductor's caches are skipped, so every rank compiles every graph (overlapsat.torch.agree).
+
+    plans=True applies stored plans (`overlapsat plan`): each bucket is merged with torch's own utilities, in
+    its members' order, on a copy first; the graph changes only when every rank agrees on the collective
+    sequence it would issue, so, as under "free", Inductor's caches are skipped (overlapsat.torch.fx_plan).
 
     buffer_reuse=False turns Inductor's buffer reuse off (`allow_buffer_reuse`): the generated code then
     frees each buffer after its last use, as the memory model does, where the reuse gate may hold a freed
@@ -286,7 +356,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
 
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
-                       pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout)
+                       pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout, plans=plans)
     changes: dict[str, Any] = {"post_grad_custom_post_pass": chained(icfg.post_grad_custom_post_pass, p),
                                "reorder_for_peak_memory": False, "reorder_for_compute_comm_overlap": False}
     if not buffer_reuse:

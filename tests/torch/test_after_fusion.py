@@ -95,7 +95,7 @@ def test_budget_is_read_from_the_stored_schedule(tmp_path):
     g = b.build()
     fp = g.fingerprint()
     def budget(fingerprint):  # what the FX pass reads: the metrics that came with the stored order
-        _order, _why, metrics = stored_or_solved(str(tmp_path), g, fingerprint, mode="apply", time_limit=1,
+        _order, _why, metrics, _ = stored_or_solved(str(tmp_path), g, fingerprint, mode="apply", time_limit=1,
                                                  collective_order="group")
         return _budget_of(fingerprint, metrics)
 

@@ -1,0 +1,91 @@
+"""Apply a plan's buckets to a post-grad FX graph with torch's own merge utilities (`install_fx(plans=True)`).
+
+A bucket becomes what torch's bucketing makes of it (`merge_all_gather_bucket`,
+`merge_reduce_scatter_bucket`, `merge_all_reduce_bucket` in
+`fx_passes/bucketing.py`): the members' inputs copied into one buffer in the
+members' order (so FSDP2's parameter order, and the bitwise result of a
+reduction, are torch's own), one collective, one wait, and the views or
+copies out. The plan's order names the bucketed graph's four nodes per bucket
+(MODEL.md "Buckets"); each expands into the FX nodes torch made for it:
+everything before the merged collective for the copy-in, everything after its
+wait for the copy-out.
+
+Merging cannot be undone in place, so the pass first merges and orders a copy
+of the graph; only when that copy validates, and every rank agrees on the
+collective sequence it would issue (`overlapsat.torch.agree`), is the graph
+itself changed, by the same deterministic steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Graph, NodeKind
+from overlapsat.plan import Plan
+
+MERGERS = {"all_gather": "merge_all_gather_bucket", "reduce_scatter": "merge_reduce_scatter_bucket",
+           "all_reduce": "merge_all_reduce_bucket"}
+
+
+def _is_wait(n: Any) -> bool:
+    return "wait_tensor" in str(getattr(n.target, "_name", n.target))
+
+
+def _is_collective(n: Any) -> bool:
+    name = str(getattr(n.target, "_name", n.target))
+    return "c10d" in name.partition("::")[0] and not _is_wait(n)
+
+
+def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Graph]) -> tuple[Graph, list[str]]:
+    """Merge `plan`'s buckets in `fx_graph` (in place), then: the graph `importer` makes of the merged FX graph,
+    and the plan's order in its node names. Raises GraphError where the merged graph and the plan disagree (the
+    order is then not valid on the merged graph, or misses one of its nodes)."""
+    import torch._inductor.fx_passes.bucketing as tb
+
+    by_name = {n.name: n for n in fx_graph.nodes if n.op == "call_function"}
+    expand: dict[str, list[Any]] = {}
+    coll_of: dict[str, str] = {}  # a bucket's collective (model name) -> the merged FX collective's name
+    for b in plan.buckets:
+        op = g.node(b.members[0]).op
+        if op not in MERGERS:
+            raise GraphError(f"{b.name}: torch has no merge for {op!r} collectives")
+        members = [by_name[m] for m in b.members]
+        new_nodes, _ = getattr(tb, MERGERS[op])(fx_graph, members)
+        ci = next((i for i, n in enumerate(new_nodes) if _is_collective(n)), None)
+        wi = next((i for i, n in enumerate(new_nodes) if _is_wait(n)), None)
+        if ci is None or wi is None or wi < ci:
+            raise GraphError(f"{b.name}: torch's merge made no collective followed by its wait")
+        c_in, coll, wait, c_out = b.nodes
+        expand[c_in], expand[coll] = new_nodes[:ci], [new_nodes[ci]]
+        expand[wait], expand[c_out] = new_nodes[ci + 1:wi + 1], new_nodes[wi + 1:]
+        coll_of[coll] = new_nodes[ci].name
+    live = {n.name: n for n in fx_graph.nodes if n.op == "call_function"}
+    pos = {n: i for i, n in enumerate(fx_graph.nodes)}
+    order: list[str] = []
+    for nm in plan.order:
+        if nm in expand:
+            order += [n.name for n in sorted((n for n in expand[nm] if n.name in live), key=pos.__getitem__)]
+        elif nm in live:
+            order.append(nm)
+        # else: a node torch's merge folded in (a dtype conversion before a gather)
+    h = importer(fx_graph)
+    left = sorted(set(h.names) - set(order))
+    if left or len(order) != len(set(order)):
+        raise GraphError(f"the merged FX graph and the plan differ: nodes the plan does not place: {left[:5]}")
+    from overlapsat.validate import validate
+
+    vs = validate(h, order, collective_order="free", limit=1)
+    if vs:
+        raise GraphError(f"the plan's order is not valid on the merged FX graph ({vs[0]})")
+    # the collective sequence each group issues is the plan's (validated on the bucketed model graph)
+    want = [coll_of.get(nm, nm) for nm in plan.order
+            if nm in coll_of or (nm in g.index and g.node(nm).kind is NodeKind.COLLECTIVE)]
+    got = [nm for nm in order if h.node(nm).kind is NodeKind.COLLECTIVE]
+    if got != want:
+        raise GraphError("the merged FX graph issues its collectives in another sequence than the plan's")
+    return h, order
+
+
+__all__ = ["merge_plan"]

@@ -1,0 +1,117 @@
+"""Plans inside torch.compile (`install_fx(plans=True)`, overlapsat.torch.fx_plan): buckets merged with torch's
+own utilities, the plan's order applied, on two gloo ranks; numerics match eager; a rank without the plan
+makes both keep Inductor's graph."""
+
+import os
+import shutil
+
+import pytest
+
+from tests.torch.scripts import CATCH_WARNINGS as CATCH
+from tests.torch.scripts import run_ranks
+
+
+def _ranks(phase, tmp_path, stores):
+    return run_ranks("plan_ranks.py", phase, tmp_path, stores, tag="_" + os.path.basename(stores[1]))
+
+
+def _save_plan(store):
+    """Every gather in one bucket and both reduce-scatters in another (torch's greedy bucketer with no cap),
+    ordered by `optimize` on the bucketed graph: the plan file `overlapsat plan` would write."""
+    from overlapsat import Problem, load_graph, optimize, save_schedule
+    from overlapsat.cost import cost_model
+    from overlapsat.heuristics.bucketing import greedy_buckets
+    from overlapsat.plan import materialize
+    from overlapsat.store import graph_path, recorded, schedule_path
+
+    (fp,) = recorded(str(store))
+    g = load_graph(graph_path(str(store), fp))
+    bs = greedy_buckets(g.relaxed("group"), 10**12)
+    assert sorted(len(b.members) for b in bs) == [2, 3]
+    h = materialize(g.relaxed("group"), bs, cost_model("h200").duration)
+    r = optimize(Problem.of(h, None, "group"), time_limit=2, deterministic=True)
+    save_schedule(schedule_path(str(store), fp), g, r.names, buckets=bs)
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+def test_two_ranks_apply_a_plan_with_torchs_merges_and_match_eager(tmp_path):
+    pytest.importorskip("torch")
+    with_plan, without = tmp_path / "store", tmp_path / "store_without"
+    with_plan.mkdir()
+    cap = _ranks("capture", tmp_path, [with_plan, with_plan])
+    assert all(c["matches_eager"] for c in cap) and cap[0]["gathers"] == 3 and cap[0]["reduce_scatters"] == 2
+    shutil.copytree(with_plan, without)  # the same recorded graph, no plan
+    _save_plan(with_plan)
+
+    both = _ranks("apply", tmp_path, [with_plan, with_plan])
+    for r, c in zip(both, cap):  # one merged gather and one merged reduce-scatter, the same results as eager
+        assert r["gathers"] == 1 and r["reduce_scatters"] == 1, r
+        assert r["matches_eager"] and r["warnings"] == [], r
+        assert r["values"] == c["values"]  # bitwise Inductor's unbucketed graph's: members keep their order
+
+    split = _ranks("apply", tmp_path, [with_plan, without])  # rank 1 has no plan: neither buckets, none hangs
+    for r in split:
+        assert r["gathers"] == 3 and r["reduce_scatters"] == 2 and r["matches_eager"], r
+    assert len(split[0]["warnings"]) == 1 and "did not agree" in split[0]["warnings"][0], split[0]
+    assert split[1]["warnings"] == [], split[1]
+
+
+FAULT_SCRIPT = r"""
+import logging, os, sys, tempfile
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+import torch, torch.distributed as dist
+import torch._inductor.config as icfg
+import torch.distributed._functional_collectives as funcol
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+icfg.force_disable_caches = True
+from torch._inductor.utils import run_and_get_code
+import overlapsat.torch.fx_apply as fa
+from overlapsat.torch.fx_apply import install_fx
+from tests.torch.test_fx_plan import _save_plan
+""" + CATCH + r"""
+G = dist.group.WORLD
+def step(w1, w2, w3, x):
+    a, b = funcol.all_gather_tensor(w1, 0, G), funcol.all_gather_tensor(w2, 0, G)
+    c = funcol.all_gather_tensor(w3, 0, G)
+    o = torch.tanh(torch.relu(x @ a.T) @ b) @ c.T
+    return funcol.reduce_scatter_tensor(o * 2, "sum", 0, G), funcol.reduce_scatter_tensor(torch.sin(o), "sum", 0, G)
+args = tuple(torch.randn(16, 16) for _ in range(4))
+ref = step(*args)
+store = tempfile.mkdtemp()
+install_fx("capture", store)
+torch.compile(step)(*args)
+_save_plan(store)
+def gathers(code):
+    return sum("_c10d_functional.all_gather_into_tensor" in ln and not ln.strip().startswith(("assert", "#"))
+               for ln in code.splitlines())
+for case in ("plans off", "merge fails", "applied"):
+    warnings.clear()
+    if case == "merge fails":
+        real = fa.merge_plan
+        def boom(*a, **k):
+            raise RuntimeError("merge broke")
+        fa.merge_plan = boom
+    install_fx("apply", store, plans=case != "plans off")
+    torch._dynamo.reset()
+    out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
+    if case == "merge fails":
+        fa.merge_plan = real
+    same = all(bool(torch.allclose(a, b, atol=1e-4)) for a, b in zip(out, ref))
+    print(case, same, gathers(codes[0][codes[0].find("def call("):]), " // ".join(warnings), sep="\t")
+"""
+
+
+@pytest.mark.compile
+def test_a_plan_the_pass_cannot_apply_keeps_inductors_graph_with_one_warning():
+    """plans off: the plan is not applied, one warning says how to apply it; a merge that fails (on the dry
+    run's copy) leaves the graph as it came, one warning; then applied: one gather."""
+    pytest.importorskip("torch")
+    from tests.torch.scripts import run_script
+
+    p = run_script(FAULT_SCRIPT)
+    rows = {ln.split("\t")[0]: ln.split("\t")[1:] for ln in p.stdout.splitlines() if ln.count("\t") == 3}
+    assert rows["plans off"][:2] == ["True", "3"] and "plans=True" in rows["plans off"][2], rows
+    assert rows["merge fails"][:2] == ["True", "3"] and rows["merge fails"][2].count("merge broke") == 1, rows
+    assert "//" not in rows["merge fails"][2], rows
+    assert rows["applied"] == ["True", "1", ""], rows
