@@ -84,9 +84,11 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "grou
     return sched, "ok"
 
 
-def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "group") -> tuple[list[str] | None, str]:
-    """The stored order for `graph` when it loads, matches and validates; else (None, why not)."""
-    sched, why = usable_stored(store, fp, graph, collective_order)
+def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "group", *,
+                    plans: bool = False) -> tuple[list[str] | None, str]:
+    """The stored order for `graph` when it loads, matches and validates; else (None, why not). With `plans`,
+    a plan's order (of its bucketed graph) counts too."""
+    sched, why = usable_stored(store, fp, graph, collective_order, plans=plans)
     return (sched.order if sched is not None else None), why
 
 
@@ -206,7 +208,8 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
                 from overlapsat.io import load_graph
 
                 g = load_graph(graph_path(store, fp))
-                order, _ = usable_schedule(store, fp, g, options.get("collective_order", "group"))
+                # a usable plan (`overlapsat plan` into the store) is kept: not overwritten by an order
+                order, _ = usable_schedule(store, fp, g, options.get("collective_order", "group"), plans=True)
             except GraphError:
                 order = None  # the task reports the bad graph
             if order is not None:

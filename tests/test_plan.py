@@ -151,7 +151,42 @@ def test_the_store_does_not_hand_a_plan_to_the_reorder_pass(tmp_path):
     fp = g.fingerprint()
     save_schedule(schedule_path(str(tmp_path), fp), g, materialize(g, [b], price).names, buckets=[b])
     sched, why = usable_stored(str(tmp_path), fp, g)
-    assert sched is None and "bucketed plan" in why
+    assert sched is None and "bucketed plan" in why and "plans=True" in why
+    sched, why = usable_stored(str(tmp_path), fp, g, plans=True)  # the FX pass's plans=True takes it
+    assert why == "ok" and sched.buckets == [["ag1", "ag2"]]
+
+
+def test_solve_store_keeps_a_plan_and_the_fx_pass_refuses_one_whose_order_breaks_a_level(tmp_path):
+    """A plan written into the store (`overlapsat plan` on the recorded graph) is not overwritten by an order;
+    an order that swaps the bucket with a collective of its group is valid at free but not at group."""
+    import os
+
+    from overlapsat import save_graph, save_schedule
+    from overlapsat.store import graph_path, schedule_path, solve_store, usable_stored
+
+    g = two_gathers()
+    fp = g.fingerprint()
+    save_graph(g, graph_path(str(tmp_path), fp))
+    b = Bucket(("ag1", "ag2"))
+    path = schedule_path(str(tmp_path), fp)
+    save_schedule(path, g, materialize(g, [b], price).names, buckets=[b])
+    before = os.stat(path).st_mtime_ns
+    (o,) = solve_store(str(tmp_path), time_limit=1)
+    assert o.outcome == "has_schedule" and os.stat(path).st_mtime_ns == before
+    # three gathers, the first and last bucketed: the bucket takes the first's place, before the middle one
+    three = Graph(g.nodes + (Node("ag3", K, 10.0, group="dp", op="all_gather", nbytes=5000, group_size=2),
+                             Node("w3", W, collective="ag3")),
+                  g.buffers + (Buffer("y3", "ag3", ("w3",), 8, 8),), name="three")
+    b13 = Bucket(("ag1", "ag3"))
+    h = materialize(three, [b13], price)
+    assert h.names.index(b13.name) < h.names.index("ag2")
+    swapped = [n for n in h.names if n not in b13.nodes[:2]]
+    at = swapped.index("ag2") + 1
+    swapped[at:at] = list(b13.nodes[:2])  # ag2 issued before the bucket: not the plan's sequence
+    fp3 = three.fingerprint()
+    save_schedule(schedule_path(str(tmp_path), fp3), three, swapped, buckets=[b13])  # valid at free
+    sched, why = usable_stored(str(tmp_path), fp3, three, "group", plans=True)
+    assert sched is None and "invalid schedule" in why
 
 
 def _latency(alpha):
