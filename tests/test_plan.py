@@ -212,6 +212,22 @@ def test_the_plan_buckets_where_the_latency_pays_for_the_copies_and_not_where_it
     assert r0.buckets == () and r0.makespan == pytest.approx(60.0)
 
 
+def test_a_peers_buckets_are_a_warm_start_and_illegal_ones_are_refused_by_name():
+    """A peer's buckets (torch's OverlapScheduler's, say) are judged and kept when best: with a 100-us latency
+    the one bucket wins (190 us, the hand-computed figure above) even where the greedy caps cannot form it."""
+    from overlapsat import Problem
+    from overlapsat.solver.plan_search import optimize_plan
+
+    g = two_gathers()
+    priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
+    r = optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=5, max_evaluations=1,
+                      starts={"torch OverlapScheduler": [["ag1", "ag2"]]})
+    assert [b.members for b in r.buckets] == [("ag1", "ag2")] and r.makespan == pytest.approx(190.0)
+    with pytest.raises(GraphError, match="(?s)warm start 'peer'.*'m1' is not a collective"):
+        optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=1,
+                      starts={"peer": [["ag1", "m1"]]})
+
+
 def replace_dur(nd, price):
     from dataclasses import replace
 

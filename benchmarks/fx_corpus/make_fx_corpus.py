@@ -96,13 +96,14 @@ def main(names: list[str], out: str) -> None:
         peer = overlap_scheduler_order(gm, g)
         t_peer = time.monotonic() - t0
         gm2, _ = trace(name)  # bucketing rewrites the graph: a fresh trace of the same step
-        b = bucketed(gm2, g)
+        torch_buckets: list[list[str]] = []
+        b = bucketed(gm2, g, torch_buckets)
         bucket = None
         if b is not None:  # a different graph: its own figures, in the order torch chose
             r = simulate(b)
             c2 = b.counts()
             bucket = {"nodes": c2["nodes"], "collectives": c2["collective"], "makespan_us": r.makespan,
-                      "exposed_us": r.exposed, "peak_memory": r.peak_memory}
+                      "exposed_us": r.exposed, "peak_memory": r.peak_memory, "buckets": torch_buckets}
         path = os.path.join(out, f"{name}.json.gz")
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "bucketed": bucket,

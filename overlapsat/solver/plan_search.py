@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -107,12 +107,15 @@ class PlanResult:
 
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
-                  **options: Any) -> PlanResult:
+                  starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None, **options: Any) -> PlanResult:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
     (`NODE_EVALUATIONS_PER_SECOND` / nodes over its `SEARCH_SHARE`); in timed mode the search also stops at that
-    share of the clock."""
+    share of the clock. `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's
+    with bucketing on); each is judged by the whole portfolio and is a finalist, so the plan is never worse
+    than the best order the portfolio finds for it (deterministic mode). An illegal one raises GraphError."""
+    starts_given = starts
     if params is None:
         options.setdefault("collective_order", problem.collective_order)
         params = SolveParams.from_kwargs(**options)
@@ -166,6 +169,16 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         bs = tuple(greedy_buckets(g, int(cap * MIB)))
         if bs not in starts.values():
             starts[f"torch greedy, {cap:g} MB"] = bs
+    peers: list[tuple[Bucket, ...]] = []
+    for name, given in (starts_given or {}).items():
+        bs = tuple(sorted((b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in given),
+                          key=lambda b: g.index.get(b.members[0], -1)))
+        bad = bucket_problems(g, bs)
+        if bad:
+            raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
+        peers.append(bs)
+        if bs not in starts.values():
+            starts[name] = bs
     # the warm starts are judged by the whole portfolio; the pass that wins on the best of them joins the few
     # the hill climb scores by (on a graph where Inductor's iterative passes win, the linear ones mislead)
     start_rows = {name: (judge(bs) if name == "no buckets" or not late() else score(bs)) for name, bs in starts.items()}
@@ -203,7 +216,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     # best pass), so the plan is never worse than that peer
     peer = starts[f"torch greedy, {CAPS_MB[0]:g} MB"] if f"torch greedy, {CAPS_MB[0]:g} MB" in starts else ()
     ranked = sorted((bs for bs, e in scored.items() if e is not None), key=lambda bs: (ms(bs), len(bs)))
-    finalists = list(dict.fromkeys([best, *ranked[:FINALISTS], peer]))
+    finalists = list(dict.fromkeys([best, *ranked[:FINALISTS], peer, *peers]))
     for bs in finalists:
         if not late():  # timed mode, out of the search's share: the scores alone decide (the peer promise is dropped)
             judge(bs)

@@ -63,11 +63,42 @@ def _on_overlapsat_terms(dur_ms: dict[str, float]) -> Iterator[None]:
         osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
 
 
-def bucketed(gm: Any, graph: Graph) -> Graph | None:
+@contextmanager
+def _recording_merges(into: dict[str, list[str]]) -> Iterator[None]:
+    """While inside: each bucket torch's bucketers merge, as {merged collective's name: the original members},
+    through nested merges (an FSDP pre-bucket merged again)."""
+    from torch._inductor.fx_passes import bucketing as tb
+
+    names = ("merge_all_gather_bucket", "merge_reduce_scatter_bucket", "merge_all_reduce_bucket")
+    saved = {nm: getattr(tb, nm) for nm in names if hasattr(tb, nm)}
+
+    def recording(fn: Any) -> Any:
+        def merge(g: Any, nodes: list[Any], *args: Any, **kwargs: Any) -> Any:
+            members = [m for n in nodes for m in into.pop(n.name, [n.name])]
+            out = fn(g, nodes, *args, **kwargs)
+            coll = next((n for n in out[0] if "c10d" in str(getattr(n.target, "_name", n.target))
+                         and "wait_tensor" not in str(getattr(n.target, "_name", n.target))), None)
+            if coll is not None:
+                into[coll.name] = members
+            return out
+        return merge
+
+    for nm, fn in saved.items():
+        setattr(tb, nm, recording(fn))
+    try:
+        yield
+    finally:
+        for nm, fn in saved.items():
+            setattr(tb, nm, fn)
+
+
+def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None) -> Graph | None:
     """OverlapScheduler with collective bucketing on: a different graph (collectives merged), returned as a
-    Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`."""
+    Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`.
+    `buckets`, a list, receives torch's buckets by the members' names in `graph` (a plan's buckets)."""
     if not available():
         return None
+    merges: dict[str, list[str]] = {}
     import torch._inductor.config as icfg
     from torch._inductor.fx_passes import overlap_scheduling as osched
 
@@ -80,13 +111,16 @@ def bucketed(gm: Any, graph: Graph) -> Graph | None:
     autofix = {"overlap_scheduling_autofix_cycles": True} if hasattr(
         icfg.aten_distributed_optimizations, "overlap_scheduling_autofix_cycles") else {}
     try:
-        with _on_overlapsat_terms(dur_ms), icfg.patch({f"aten_distributed_optimizations.{k}": v
-                                                       for k, v in autofix.items()}):
+        with _on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(
+                {f"aten_distributed_optimizations.{k}": v for k, v in autofix.items()}):
             # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
             out = osched.schedule_overlap_bucketing(
                 gm, collective_bucketing=True, compute_estimator="analytical",
                 custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
-        return import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
+        h = import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
+        if buckets is not None:
+            buckets += [ms for nm, ms in merges.items() if nm in h.index and len(ms) >= 2]
+        return h
     except Exception as e:  # noqa: BLE001 - no bucketed row
         log.warning("torch's bucketing failed on %s (%s: %s); no bucketed row", graph.name, type(e).__name__, e)
         return None

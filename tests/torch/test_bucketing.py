@@ -56,3 +56,26 @@ def test_the_same_buckets_as_torch(cap_mb, mixed):
     assert keys == {"all_gather": "float32" if not mixed else keys["all_gather"], "reduce_scatter": "sum,float32"}
     if mixed:
         assert g.node("all_gather_into_tensor_4").bucket_key == "float16"
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_torchs_scheduler_buckets_are_recorded_as_a_plan_of_the_unbucketed_graph():
+    """`fx_peer.bucketed(gm, g, out)` records torch's OverlapScheduler's buckets (FSDP pre-bucketing, then its
+    overlap-preserving bucketing) by member names of `g`: every member a collective of `g`, each once, and as many
+    merged collectives in torch's graph as buckets plus the collectives left alone."""
+    from overlapsat.plan import bucket_problems
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_peer import available, bucketed
+
+    if not available():
+        pytest.skip("this torch has no OverlapScheduler")
+    g = import_fx(_fsdp_step(6))
+    out: list[list[str]] = []
+    h = bucketed(_fsdp_step(6), g, out)
+    assert h is not None and out and any(len(b) > 2 for b in out)  # torch did bucket
+    members = [m for b in out for m in b]
+    assert len(members) == len(set(members)) and set(members) <= {g.names[c] for c in g.coll_seq}
+    assert len(h.coll_seq) == len(out) + len(g.coll_seq) - len(members)
+    from overlapsat.plan import Bucket
+
+    assert bucket_problems(g, [Bucket(tuple(b)) for b in out]) == []  # one key, no member depends on another
