@@ -47,3 +47,21 @@ def test_the_larger_fx_graphs_load_and_their_peer_orders_are_permutations(name):
             if nd.group:
                 ops[nd.group].add(nd.op)
         assert sorted(map(sorted, ops.values())) == [["all_gather", "reduce_scatter"], ["all_to_all"]]
+
+
+@pytest.mark.parametrize("name", ["llama3_8b_L4_w64", "llama3_8b_L32_w64", "moe_dsv3_L8_ep8_w64"])
+def test_the_recorded_peer_buckets_are_plans_of_the_graph(name):
+    """torch's scheduler's buckets and the TBB buckets (one gather and one reduce-scatter bucket per block)
+    are legal buckets of the graph: bench_plan orders them as plans of the same problem."""
+    from overlapsat.plan import Bucket, bucket_problems
+
+    with gzip.open(PATH.replace("llama3_8b_L4_w64", name), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    g = graph_from_dict(d["graph"])
+    tbb = [Bucket(tuple(b)) for b in d["tbb"]]
+    assert tbb and bucket_problems(g.relaxed("free"), tbb) == []
+    ops = {g.node(b.members[0]).op for b in tbb}
+    assert ops == {"all_gather", "reduce_scatter"}
+    torch_bs = [Bucket(tuple(b)) for b in d["bucketed"]["buckets"]]
+    members = [m for b in torch_bs for m in b.members]
+    assert torch_bs and len(members) == len(set(members)) and set(members) <= set(g.names)

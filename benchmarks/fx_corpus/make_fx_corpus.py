@@ -8,7 +8,9 @@ group, traces one training step (forward, loss, backward through
 collectives, imports it with `overlapsat.torch.fx.import_fx` (calibrated H200
 pricing) and runs torch's OverlapScheduler on it for the peer order, and
 once more with bucketing on (a different graph; its figures only). Writes
-`<name>.json.gz` with the graph, the peer's order and the bucketed figures.
+`<name>.json.gz` with the graph, the peer's order, the bucketed figures and
+torch's buckets, and a TBB plan's buckets (one gather bucket and one
+reduce-scatter bucket per transformer block, `block_buckets`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ CASES = {
 
 
 def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
+    gm, names, t = trace_named(name)
+    return gm, t
+
+
+def trace_named(name: str) -> tuple[torch.fx.GraphModule, list[str], float]:
+    """The traced step, its parameters' names (in placeholder and gradient-output order), and the seconds."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -76,7 +84,48 @@ def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
             return list(torch.autograd.grad(out.float().pow(2).mean(), list(params.values())))
 
         gm = make_fx(step)(params, x)
-    return gm, time.monotonic() - t0
+    return gm, list(params), time.monotonic() - t0
+
+
+def block_buckets(gm: torch.fx.GraphModule, param_names: list[str], g) -> list[list[str]]:
+    """TBB (transformer-block bucketing): per transformer block, its parameters' all_gathers in one bucket and
+    their gradients' reduce_scatters in another (per bucket key), as torchtitan's per-block manual plans do.
+    A gather's block is that of the parameter it gathers (its placeholder); a reduce-scatter's, that of the
+    gradient output it feeds. Collectives of activations (TP, expert all_to_all) are left alone."""
+    import re
+
+    def block(pname: str) -> int | None:
+        m = re.search(r"(?:^|\.)(\d+)\.", pname)  # "3.wq" or "layers.3.attn.wq": block 3
+        return int(m.group(1)) if m else None
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    of_input = {ph.name: block(nm) for ph, nm in zip(placeholders, param_names)}
+    (outs,) = [n for n in gm.graph.nodes if n.op == "output"][0].args
+    of_output = {o.name: block(nm) for o, nm in zip(outs, param_names) if isinstance(o, torch.fx.Node)}
+
+    def source(n):  # the placeholder a gather's input comes from, through single-input ops
+        while n.op != "placeholder" and len(n.all_input_nodes) == 1:
+            n = n.all_input_nodes[0]
+        return of_input.get(n.name)
+
+    def sink(n):  # the gradient output a reduce-scatter feeds, through single-user ops
+        while n.name not in of_output and len(n.users) == 1 and next(iter(n.users)).op != "output":
+            n = next(iter(n.users))
+        return of_output.get(n.name)
+
+    groups: dict[tuple, list[str]] = {}
+    for c in g.coll_seq:
+        nd = g.nodes[c]
+        fx_node = next(n for n in gm.graph.nodes if n.name == nd.name)
+        if nd.op == "all_gather":
+            b = source(fx_node.args[0])
+        elif nd.op == "reduce_scatter":
+            b = sink(next(iter(fx_node.users)))
+        else:
+            b = None
+        if b is not None:
+            groups.setdefault((b, nd.op, nd.group, nd.bucket_key), []).append(nd.name)
+    return [ms for ms in groups.values() if len(ms) >= 2]
 
 
 def main(names: list[str], out: str) -> None:
@@ -88,9 +137,10 @@ def main(names: list[str], out: str) -> None:
             subprocess.run([sys.executable, os.path.abspath(__file__), name, "--out", out], check=True)
         return
     for name in names:
-        gm, t_trace = trace(name)
+        gm, param_names, t_trace = trace_named(name)
         t0 = time.monotonic()
         g = import_fx(gm, name=name)  # group sizes from the (fake) process groups
+        tbb = block_buckets(gm, param_names, g)
         t_import = time.monotonic() - t0
         t0 = time.monotonic()
         peer = overlap_scheduler_order(gm, g)
@@ -106,7 +156,7 @@ def main(names: list[str], out: str) -> None:
                       "exposed_us": r.exposed, "peak_memory": r.peak_memory, "buckets": torch_buckets}
         path = os.path.join(out, f"{name}.json.gz")
         with gzip.open(path, "wt", encoding="utf-8") as f:
-            json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "bucketed": bucket,
+            json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "bucketed": bucket, "tbb": tbb,
                        "torch_version": torch.__version__,
                        "seconds": {"trace": t_trace, "import": t_import, "peer": t_peer}}, f)
         c = g.counts()
