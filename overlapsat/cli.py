@@ -387,9 +387,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",
         f"  plan: {len(r.buckets)} buckets ({sum(len(b.members) for b in r.buckets)} collectives merged); "
-        f"{r.stats['bucketings_scored']} bucketings scored, {r.moves['accepted']} moves kept",
-        "  warm starts (best scoring pass on each bucketed graph): "
-        + ", ".join(f"{k} {fmt_us(v)}" for k, v in r.starts.items()),
+        + (f"every one of the {r.stats['every_bucketing']} legal bucketings ordered" if "every_bucketing" in r.stats
+           else f"{r.stats['bucketings_scored']} bucketings scored, {r.moves['accepted']} moves kept"),
+        *(["  warm starts (best scoring pass on each bucketed graph): "
+           + ", ".join(f"{k} {fmt_us(v)}" for k, v in r.starts.items())] if r.starts else []),
         f"  makespan {fmt_us(res.makespan)}, exposed {fmt_us(res.exposed)}, peak memory "
         f"{fmt_bytes(res.peak_memory)}" + (f" (budget {fmt_bytes(res.memory_budget)})" if res.memory_budget else ""),
         f"  order: status {res.status.value}, bound {fmt_us(res.bound)}, gap {100 * res.gap:.1f}% -- for the "

@@ -205,7 +205,9 @@ def test_the_plan_buckets_where_the_latency_pays_for_the_copies_and_not_where_it
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
     r = optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=5)
     assert [b.members for b in r.buckets] == [("ag1", "ag2")] and r.makespan == pytest.approx(190.0)
-    assert r.starts["no buckets"] == pytest.approx(240.0)
+    assert r.unbucketed == pytest.approx(240.0) and r.bought == pytest.approx(50.0)
+    # two legal bucketings, both ordered to proven optima (240 and 190 us): optimal over every plan
+    assert r.stats["every_bucketing"] == 2 and r.proven and r.bound == pytest.approx(190.0) and r.gap == 0.0
     assert validate(r.bucketed, list(r.plan.order)) == []
     cheap = Graph(tuple(replace_dur(nd, _latency(0.0)) for nd in g.nodes), g.buffers, name="g")
     r0 = optimize_plan(Problem.of(cheap, None, "group"), _latency(0.0), time_limit=5)
@@ -276,7 +278,7 @@ PLAN_SEEDS = int(os.environ.get("OVERLAPSAT_PLAN_SEEDS", "30"))  # a soak: OVERL
 
 
 @pytest.mark.parametrize("seed", range(PLAN_SEEDS))
-def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed):
+def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, monkeypatch):
     """Random small graphs (brute force's generator) with a latency-heavy price: every legal bucketing is
     enumerated and each bucketed graph brute-forced. The plan's makespan is at least the best over every plan,
     its order is valid on its bucketed graph, and an `optimal` status is true there."""
@@ -313,7 +315,10 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed):
             best_any = ms if best_any is None else min(best_any, ms)
     if best_any is None:
         pytest.skip("no plan brute force can list")
+    if seed % 2:  # the local search, not the ordering of every bucketing these small graphs allow
+        monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
     r = optimize_plan(pb, price, time_limit=5, max_evaluations=20)
+    assert ("every_bucketing" in r.stats) == (seed % 2 == 0)
     assert validate(Problem(r.bucketed, None, co), list(r.plan.order)) == []
     assert r.makespan >= best_any - 1e-9
     assert r.bound <= best_any * (1 + 1e-9)  # a bound over every plan
@@ -359,3 +364,30 @@ def test_a_plan_stays_within_the_budget():
     assert tight.buckets == () and tight.result.peak_memory <= 1000
     loose = optimize_plan(Problem.of(priced, 1600, "group"), _latency(100.0), time_limit=5)
     assert len(loose.buckets) == 1 and loose.result.peak_memory <= 1600 and loose.makespan < tight.makespan
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_bucketing_is_every_set_of_disjoint_legal_buckets(seed):
+    """`all_bucketings` against a plain enumeration: every set of pairwise disjoint legal buckets (of any size
+    two or more), on small graphs of one or two keys with dependencies between some gathers."""
+    import itertools
+
+    from overlapsat.solver.plan_search import all_bucketings
+
+    g = _gathers(seed)
+    if seed % 2:  # a second key: the later gathers become reduce-scatters
+        g = Graph(tuple(replace_dur(nd, lambda n: n.duration) if nd.name != "ag2" else
+                        Node("ag2", K, 1.0, group="dp", op="reduce_scatter", nbytes=nd.nbytes, group_size=2)
+                        for nd in g.nodes), g.buffers, g.edges, name=g.name)
+    colls = [g.names[c] for c in g.coll_seq]
+    cands = [Bucket(c) for k in range(2, len(colls) + 1) for c in itertools.combinations(colls, k)
+             if not bucket_problems(g, [Bucket(c)])]
+    truth = set()
+    for k in range(len(cands) + 1):
+        for bs in itertools.combinations(cands, k):
+            ms = [m for b in bs for m in b.members]
+            if len(ms) == len(set(ms)):
+                truth.add(frozenset(bs))
+    got = all_bucketings(g, 10**6)
+    assert len(got) == len(set(map(frozenset, got))) and set(map(frozenset, got)) == truth
+    assert all_bucketings(g, len(truth) - 1) is None

@@ -12,6 +12,7 @@ over every bucketing", decision 40).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -20,12 +21,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from overlapsat.bounds import lower_bound
-from overlapsat.errors import GraphError
+from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, rank_key
 from overlapsat.graph import Graph
 from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import pipelines, run_all
-from overlapsat.plan import Bucket, Plan, Pricing, any_bucketing_relaxation, bucket_key, bucket_problems, materialize
+from overlapsat.plan import (
+    Bucket,
+    Plan,
+    Pricing,
+    any_bucketing_relaxation,
+    bucket_key,
+    bucket_problems,
+    materialize,
+    member_problems,
+)
 from overlapsat.problem import Problem
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
@@ -41,6 +51,7 @@ FINALISTS = 3  # best scored bucketings judged with the whole portfolio before t
 NODE_EVALUATIONS_PER_SECOND = 25_000
 BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
 LIFT_NODES = 2000  # beyond this the whole-graph model proves little in that share
+EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
 
 
 @dataclass
@@ -129,6 +140,13 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
+    for name, given in (starts_given or {}).items():
+        bad = bucket_problems(g, [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in given])
+        if bad:
+            raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
+    space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
+    if space is not None:  # few enough to order each (the starts are among them)
+        return _every_bucketing(problem, price, params, space, t0)
     scored: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the few passes of the hill climb
     full: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the whole portfolio
     passes: list[str] = list(SCORE_PASSES)
@@ -243,6 +261,91 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
                       {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
                        "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
                       bound, tuple(notes), unb.makespan if unb is not None else math.inf)
+
+
+def all_bucketings(g: Graph, limit: int) -> list[tuple[Bucket, ...]] | None:
+    """Every legal bucketing of `g` (MODEL.md "Buckets"), or None when there are more than `limit`: per bucket
+    key, every partition of its collectives into legal buckets and collectives left alone."""
+    by_key: dict[tuple, list[int]] = {}
+    for c in g.coll_seq:
+        if not member_problems(g, c):
+            by_key.setdefault(bucket_key(g.nodes[c]), []).append(c)
+    options: list[list[list[Bucket]]] = []
+    total = 1
+    for cs in by_key.values():
+        if len(cs) < 2:
+            continue
+        found: list[list[Bucket]] = []
+        if not _partitions(g, [g.names[c] for c in cs], [], found, limit):
+            return None
+        options.append(found)
+        total *= len(found)
+        if total > limit:
+            return None
+    if total > limit:
+        return None
+    out = [tuple(sorted((b for part in combo for b in part), key=lambda b: g.index[b.members[0]]))
+           for combo in itertools.product(*options)]
+    return sorted(out, key=len)
+
+
+def _partitions(g: Graph, rest: list[str], blocks: list[list[str]], out: list[list[Bucket]], limit: int) -> bool:
+    """Extend `blocks` by every placement of `rest` (each collective joins an earlier block or opens one);
+    append each legal partition's buckets to `out`. False once `out` passes `limit`."""
+    if not rest:
+        out.append([Bucket(tuple(b)) for b in blocks if len(b) >= 2])
+        return len(out) <= limit
+    head, tail = rest[0], rest[1:]
+    for b in blocks:
+        b.append(head)
+        ok = not bucket_problems(g, [Bucket(tuple(b))])
+        if ok and not _partitions(g, tail, blocks, out, limit):
+            b.pop()
+            return False
+        b.pop()
+    blocks.append([head])
+    more = _partitions(g, tail, blocks, out, limit)
+    blocks.pop()
+    return more
+
+
+def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, space: list[tuple[Bucket, ...]],
+                     t0: float) -> PlanResult:
+    """Order every legal bucketing with `optimize` (a share of the time limit each): the best plan, and a bound
+    at the problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no
+    order within the budget has none), beside the relaxation's."""
+    g = problem.relaxed
+    per = replace(params, time_limit=max(0.05, params.time_limit / len(space)))
+    best: tuple[tuple[Bucket, ...], Graph, Result] | None = None
+    bounds: list[float] = []
+    first_error: GraphError | None = None
+    unb = math.inf
+    for bs in space:
+        h = materialize(g, list(bs), price)
+        try:
+            res = optimize(problem.on(h), per)
+        except InfeasibleBudgetError as e:  # proven: no order of this bucketing is within the budget
+            first_error = first_error or e
+            continue
+        except NoValidOrderError as e:  # not proven either way: the analytical bound of its schedules
+            first_error = first_error or e
+            bounds.append(lower_bound(problem.on(h)).makespan)
+            continue
+        bounds.append(res.bound)
+        if not bs:
+            unb = res.makespan
+        if best is None or (res.makespan, len(bs)) < (best[2].makespan, len(best[0])):
+            best = (bs, h, res)
+    if best is None:
+        assert first_error is not None
+        raise first_error
+    bs, h, res = best
+    relaxed_bound, notes = bound_over_bucketings(problem, price)
+    plan = Plan(tuple(res.names), bs, problem.graph.fingerprint())
+    return PlanResult(plan, h, res, {}, {"tried": len(space), "accepted": 0},
+                      {"bucketings_scored": 0, "bucketings_judged": 0, "every_bucketing": len(space),
+                       "plan_search_s": time.monotonic() - t0}, (), None,
+                      max(relaxed_bound, min(bounds)), tuple(notes), unb)
 
 
 def bound_over_bucketings(problem: Problem, price: Pricing,
