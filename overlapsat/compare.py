@@ -162,7 +162,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
             extra_orders: dict[str, Any] | None = None,
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
             interference: Interference | None = None, hold: float | None = None,
-            plans: Pricing | None = None) -> Comparison:
+            plans: Pricing | None = None, plan_peers: dict[str, Any] | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
@@ -176,7 +176,9 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     measured) adds each row's exposure with transfers held back by running GEMMs (`simulate_held`), the
     estimate that matched the waits on NCCL on H200s; also an estimate only. `plans` (a cost model's `duration`,
     which prices merged collectives) adds plan rows beside the other graphs': torch's greedy bucketing (2000 MB,
-    its default) with the best pass on its bucketed graph, and `optimize_plan`'s plan (its own `time_limit`)."""
+    its default) with the best pass on its bucketed graph, and `optimize_plan`'s plan (its own `time_limit`).
+    `plan_peers` (name -> buckets, each a list of collective names: TBB, torch's OverlapScheduler's) adds a row per
+    peer bucketing, with the best pass on it, and gives each to the plan search as a warm start."""
     graph = as_graph(graph)
     problem = Problem.of(graph, memory_budget, collective_order)  # the budget resolved once, for every row
     budget = problem.budget
@@ -209,7 +211,9 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
     if plans is not None:
-        others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit)
+        others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit, plan_peers or {})
+    elif plan_peers:
+        raise GraphError("plan_peers need plans= (the cost model that prices merged collectives)")
     if interference is not None:  # the other graphs' rows too (a bucket's longer transfer slows what runs beside it)
         contended.update({r.method: simulate_contended(r.sim.graph, r.order, interference) for r in others})
     return Comparison(graph, rows, res.bound, budget, res, analytical, collective_order, others, interference, contended,
@@ -233,17 +237,17 @@ def _polished_row(graph: Graph, res: Result, interference: Interference, budget:
 
 
 def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int | None, deterministic: bool,
-               work_limit: float | None) -> list[Row]:
+               work_limit: float | None, peers: dict[str, Any]) -> list[Row]:
     """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
     from overlapsat.heuristics.bucketing import greedy_buckets
-    from overlapsat.plan import materialize
+    from overlapsat.plan import Bucket, materialize
     from overlapsat.solver.plan_search import optimize_plan
 
     g = problem.relaxed
     out = []
     t = time.monotonic()
     pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
-                       work_limit=work_limit)
+                       work_limit=work_limit, starts=peers)
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
     # it did not (timed mode, out of time)
@@ -255,6 +259,15 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     if best is not None:
         out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
                            note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
+    for name, buckets in peers.items():
+        bs = [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in buckets]
+        h = materialize(g, bs, price)
+        rows = [r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
+                if r.valid]
+        if rows:
+            best = min(rows, key=lambda r: r.makespan)
+            out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
+                               note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     assert pr.result.evaluated is not None
     out.append(replace(pr.result.evaluated, name="overlapsat plan", runtime_s=plan_s, stats={},
                        note=f"{len(pr.buckets)} buckets: {len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "

@@ -180,3 +180,26 @@ def test_plan_rows_sit_beside_the_table_and_the_plan_is_never_worse_than_torchs_
     assert rows["overlapsat plan"].makespan <= rows["torch greedy buckets"].makespan + 1e-9
     md = c.to_markdown()
     assert "overlapsat plan" in md and "the bound above does not apply" in md
+
+
+def test_a_peer_bucketing_is_a_row_and_a_warm_start_and_the_plan_is_never_worse():
+    """A TBB-like peer (all gathers in one bucket, all reduce-scatters in another): a row of its own, and the plan
+    (which took it as a warm start and judged it with the same portfolio) is no longer."""
+    from overlapsat import compare, load_graph
+    from overlapsat.cost.model import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.plan import Bucket, bucket_problems
+
+    model = cost_model("h200")
+    g = load_graph(bundled("fsdp_medium")).reprice(model)
+    by_op: dict = {}
+    for c in g.coll_seq:
+        by_op.setdefault(g.nodes[c].op, []).append(g.names[c])
+    peer = [ms for ms in by_op.values() if len(ms) >= 2 and not bucket_problems(g, [Bucket(tuple(ms))])]
+    assert peer
+    c = compare(g, time_limit=2, plans=model.duration, plan_peers={"block": peer})
+    rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
+    assert set(rows) == {"torch greedy buckets", "block buckets", "overlapsat plan"}
+    assert rows["overlapsat plan"].makespan <= rows["block buckets"].makespan + 1e-9
+    with pytest.raises(GraphError, match="plans="):
+        compare(g, time_limit=1, plan_peers={"block": peer})
