@@ -352,16 +352,23 @@ def test_a_bucket_key_keeps_apart_what_torch_keeps_apart_and_survives_a_file(tmp
         Graph((Node("c", C, 1.0, bucket_key="float32"),), name="bad")
 
 
-def test_a_plan_stays_within_the_budget():
+@pytest.mark.parametrize("search", [False, True])
+def test_a_plan_stays_within_the_budget(search, monkeypatch):
     """Larger buckets hold more memory: under a budget below the bucketed peak the plan leaves the bucket out;
-    a budget it fits keeps it (the figures of the hand-computed test above: 900 B unbucketed, 1600 B bucketed)."""
+    a budget it fits keeps it (the figures of the hand-computed test above: 900 B unbucketed, 1600 B bucketed).
+    Both ways: ordering both bucketings (then the tight plan is proven optimal over every plan within the
+    budget: the bucket has no order within it), and the local search."""
     from overlapsat import Problem
     from overlapsat.solver.plan_search import optimize_plan
+
+    if search:
+        monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
 
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in two_gathers().nodes), two_gathers().buffers,
                    name="g")
     tight = optimize_plan(Problem.of(priced, 1000, "group"), _latency(100.0), time_limit=5)
     assert tight.buckets == () and tight.result.peak_memory <= 1000
+    assert tight.proven == (not search) and tight.makespan == pytest.approx(240.0)
     loose = optimize_plan(Problem.of(priced, 1600, "group"), _latency(100.0), time_limit=5)
     assert len(loose.buckets) == 1 and loose.result.peak_memory <= 1600 and loose.makespan < tight.makespan
 
