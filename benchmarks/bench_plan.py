@@ -28,8 +28,8 @@ import time
 from overlapsat import Problem, evaluate, optimize
 from overlapsat.cost.model import cost_model
 from overlapsat.io import graph_from_dict
-from overlapsat.plan import Bucket, bucket_problems, materialize
-from overlapsat.solver.plan_search import optimize_plan
+from overlapsat.plan import bucket_problems, materialize
+from overlapsat.solver.plan_search import as_buckets, optimize_plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,8 +60,8 @@ def main() -> None:
         peers = {}
         for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
                              ("TBB", d.get("tbb", []))):
-            recorded = [Bucket(tuple(b)) for b in buckets]
-            legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]  # torch's multi-dtype ones are not
+            recorded = list(as_buckets(p.relaxed, buckets))  # members in the group's input order
+            legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]
             res = optimize(p.on(materialize(p.relaxed, legal, price)), time_limit=a.time_limit) if legal else None
             peers[key] = (legal, recorded, res)
         t = time.monotonic()

@@ -240,8 +240,8 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
                work_limit: float | None, peers: dict[str, Any]) -> list[Row]:
     """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
     from overlapsat.heuristics.bucketing import greedy_buckets
-    from overlapsat.plan import Bucket, materialize
-    from overlapsat.solver.plan_search import optimize_plan
+    from overlapsat.plan import materialize
+    from overlapsat.solver.plan_search import as_buckets, optimize_plan
 
     g = problem.relaxed
     out = []
@@ -260,7 +260,7 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
         out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
                            note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     for name, buckets in peers.items():
-        bs = [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in buckets]
+        bs = list(as_buckets(g, buckets))
         h = materialize(g, bs, price)
         rows = [r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
                 if r.valid]

@@ -62,6 +62,9 @@ def test_the_recorded_peer_buckets_are_plans_of_the_graph(name):
     assert tbb and bucket_problems(g.relaxed("free"), tbb) == []
     ops = {g.node(b.members[0]).op for b in tbb}
     assert ops == {"all_gather", "reduce_scatter"}
-    torch_bs = [Bucket(tuple(b)) for b in d["bucketed"]["buckets"]]
+    from overlapsat.solver.plan_search import as_buckets
+
+    torch_bs = as_buckets(g, d["bucketed"]["buckets"])  # torch lists members in its merge order
     members = [m for b in torch_bs for m in b.members]
     assert torch_bs and len(members) == len(set(members)) and set(members) <= set(g.names)
+    assert bucket_problems(g.relaxed("free"), torch_bs) == []  # every one a legal bucket of the graph

@@ -140,8 +140,9 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
-    for name, given in (starts_given or {}).items():
-        bad = bucket_problems(g, [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in given])
+    starts_given = {name: as_buckets(g, given) for name, given in (starts_given or {}).items()}
+    for name, given in starts_given.items():
+        bad = bucket_problems(g, given)
         if bad:
             raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
@@ -188,12 +189,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         if bs not in starts.values():
             starts[f"torch greedy, {cap:g} MB"] = bs
     peers: list[tuple[Bucket, ...]] = []
-    for name, given in (starts_given or {}).items():
-        bs = tuple(sorted((b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in given),
-                          key=lambda b: g.index.get(b.members[0], -1)))
-        bad = bucket_problems(g, bs)
-        if bad:
-            raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
+    for name, bs in starts_given.items():
         peers.append(bs)
         if bs not in starts.values():
             starts[name] = bs
@@ -261,6 +257,16 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
                       {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
                        "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
                       bound, tuple(notes), unb.makespan if unb is not None else math.inf)
+
+
+def as_buckets(g: Graph, given: Sequence[Bucket | Sequence[str]]) -> tuple[Bucket, ...]:
+    """A peer's buckets (members by name, in any order: torch lists them in its merge order) as this graph's:
+    each bucket's members in their group's input order, buckets by their first member."""
+    def pos(nm: str) -> int:
+        return g.index.get(nm, len(g.nodes))
+
+    bs = [Bucket(tuple(sorted(b.members if isinstance(b, Bucket) else tuple(b), key=pos))) for b in given]
+    return tuple(sorted(bs, key=lambda b: pos(b.members[0]) if b.members else -1))
 
 
 def all_bucketings(g: Graph, limit: int) -> list[tuple[Bucket, ...]] | None:
