@@ -398,3 +398,14 @@ def test_every_bucketing_is_every_set_of_disjoint_legal_buckets(seed):
     got = all_bucketings(g, 10**6)
     assert len(got) == len(set(map(frozenset, got))) and set(map(frozenset, got)) == truth
     assert all_bucketings(g, len(truth) - 1) is None
+
+
+def test_a_large_key_is_searched_not_listed():
+    """A key with hundreds of collectives (a 16k-node FSDP step has 855 gathers) is not listed: no recursion
+    through it (it raised RecursionError)."""
+    from overlapsat.examples import generate
+    from overlapsat.solver.plan_search import MAX_KEY_ENUMERATED, all_bucketings
+
+    g = generate("fsdp", seed=1, layers=80)
+    assert max(sum(1 for c in g.coll_seq if g.nodes[c].op == op) for op in ("all_gather",)) > MAX_KEY_ENUMERATED
+    assert all_bucketings(g, 10**9) is None

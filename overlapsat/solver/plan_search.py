@@ -51,7 +51,10 @@ FINALISTS = 3  # best scored bucketings judged with the whole portfolio before t
 NODE_EVALUATIONS_PER_SECOND = 25_000
 BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
 LIFT_NODES = 2000  # beyond this the whole-graph model proves little in that share
+SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
+LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
+MAX_KEY_ENUMERATED = 64  # collectives of one key beyond which bucketings are not listed (recursion depth, time)
 
 
 @dataclass
@@ -122,10 +125,11 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
-    (`NODE_EVALUATIONS_PER_SECOND` / nodes over its `SEARCH_SHARE`); in timed mode the search also stops at that
-    share of the clock. `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's
-    with bucketing on); each is judged by the whole portfolio and is a finalist, so the plan is never worse
-    than the best order the portfolio finds for it (deterministic mode). An illegal one raises GraphError."""
+    (`NODE_EVALUATIONS_PER_SECOND` / nodes over its `SEARCH_SHARE`) in deterministic mode; in timed mode the clock
+    ends the search at that share of the time limit (`SEARCH_SHARE_LARGE` above `LARGE_NODES` nodes).
+    `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's with bucketing on);
+    each is judged by the whole portfolio and is a finalist, so the plan is never worse than the best order the
+    portfolio finds for it (deterministic mode). An illegal one raises GraphError."""
     starts_given = starts
     if params is None:
         options.setdefault("collective_order", problem.collective_order)
@@ -133,9 +137,11 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     if params.collective_order != problem.collective_order:
         raise GraphError(f"collective_order {params.collective_order!r} differs from the Problem's "
                          f"{problem.collective_order!r}")
-    if max_evaluations is None:  # a count, not a clock: the same buckets on every machine
+    if max_evaluations is None and params.deterministic:  # a count, not a clock: the same buckets on every machine
         rate = NODE_EVALUATIONS_PER_SECOND / max(1000, len(problem.graph.nodes))
         max_evaluations = max(10, int(rate * SEARCH_SHARE * params.time_limit))
+    elif max_evaluations is None:  # timed: the clock (its share of the time limit) ends the search
+        max_evaluations = 2**62
     t0 = time.monotonic()
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
@@ -177,8 +183,12 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         e = score(bs)
         return e.makespan if e is not None else math.inf
 
+    # timed mode on a large graph: the order search after it rarely improves on the best pass's order (16k nodes),
+    # while judging one bucketing there costs about half a second, so the bucket search gets the larger share
+    share = SEARCH_SHARE_LARGE if not params.deterministic and len(g.nodes) > LARGE_NODES else SEARCH_SHARE
+
     def late() -> bool:
-        return not params.deterministic and time.monotonic() - t0 > SEARCH_SHARE * params.time_limit
+        return not params.deterministic and time.monotonic() - t0 > share * params.time_limit
 
     def out_of_budget() -> bool:
         return len(scored) + len(full) >= max_evaluations or late()
@@ -195,7 +205,11 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
             starts[name] = bs
     # the warm starts are judged by the whole portfolio; the pass that wins on the best of them joins the few
     # the hill climb scores by (on a graph where Inductor's iterative passes win, the linear ones mislead)
-    start_rows = {name: (judge(bs) if name == "no buckets" or not late() else score(bs)) for name, bs in starts.items()}
+    # (timed mode on a large graph: only the unbucketed start, as the rest would take the search's whole share; the
+    # finalists are judged later)
+    cheap = not params.deterministic and len(g.nodes) > LARGE_NODES
+    start_rows = {name: (judge(bs) if name == "no buckets" or not (late() or cheap) else score(bs))
+                  for name, bs in starts.items()}
     start_scores = {name: e.makespan if e is not None else math.inf for name, e in start_rows.items()}
     order_of_starts = sorted(starts, key=lambda k: (start_scores[k], len(starts[k])))
     best = starts[order_of_starts[0]]
@@ -213,7 +227,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         improved = True
         while improved and not out_of_budget():
             improved = False
-            for cand in _neighbours(g, cur):
+            here = best_known(cur)
+            for cand in _neighbours(g, cur, here.sim.collective_exposure() if here is not None else None):
                 if out_of_budget():
                     break
                 tried += 1
@@ -270,8 +285,9 @@ def as_buckets(g: Graph, given: Sequence[Bucket | Sequence[str]]) -> tuple[Bucke
 
 
 def all_bucketings(g: Graph, limit: int) -> list[tuple[Bucket, ...]] | None:
-    """Every legal bucketing of `g` (MODEL.md "Buckets"), or None when there are more than `limit`: per bucket
-    key, every partition of its collectives into legal buckets and collectives left alone."""
+    """Every legal bucketing of `g` (MODEL.md "Buckets"), or None when there are more than `limit` (or a key has
+    more than `MAX_KEY_ENUMERATED` collectives): per bucket key, every partition of its collectives into legal
+    buckets and collectives left alone."""
     by_key: dict[tuple, list[int]] = {}
     for c in g.coll_seq:
         if not member_problems(g, c):
@@ -281,6 +297,8 @@ def all_bucketings(g: Graph, limit: int) -> list[tuple[Bucket, ...]] | None:
     for cs in by_key.values():
         if len(cs) < 2:
             continue
+        if len(cs) > MAX_KEY_ENUMERATED:  # not listed (it may still have few legal bucketings): searched instead
+            return None
         found: list[list[Bucket]] = []
         if not _partitions(g, [g.names[c] for c in cs], [], found, limit):
             return None
@@ -368,31 +386,57 @@ def bound_over_bucketings(problem: Problem, price: Pricing,
     return bound, notes
 
 
-def _neighbours(g: Graph, bs: tuple[Bucket, ...]) -> Iterator[tuple[Bucket, ...]]:
-    """Every legal merge of two buckets of one key (nearest), drop of a bucket, and split of one in two, in
-    that order (the first improving one is taken, so the later ones are not built)."""
+def _neighbours(g: Graph, bs: tuple[Bucket, ...],
+                exposure: dict[str, float] | None = None) -> Iterator[tuple[Bucket, ...]]:
+    """Bucketings one move away, each once. First the moves the current order points at (`exposure`, each
+    collective's stall in it, by name of the bucketed graph): halving the buckets whose wait stalls, most stalled
+    first, and merging neighbouring buckets of one key neither of which stalls. Then every legal merge of two
+    buckets of one key (nearest), drop of a bucket, and split of one in two. The first improving one is taken,
+    so the later ones are not built."""
     pos = g.index
+    seen: set[tuple[Bucket, ...]] = set()
 
     def with_(drop: set[int], add: list[Bucket]) -> tuple[Bucket, ...]:
         kept = [b for i, b in enumerate(bs) if i not in drop] + [b for b in add if len(b.members) >= 2]
         return tuple(sorted(kept, key=lambda b: pos[b.members[0]]))
 
-    for i, a in enumerate(bs):  # merges of two buckets with one key, nearest first: fewer latencies
-        ka = bucket_key(g.node(a.members[0]))
+    def merge_with_next(i: int) -> tuple[int, Bucket] | None:
+        """The nearest later bucket of i's key and the two merged, if legal."""
+        ka = bucket_key(g.node(bs[i].members[0]))
         for j in range(i + 1, len(bs)):
-            b = bs[j]
-            if bucket_key(g.node(b.members[0])) != ka:
+            if bucket_key(g.node(bs[j].members[0])) != ka:
                 continue
-            merged = Bucket(tuple(sorted(a.members + b.members, key=pos.__getitem__)))
-            if not bucket_problems(g, [merged]):
-                yield with_({i, j}, [merged])
-            break
-    for i in range(len(bs)):  # drops: the members go back to their own transfers
-        yield with_({i}, [])
-    for i, b in enumerate(bs):  # splits in halves, then at every other point
-        half = len(b.members) // 2
-        for k in [half] + [k for k in range(1, len(b.members)) if k != half]:
-            yield with_({i}, [Bucket(b.members[:k]), Bucket(b.members[k:])])
+            merged = Bucket(tuple(sorted(bs[i].members + bs[j].members, key=pos.__getitem__)))
+            return (j, merged) if not bucket_problems(g, [merged]) else None
+        return None
+
+    def moves() -> Iterator[tuple[Bucket, ...]]:
+        if exposure:
+            stalled = sorted((i for i, b in enumerate(bs) if exposure.get(b.name, 0.0) > 0.0),
+                             key=lambda i: (-exposure[bs[i].name], i))
+            for i in stalled:
+                half = len(bs[i].members) // 2
+                yield with_({i}, [Bucket(bs[i].members[:half]), Bucket(bs[i].members[half:])])
+            for i, a in enumerate(bs):
+                if exposure.get(a.name, 0.0) == 0.0:
+                    m = merge_with_next(i)
+                    if m is not None and exposure.get(bs[m[0]].name, 0.0) == 0.0:
+                        yield with_({i, m[0]}, [m[1]])
+        for i in range(len(bs)):  # merges of two buckets with one key, nearest first: fewer latencies
+            m = merge_with_next(i)
+            if m is not None:
+                yield with_({i, m[0]}, [m[1]])
+        for i in range(len(bs)):  # drops: the members go back to their own transfers
+            yield with_({i}, [])
+        for i, b in enumerate(bs):  # splits in halves, then at every other point
+            half = len(b.members) // 2
+            for k in [half] + [k for k in range(1, len(b.members)) if k != half]:
+                yield with_({i}, [Bucket(b.members[:k]), Bucket(b.members[k:])])
+
+    for cand in moves():
+        if cand not in seen:
+            seen.add(cand)
+            yield cand
 
 
 __all__ = ["PlanResult", "optimize_plan"]
