@@ -206,7 +206,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     analytical = lower_bound(problem).makespan
     contended = {}
     if interference is not None:
-        polished = _polished_row(graph, res, interference, budget, collective_order, time_limit)
+        polished = _polished_row(problem, res, interference, time_limit)
         rows += [polished] if polished is not None else []
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
@@ -220,17 +220,15 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
                       hold, held)
 
 
-def _polished_row(graph: Graph, res: Result, interference: Interference, budget: int | None, collective_order: str,
-                  time_limit: float) -> Row | None:
+def _polished_row(problem: Problem, res: Result, interference: Interference, time_limit: float) -> Row | None:
     """The exact order with the plain model's ties broken by the contended makespan, as optimize(interference=)
     breaks them, as its own row: no longer in MODEL.md's terms, so the exact row's certificate covers it too.
     None when nothing moved."""
     t = time.monotonic()
-    params = SolveParams(time_limit=time_limit, collective_order=collective_order,  # type: ignore[arg-type]
+    params = SolveParams(time_limit=time_limit, collective_order=problem.collective_order,  # type: ignore[arg-type]
                          interference=interference)
     assert res.evaluated is not None
-    row, done = tie_break(Problem(graph.relaxed(collective_order), budget, collective_order), res.evaluated,
-                          params)  # optimize's graph
+    row, done = tie_break(problem.on(problem.relaxed), res.evaluated, params)  # optimize's graph
     if not done["moves"]:
         return None
     return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")
