@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind, derived
 
+BUCKET_OPS = ("all_gather", "reduce_scatter", "all_reduce")  # what torch's bucketing merges (merge_*_bucket)
 Pricing = Callable[[Node], float]  # a cost model's `duration`: prices the merged collective and its copies
 
 
@@ -53,6 +54,9 @@ def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:
 def member_problems(graph: Graph, c: int) -> list[str]:
     """Why collective `c` may not be in any bucket (MODEL.md rule 3); [] when it may."""
     out = []
+    op = graph.nodes[c].op
+    if op not in BUCKET_OPS:
+        out.append(f"is {op!r}; torch merges only {', '.join(BUCKET_OPS)}")
     if len(graph.waits_of[c]) != 1:
         out.append(f"has {len(graph.waits_of[c])} waits (a bucket member has one)")
     if graph.atomic_of[c] >= 0 or any(graph.atomic_of[w] >= 0 for w in graph.waits_of[c]):

@@ -409,3 +409,17 @@ def test_a_large_key_is_searched_not_listed():
     g = generate("fsdp", seed=1, layers=80)
     assert max(sum(1 for c in g.coll_seq if g.nodes[c].op == op) for op in ("all_gather",)) > MAX_KEY_ENUMERATED
     assert all_bucketings(g, 10**9) is None
+
+
+def test_only_what_torch_merges_is_bucketed_and_relaxed():
+    """all_to_all (and broadcast) have no torch merge: a bucket of them is refused by name, and the relaxation over
+    every bucketing leaves their price alone (so the bound of an expert-parallel graph is not lowered by them)."""
+    from dataclasses import replace
+
+    from overlapsat.plan import any_bucketing_relaxation
+
+    g = two_gathers()
+    a2a = Graph(tuple(replace(nd, op="all_to_all") if nd.kind is K else nd for nd in g.nodes), g.buffers, name="a2a")
+    assert any("'all_to_all'" in p and "torch merges only" in p for p in bucket_problems(a2a, [Bucket(("ag1", "ag2"))]))
+    rg, _ = any_bucketing_relaxation(a2a, price)
+    assert rg.node("ag1").duration == 10.0 and rg.node("ag2").duration == 10.0
