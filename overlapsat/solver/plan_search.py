@@ -115,7 +115,9 @@ class PlanResult:
         save_schedule(path, graph, list(self.plan.order), buckets=self.plan.buckets,
                       metrics={**self.result.summary(), **self.summary(),
                                "bound_scope": "bound_us: the schedules of this bucketing; plan_bound_us: every "
-                                              "bucketing and order, the budget left out"},
+                                              "bucketing and order" + (", each bucketing ordered under the budget"
+                                                                       if "every_bucketing" in self.stats else
+                                                                       ", the budget left out")},
                       meta={"plan_starts": self.starts, "plan_moves": self.moves})
 
 
