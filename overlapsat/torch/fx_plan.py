@@ -51,6 +51,9 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Gr
         op = g.node(b.members[0]).op
         if op not in MERGERS:
             raise GraphError(f"{b.name}: torch has no merge for {op!r} collectives")
+        missing = [m for m in b.members if m not in by_name]
+        if missing:
+            raise GraphError(f"{b.name}: the FX graph has no collective {missing[0]!r}")
         members = [by_name[m] for m in b.members]
         new_nodes, _ = getattr(tb, MERGERS[op])(fx_graph, members)
         ci = next((i for i, n in enumerate(new_nodes) if _is_collective(n)), None)
