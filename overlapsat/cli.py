@@ -548,6 +548,8 @@ def cmd_solve_cache(args: argparse.Namespace) -> int:
         opts["memory_budget"] = args.memory_budget
     if args.workers:
         opts["workers"] = args.workers
+    if args.plans:
+        opts["plans"] = args.plans
     show = not args.json and sys.stderr.isatty()
     count = [0]
 
@@ -695,6 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local processes (default) or a Ray cluster (RAY_ADDRESS, else a local instance; "
                          "pip install 'overlapsat[ray]')")
     sp.add_argument("--json", action="store_true", help="machine-readable output")
+    sp.add_argument("--plans", metavar="PROFILE", help="write plans (buckets and order, priced by this profile's "
+                                                       "cost model, e.g. h200) instead of orders; apply them with "
+                                                       "install_fx(..., plans=True) (docs/plans.md)")
     _solver_args(sp)
     sp.set_defaults(fn=cmd_solve_cache)
     sp = sub.add_parser("calibrate", help="build cost-model tables from measurement files",

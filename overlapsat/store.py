@@ -167,12 +167,24 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -
             if g.fingerprint() != fp:
                 raise GraphError(f"file name says fingerprint {fp} but the graph has {g.fingerprint()}")
             co = options.get("collective_order", "group")
-            order, why = usable_schedule(store, fp, g, co)  # re-checked under the lock: a run may have finished
+            order, why = usable_schedule(store, fp, g, co, plans=True)  # re-checked under the lock
             if order is not None:
                 out.outcome = "has_schedule"
                 return out
-            r = optimize(g, time_limit=time_limit, **options)
-            r.save(schedule_path(store, fp))
+            opts = dict(options)
+            profile = opts.pop("plans", None)
+            if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
+                from overlapsat.cost import cost_model
+                from overlapsat.problem import Problem
+                from overlapsat.solver.plan_search import optimize_plan
+
+                pr = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co), cost_model(profile).duration,
+                                   time_limit=time_limit, **opts)
+                pr.save(schedule_path(store, fp), g)
+                r = pr.result
+            else:
+                r = optimize(g, time_limit=time_limit, **opts)
+                r.save(schedule_path(store, fp))
             out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
             out.message = "" if why == "no schedule" else why
             out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
@@ -190,6 +202,9 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     `jobs` graphs are solved at once (local processes, or Ray tasks; Ray joins
     the cluster in RAY_ADDRESS or starts a local instance). `options` go to
     `optimize`; without `workers`, each solve gets an equal share of the cores.
+    `plans="h200"` (a profile) writes plans instead of orders (`optimize_plan`,
+    merged collectives priced by that profile's cost model): apply them with
+    `install_fx(..., plans=True)`.
     """
     if executor not in EXECUTORS:
         raise GraphError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
@@ -197,7 +212,12 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
         raise GraphError(f"jobs must be an integer >= 1, got {jobs!r}")
     from overlapsat.solver import SolveParams
 
-    SolveParams.from_kwargs(time_limit=time_limit, **{k: v for k, v in options.items() if k != "memory_budget"})
+    SolveParams.from_kwargs(time_limit=time_limit, **{k: v for k, v in options.items()
+                                                      if k not in ("memory_budget", "plans")})
+    if options.get("plans") is not None:
+        from overlapsat.cost import cost_model
+
+        cost_model(options["plans"])  # an unknown profile fails here, not in every task
     # (bad options fail here, not in every task; a budget is resolved per graph by optimize)
     options.setdefault("workers", max(1, min(8, (os.cpu_count() or 1) // jobs)))
     todo: list[str] = []

@@ -51,6 +51,28 @@ def test_every_graph_is_solved_and_one_bad_file_is_reported(tmp_path):
     assert {o.outcome for o in again if o.fingerprint in fps} == {"has_schedule"}
 
 
+def test_solve_cache_writes_plans_that_the_fx_pass_would_take_and_refuses_an_unknown_profile(tmp_path):
+    """`solve-cache --plans h200`: each graph gets a plan (buckets and order) whose order is valid on its bucketed
+    graph (what `install_fx(plans=True)` checks), and a second run keeps them."""
+    from overlapsat.store import usable_stored
+
+    store = tmp_path / "store"
+    fps = make_store(store, ("fsdp_small", "tp_small"))
+    r = cli("solve-cache", str(store), "--plans", "h200", "--time-limit", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    assert {o["outcome"] for o in json.loads(r.stdout)["graphs"]} == {"solved"}, r.stdout
+    for fp in fps:
+        g = load_graph(str(store / f"{fp}.graph.json"))
+        data = json.loads((store / f"{fp}.schedule.json").read_text())
+        assert "plan_bound_us" in data["metrics"]
+        sched, why = usable_stored(str(store), fp, g, "group", plans=True)
+        assert why == "ok" and sched.buckets == data.get("buckets", [])
+    again = solve_store(str(store), time_limit=1, plans="h200")
+    assert {o.outcome for o in again} == {"has_schedule"}
+    r = cli("solve-cache", str(store), "--plans", "nosuchgpu", "--time-limit", "1")
+    assert r.returncode != 0 and "nosuchgpu" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_a_corrupt_or_foreign_schedule_is_solved_again(tmp_path):
     store = tmp_path / "store"
     a, b = make_store(store, ("fsdp_small", "moe_small"))
