@@ -66,7 +66,7 @@ def main() -> None:
             peers[key] = (legal, recorded, res)
         t = time.monotonic()
         plan = optimize_plan(p, price, time_limit=a.time_limit,
-                             starts={k: v[0] for k, v in peers.items() if v[0]})
+                             starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order)
         dt = time.monotonic() - t
         best_torch = min([reorder.makespan if reorder.valid else math.inf, torch_bucketed]
                          + [v[2].makespan for v in peers.values() if v[2] is not None])

@@ -211,7 +211,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
     if plans is not None:
-        others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit, plan_peers or {})
+        others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit, plan_peers or {}, res)
     elif plan_peers:
         raise GraphError("plan_peers need plans= (the cost model that prices merged collectives)")
     if interference is not None:  # the other graphs' rows too (a bucket's longer transfer slows what runs beside it)
@@ -235,7 +235,7 @@ def _polished_row(problem: Problem, res: Result, interference: Interference, tim
 
 
 def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int | None, deterministic: bool,
-               work_limit: float | None, peers: dict[str, Any]) -> list[Row]:
+               work_limit: float | None, peers: dict[str, Any], unbucketed: Result) -> list[Row]:
     """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
     from overlapsat.heuristics.bucketing import greedy_buckets
     from overlapsat.plan import materialize
@@ -245,7 +245,7 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     out = []
     t = time.monotonic()
     pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
-                       work_limit=work_limit, starts=peers)
+                       work_limit=work_limit, starts=peers, unbucketed=unbucketed)
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
     # it did not (timed mode, out of time)

@@ -423,3 +423,25 @@ def test_only_what_torch_merges_is_bucketed_and_relaxed():
     assert any("'all_to_all'" in p and "torch merges only" in p for p in bucket_problems(a2a, [Bucket(("ag1", "ag2"))]))
     rg, _ = any_bucketing_relaxation(a2a, price)
     assert rg.node("ag1").duration == 10.0 and rg.node("ag2").duration == 10.0
+
+
+def test_the_plan_is_never_longer_than_the_unbucketed_order_given():
+    """`unbucketed` (optimize's result on the same problem, as compare and the bench have it): kept in place of a
+    bucketed plan when shorter (a stand-in result claiming 100 us here), ignored when longer (the true 240 us),
+    refused when it is not an order of the problem."""
+    from dataclasses import replace
+
+    from overlapsat import Problem, optimize
+    from overlapsat.solver.plan_search import optimize_plan
+
+    g = two_gathers()
+    priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
+    pb = Problem.of(priced, None, "group")
+    res = optimize(pb, time_limit=2)
+    kept = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=res)
+    assert len(kept.buckets) == 1 and kept.makespan == pytest.approx(190.0) and kept.unbucketed == pytest.approx(240)
+    short = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=replace(res, makespan=100.0))
+    assert short.buckets == () and short.makespan == 100.0 and short.stats["kept_unbucketed"]
+    assert list(short.plan.order) == res.names
+    with pytest.raises(GraphError, match="unbucketed"):
+        optimize_plan(pb, _latency(100.0), time_limit=1, unbucketed=replace(res, order=list(reversed(res.order))))

@@ -123,7 +123,8 @@ class PlanResult:
 
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
-                  starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None, **options: Any) -> PlanResult:
+                  starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
+                  unbucketed: Result | None = None, **options: Any) -> PlanResult:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
@@ -131,8 +132,15 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     ends the search at that share of the time limit (`SEARCH_SHARE_LARGE` above `LARGE_NODES` nodes).
     `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's with bucketing on);
     each is judged by the whole portfolio and is a finalist, so the plan is never worse than the best order the
-    portfolio finds for it (deterministic mode). An illegal one raises GraphError."""
+    portfolio finds for it (deterministic mode). An illegal one raises GraphError. `unbucketed`: `optimize`'s
+    result on the same problem, where the caller has one; the plan is then never longer than it."""
     starts_given = starts
+    if unbucketed is not None:
+        from overlapsat.validate import validate
+
+        bad = validate(problem, unbucketed.names, limit=1)
+        if bad:
+            raise GraphError(f"unbucketed: not a valid order of this problem ({bad[0]})")
     if params is None:
         options.setdefault("collective_order", problem.collective_order)
         params = SolveParams.from_kwargs(**options)
@@ -155,7 +163,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
             raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     if space is not None:  # few enough to order each (the starts are among them)
-        return _every_bucketing(problem, price, params, space, t0)
+        return _keep_unbucketed(problem, _every_bucketing(problem, price, params, space, t0), unbucketed)
     scored: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the few passes of the hill climb
     full: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the whole portfolio
     passes: list[str] = list(SCORE_PASSES)
@@ -270,10 +278,25 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     unb = full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
              res.makespan, len(scored), accepted)
-    return PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
-                      {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
-                       "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
-                      bound, tuple(notes), unb.makespan if unb is not None else math.inf)
+    out = PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
+                     {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
+                      "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
+                     bound, tuple(notes), unb.makespan if unb is not None else math.inf)
+    return _keep_unbucketed(problem, out, unbucketed)
+
+
+def _keep_unbucketed(problem: Problem, pr: PlanResult, unbucketed: Result | None) -> PlanResult:
+    """The plan, or the caller's unbucketed order where that is shorter (its order search ran longer on that
+    graph than the plan's final one on the bucketed graph)."""
+    if unbucketed is None:
+        return pr
+    pr.unbucketed = min(pr.unbucketed, unbucketed.makespan)
+    if not pr.plan.buckets or unbucketed.makespan >= pr.makespan - 1e-9 * max(1.0, pr.makespan):
+        return pr
+    log.info("plan: the unbucketed order given (%.1f us) is shorter than the best bucketed plan (%.1f us)",
+             unbucketed.makespan, pr.makespan)
+    return replace(pr, plan=Plan(tuple(unbucketed.names), (), problem.graph.fingerprint()), bucketed=problem.relaxed,
+                   result=unbucketed, stats={**pr.stats, "kept_unbucketed": True})
 
 
 def as_buckets(g: Graph, given: Sequence[Bucket | Sequence[str]]) -> tuple[Bucket, ...]:
