@@ -115,3 +115,16 @@ def test_a_plan_the_pass_cannot_apply_keeps_inductors_graph_with_one_warning():
     assert rows["merge fails"][:2] == ["True", "3"] and rows["merge fails"][2].count("merge broke") == 1, rows
     assert "//" not in rows["merge fails"][2], rows
     assert rows["applied"] == ["True", "1", ""], rows
+
+
+def test_with_plans_every_compile_takes_part_and_a_bad_option_is_named(tmp_path):
+    """plans=True skips Inductor's caches (a rank that loaded a cached graph would miss the exchange its peers
+    wait in), as "free" does; plans must be a bool."""
+    pytest.importorskip("torch")
+    from overlapsat.errors import GraphError
+    from overlapsat.torch.fx_apply import FxSchedulePass
+
+    assert FxSchedulePass(str(tmp_path), plans=True).uuid() is None
+    assert FxSchedulePass(str(tmp_path)).uuid()
+    with pytest.raises(GraphError, match="plans must be True or False"):
+        FxSchedulePass(str(tmp_path), plans="yes")
