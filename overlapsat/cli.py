@@ -714,7 +714,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_SIGINTS: list[int] = []  # Ctrl-C presses seen by this command (see `_noting_sigint`)
+
+
+def _noting_sigint(signum: int, frame: Any) -> None:
+    """Python's own Ctrl-C behaviour (KeyboardInterrupt), remembered: an interrupt that lands inside a C
+    extension's import surfaces as another exception (ImportError "initialization failed"), which is then
+    still reported as the interrupt it was, not as a bug."""
+    _SIGINTS.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+
+    _SIGINTS.clear()
+    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the main thread, nobody else's handler
+    if ours:
+        signal.signal(signal.SIGINT, _noting_sigint)
+    try:
+        return _main(argv)
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(message)s")
@@ -753,6 +778,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"overlapsat: error: cannot access{where}: {e.strerror or e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as e:  # a bug in overlapsat: one line unless --debug
+        if _SIGINTS:  # an interrupt that surfaced as another exception
+            print("overlapsat: interrupted: the outputs not yet written were not written", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if args.debug:
             raise
         print(f"overlapsat: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
