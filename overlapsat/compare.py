@@ -11,7 +11,7 @@ from overlapsat.budget import BudgetLike
 from overlapsat.cost.hold import HeldResult, check_hold, simulate_held
 from overlapsat.cost.interference import ContendedResult, Interference, simulate_contended
 from overlapsat.errors import GraphError
-from overlapsat.evaluate import Evaluated, evaluate, evaluate_named
+from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.io import as_graph
@@ -257,13 +257,13 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     if best is not None:
         out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
                            note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
-    for name, buckets in peers.items():
+    for name, buckets in peers.items():  # judged by the plan search where it ran the portfolio on them
         bs = list(as_buckets(g, buckets))
         h = materialize(g, bs, price)
-        rows = [r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
-                if r.valid]
-        if rows:
-            best = min(rows, key=lambda r: r.makespan)
+        best = pr.start_rows.get(name) or min(
+            (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
+             if r.valid), key=rank_key, default=None)
+        if best is not None:
             out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     assert pr.result.evaluated is not None

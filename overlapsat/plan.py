@@ -64,6 +64,16 @@ def member_problems(graph: Graph, c: int) -> list[str]:
     return out
 
 
+def bucketable_by_key(graph: Graph) -> dict[tuple, list[int]]:
+    """The collectives that may be bucket members, by torch's key, in input order; only keys with two or more
+    (a bucket needs a partner)."""
+    by_key: dict[tuple, list[int]] = {}
+    for c in graph.coll_seq:
+        if not member_problems(graph, c):
+            by_key.setdefault(bucket_key(graph.nodes[c]), []).append(c)
+    return {k: cs for k, cs in by_key.items() if len(cs) >= 2}
+
+
 def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
     """Every way `buckets` breaks MODEL.md's bucket rules on `graph`; [] means legal."""
     problems: list[str] = []
@@ -203,15 +213,9 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing) -> tuple[Graph, list[
     S * rate), with no launch and no wait time; copies cost nothing. The rate is read from `price` on a grid of
     sizes, assuming the price does not fall as the bytes grow: at a grid point where it falls the rate is 0.
     """
-    by_key: dict[tuple, list[int]] = {}
-    for c in graph.coll_seq:
-        if not member_problems(graph, c):
-            by_key.setdefault(bucket_key(graph.nodes[c]), []).append(c)
     nodes = list(graph.nodes)
     notes: list[str] = []
-    for cs in by_key.values():
-        if len(cs) < 2:
-            continue
+    for cs in bucketable_by_key(graph).values():
         rate = _least_rate(graph.nodes[cs[0]], [graph.nodes[c].nbytes for c in cs], price, notes)
         for c in cs:
             nd = nodes[c]
@@ -294,5 +298,5 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
     return out
 
 
-__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_problems", "materialize",
-           "member_problems"]
+__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucketable_by_key",
+           "bucket_problems", "materialize", "member_problems"]

@@ -33,8 +33,8 @@ from overlapsat.plan import (
     any_bucketing_relaxation,
     bucket_key,
     bucket_problems,
+    bucketable_by_key,
     materialize,
-    member_problems,
 )
 from overlapsat.problem import Problem
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
@@ -75,6 +75,8 @@ class PlanResult:
     bound: float = 0.0
     bound_notes: tuple[str, ...] = ()
     unbucketed: float = math.inf  # the best unbucketed order's makespan this search found (us)
+    # the warm starts given (`starts`) that the whole portfolio judged: name -> its best order on them
+    start_rows: dict[str, Evaluated] = field(default_factory=dict)
 
     @property
     def proven(self) -> bool:
@@ -195,7 +197,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
 
     # timed mode on a large graph: the order search after it rarely improves on the best pass's order (16k nodes),
     # while judging one bucketing there costs about half a second, so the bucket search gets the larger share
-    share = SEARCH_SHARE_LARGE if not params.deterministic and len(g.nodes) > LARGE_NODES else SEARCH_SHARE
+    large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
+    share = SEARCH_SHARE_LARGE if large_timed else SEARCH_SHARE
 
     def late() -> bool:
         return not params.deterministic and time.monotonic() - t0 > share * params.time_limit
@@ -217,8 +220,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     # the hill climb scores by (on a graph where Inductor's iterative passes win, the linear ones mislead)
     # (timed mode on a large graph: only the unbucketed start, as the rest would take the search's whole share; the
     # finalists are judged later)
-    cheap = not params.deterministic and len(g.nodes) > LARGE_NODES
-    start_rows = {name: (judge(bs) if name == "no buckets" or not (late() or cheap) else score(bs))
+    start_rows = {name: (judge(bs) if name == "no buckets" or not (late() or large_timed) else score(bs))
                   for name, bs in starts.items()}
     start_scores = {name: e.makespan if e is not None else math.inf for name, e in start_rows.items()}
     order_of_starts = sorted(starts, key=lambda k: (start_scores[k], len(starts[k])))
@@ -281,7 +283,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     out = PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
                      {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
                       "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
-                     bound, tuple(notes), unb.makespan if unb is not None else math.inf)
+                     bound, tuple(notes), unb.makespan if unb is not None else math.inf,
+                     {name: e for name, bs in starts_given.items() if (e := full.get(bs)) is not None})
     return _keep_unbucketed(problem, out, unbucketed)
 
 
@@ -313,15 +316,9 @@ def all_bucketings(g: Graph, limit: int) -> list[tuple[Bucket, ...]] | None:
     """Every legal bucketing of `g` (MODEL.md "Buckets"), or None when there are more than `limit` (or a key has
     more than `MAX_KEY_ENUMERATED` collectives): per bucket key, every partition of its collectives into legal
     buckets and collectives left alone."""
-    by_key: dict[tuple, list[int]] = {}
-    for c in g.coll_seq:
-        if not member_problems(g, c):
-            by_key.setdefault(bucket_key(g.nodes[c]), []).append(c)
     options: list[list[list[Bucket]]] = []
     total = 1
-    for cs in by_key.values():
-        if len(cs) < 2:
-            continue
+    for cs in bucketable_by_key(g).values():
         if len(cs) > MAX_KEY_ENUMERATED:  # not listed (it may still have few legal bucketings): searched instead
             return None
         found: list[list[Bucket]] = []

@@ -69,15 +69,15 @@ def _recording_merges(into: dict[str, list[str]]) -> Iterator[None]:
     through nested merges (an FSDP pre-bucket merged again)."""
     from torch._inductor.fx_passes import bucketing as tb
 
-    names = ("merge_all_gather_bucket", "merge_reduce_scatter_bucket", "merge_all_reduce_bucket")
-    saved = {nm: getattr(tb, nm) for nm in names if hasattr(tb, nm)}
+    from overlapsat.torch.fx_plan import MERGERS, is_collective
+
+    saved = {nm: getattr(tb, nm) for nm in MERGERS.values() if hasattr(tb, nm)}
 
     def recording(fn: Any) -> Any:
         def merge(g: Any, nodes: list[Any], *args: Any, **kwargs: Any) -> Any:
             members = [m for n in nodes for m in into.pop(n.name, [n.name])]
             out = fn(g, nodes, *args, **kwargs)
-            coll = next((n for n in out[0] if "c10d" in str(getattr(n.target, "_name", n.target))
-                         and "wait_tensor" not in str(getattr(n.target, "_name", n.target))), None)
+            coll = next((n for n in out[0] if is_collective(n)), None)
             if coll is not None:
                 into[coll.name] = members
             return out

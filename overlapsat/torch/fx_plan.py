@@ -24,18 +24,20 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, NodeKind
 from overlapsat.plan import Plan
+from overlapsat.torch.fx import _functional_name
 
 MERGERS = {"all_gather": "merge_all_gather_bucket", "reduce_scatter": "merge_reduce_scatter_bucket",
            "all_reduce": "merge_all_reduce_bucket"}
 
 
-def _is_wait(n: Any) -> bool:
-    return "wait_tensor" in str(getattr(n.target, "_name", n.target))
+def is_wait(n: Any) -> bool:
+    return _functional_name(n) == "wait_tensor"
 
 
-def _is_collective(n: Any) -> bool:
-    name = str(getattr(n.target, "_name", n.target))
-    return "c10d" in name.partition("::")[0] and not _is_wait(n)
+def is_collective(n: Any) -> bool:
+    """A functional collective (torch's merges write the `_out` variants), not its wait."""
+    name = _functional_name(n)
+    return name is not None and name != "wait_tensor"
 
 
 def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Graph]) -> tuple[Graph, list[str]]:
@@ -56,8 +58,8 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Gr
             raise GraphError(f"{b.name}: the FX graph has no collective {missing[0]!r}")
         members = [by_name[m] for m in b.members]
         new_nodes, _ = getattr(tb, MERGERS[op])(fx_graph, members)
-        ci = next((i for i, n in enumerate(new_nodes) if _is_collective(n)), None)
-        wi = next((i for i, n in enumerate(new_nodes) if _is_wait(n)), None)
+        ci = next((i for i, n in enumerate(new_nodes) if is_collective(n)), None)
+        wi = next((i for i, n in enumerate(new_nodes) if is_wait(n)), None)
         if ci is None or wi is None or wi < ci:
             raise GraphError(f"{b.name}: torch's merge made no collective followed by its wait")
         c_in, coll, wait, c_out = b.nodes
@@ -91,4 +93,4 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Gr
     return h, order
 
 
-__all__ = ["merge_plan"]
+__all__ = ["MERGERS", "is_collective", "is_wait", "merge_plan"]

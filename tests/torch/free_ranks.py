@@ -5,38 +5,18 @@ collective_order="free") and writes to OUT (JSON) the order in which the generat
 (by the input each gathers), whether the result matches eager, and overlapsat's warnings.
 """
 
-import logging
-import os
 import re
-import sys
-import tempfile
 
-phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+from tests.torch.scripts import finish_rank, start_rank
+
+phase, rank, store, out, warnings = start_rank()
 
 import torch  # noqa: E402
-import torch._inductor.config as icfg  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._functional_collectives as funcol  # noqa: E402
-
-dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
-icfg.force_disable_caches = True
-
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 from overlapsat.torch.fx_apply import install_fx  # noqa: E402
-from tests.torch.scripts import finish_rank  # noqa: E402
-
-warnings: list[str] = []
-
-
-class Catch(logging.Handler):
-    def emit(self, record):
-        if record.levelno >= logging.WARNING:
-            warnings.append(record.getMessage())
-
-
-logging.getLogger("overlapsat").addHandler(Catch())
 
 
 def step(w1, w2, x):

@@ -6,37 +6,17 @@ many gathers and reduce-scatters the generated code issues, whether the result m
 overlapsat's warnings, and the results exactly (hex floats), to compare with Inductor's own graph.
 """
 
-import logging
-import os
-import sys
-import tempfile
+from tests.torch.scripts import finish_rank, start_rank
 
-phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+phase, rank, store, out, warnings = start_rank()
 
 import torch  # noqa: E402
-import torch._inductor.config as icfg  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._functional_collectives as funcol  # noqa: E402
-
-dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
-icfg.force_disable_caches = True
-
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 from overlapsat.torch.fx_apply import install_fx  # noqa: E402
-from tests.torch.scripts import finish_rank  # noqa: E402
 
-warnings: list[str] = []
-
-
-class Catch(logging.Handler):
-    def emit(self, record):
-        if record.levelno >= logging.WARNING:
-            warnings.append(record.getMessage())
-
-
-logging.getLogger("overlapsat").addHandler(Catch())
 G = dist.group.WORLD
 
 

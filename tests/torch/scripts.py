@@ -48,6 +48,31 @@ def finish_rank(out: str, result: dict) -> None:
     os._exit(0)
 
 
+def start_rank() -> tuple[str, int, str, str, list[str]]:
+    """Begin a rank script that `run_ranks` runs, before anything imports torch: read its argv (PHASE RANK WORLD
+    INIT_FILE STORE OUT), give Inductor a fresh cache directory, join the gloo group, turn Inductor's caches off,
+    and collect overlapsat's warnings. Returns (phase, rank, store, out, the warnings list)."""
+    import logging
+    import tempfile
+
+    phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+    import torch._inductor.config as icfg
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
+    icfg.force_disable_caches = True
+    caught: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                caught.append(record.getMessage())
+
+    logging.getLogger("overlapsat").addHandler(Catch())
+    return phase, rank, store, out, caught
+
+
 def run_ranks(script: str, phase: str, workdir, stores: list, tag: str = "", _retry: bool = True) -> list[dict]:
     """Run `script` (a file beside these tests) as one process per entry of `stores` (gloo ranks meeting at a
     file under `workdir`), with argv PHASE RANK WORLD INIT_FILE STORE OUT; each rank's OUT, read back as JSON.

@@ -4,22 +4,16 @@ Every rank runs the README's lines: capture, `overlapsat.torch.solve_store`, app
 returned on this rank, the schedule files this rank's store holds, and what the passes applied."""
 
 import os
-import sys
-import tempfile
 
-phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+from tests.torch.scripts import finish_rank, start_rank
+
+phase, rank, store, out, _ = start_rank()
 
 import torch  # noqa: E402
-import torch._inductor.config as icfg  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._functional_collectives as funcol  # noqa: E402
 
-dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
-icfg.force_disable_caches = True
-
 from overlapsat.torch import install, solve_store, summary, uninstall  # noqa: E402
-from tests.torch.scripts import finish_rank  # noqa: E402
 
 
 def step(w, x):

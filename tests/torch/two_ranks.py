@@ -7,24 +7,16 @@ and gradients match eager, to OUT (JSON).
 
 import os
 import re
-import sys
-import tempfile
 
-phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+from tests.torch.scripts import finish_rank, start_rank
+
+phase, rank, store, out, _ = start_rank()
 
 import torch  # noqa: E402
-import torch._inductor.config as icfg  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-
-dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
-icfg.force_disable_caches = True
-
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 from benchmarks.models import fsdp_transformer  # noqa: E402
 from overlapsat.torch import install  # noqa: E402
-from tests.torch.scripts import finish_rank  # noqa: E402
 
 torch.manual_seed(0)  # the same parameters' shards on both ranks (as FSDP after init)
 model = fsdp_transformer(2)
