@@ -381,8 +381,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     finally:
         tick.done()
     res = r.result
-    payload = {"graph": g.name, "out": args.out, "buckets": [list(b.members) for b in r.buckets],
-               "starts_us": r.starts, "moves": r.moves, **res.summary(), **r.summary()}
+    # the bucket lists last: `r.summary()` has "buckets" too, as a count
+    payload = {"graph": g.name, "out": args.out, "starts_us": r.starts, "moves": r.moves, **res.summary(),
+               **r.summary(), "buckets": [list(b.members) for b in r.buckets]}
     lines = [
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",

@@ -179,6 +179,8 @@ def test_plan_writes_a_plan_that_loads_and_refuses_without_a_cost_model(tmp_path
     data = json.loads(out.read_text())
     sched = load_schedule(out, load_graph(bundled("fsdp_small")))  # checked against the bucketed graph
     assert data["version"] in (1, 2) and sched.buckets == data.get("buckets", [])
+    js = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "2", "--out", str(out), "--json")
+    assert json.loads(js.stdout)["buckets"] == json.loads(out.read_text()).get("buckets", [])  # members, not a count
     m = data["metrics"]
     assert m["bound_scope"].startswith("bound_us: the schedules of this bucketing")
     assert m["plan_bound_us"] <= m["makespan_us"] and m["unbucketed_us"] >= m["plan_bound_us"]
