@@ -160,9 +160,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
     def _run(self, graph: Any) -> Moved | _Pending | None:
         """Import, then record the graph (capture, a miss) or move its nodes to the schedule (what `_pin` needs)."""
-        from overlapsat.torch.fx import import_fx
-
-        g = import_fx(graph, name="fx graph", profile=self.profile)
+        g = self._importer(graph)
         if self.comm_slowdown != 1.0:  # collectives priced as they run beside compute (docs/gpu_results.md)
             g = g.with_comm_scale(self.comm_slowdown)
         fp = g.fingerprint()
