@@ -102,7 +102,68 @@ def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
         dep = _dependent_pair(graph, ids)
         if dep is not None:
             problems.append(f"{b.name}: {graph.names[dep[1]]!r} depends on {graph.names[dep[0]]!r}")
+    if not problems and len(buckets) >= 2:
+        cyc = crossing_buckets(graph, buckets)
+        if cyc:
+            problems.append("buckets depend on each other both ways (merging them all makes a cycle): "
+                            + ", ".join(cyc))
     return problems
+
+
+def crossing_buckets(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
+    """The buckets on a dependency cycle of the bucketed graph, or [] (each bucket alone is acyclic).
+
+    Each bucket's members contract to one node and their waits to another, after it: the bucketed graph's
+    dependencies between nodes of different buckets are those of the contracted graph (MODEL.md "Buckets"),
+    so Kahn's algorithm on it finds what `materialize` would refuse.
+    """
+    n = len(graph.nodes)
+    rep = list(range(n))  # node -> its contracted node
+    for b in buckets:
+        ids = [graph.index[m] for m in b.members]
+        waits = [graph.waits_of[i][0] for i in ids]
+        for i in ids:
+            rep[i] = ids[0]
+        for w in waits:
+            rep[w] = waits[0]
+    indeg = [0] * n
+    succ: list[set[int]] = [set() for _ in range(n)]
+    for v in range(n):
+        for u in graph.preds[v]:
+            a, b = rep[u], rep[v]
+            if a != b and b not in succ[a]:
+                succ[a].add(b)
+                indeg[b] += 1
+    ready = [v for v in range(n) if rep[v] == v and indeg[v] == 0]
+    seen = 0
+    while ready:
+        v = ready.pop()
+        seen += 1
+        for s in succ[v]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    if seen == sum(1 for v in range(n) if rep[v] == v):
+        return []
+    # what Kahn's algorithm left lies on a cycle or after one: peel what reaches no cycle, from the ends
+    left = {v for v in range(n) if rep[v] == v and indeg[v] > 0}
+    outdeg = {v: sum(1 for s in succ[v] if s in left) for v in left}
+    pred: dict[int, list[int]] = {v: [] for v in left}
+    for v in left:
+        for s in succ[v]:
+            if s in left:
+                pred[s].append(v)
+    ends = [v for v in left if outdeg[v] == 0]
+    while ends:
+        v = ends.pop()
+        left.discard(v)
+        for u in pred[v]:
+            outdeg[u] -= 1
+            if outdeg[u] == 0:
+                ends.append(u)
+    stuck = left
+    return [b.name for b in buckets if graph.index[b.members[0]] in stuck
+            or graph.waits_of[graph.index[b.members[0]]][0] in stuck]
 
 
 def _dependent_pair(graph: Graph, ids: list[int]) -> tuple[int, int] | None:
@@ -299,4 +360,4 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
 
 
 __all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucketable_by_key",
-           "bucket_problems", "materialize", "member_problems"]
+           "bucket_problems", "crossing_buckets", "materialize", "member_problems"]

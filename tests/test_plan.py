@@ -393,7 +393,7 @@ def test_every_bucketing_is_every_set_of_disjoint_legal_buckets(seed):
     for k in range(len(cands) + 1):
         for bs in itertools.combinations(cands, k):
             ms = [m for b in bs for m in b.members]
-            if len(ms) == len(set(ms)):
+            if len(ms) == len(set(ms)) and (len(bs) < 2 or not _contracted_cycle(g, bs)):
                 truth.add(frozenset(bs))
     got = all_bucketings(g, 10**6)
     assert len(got) == len(set(map(frozenset, got))) and set(map(frozenset, got)) == truth
@@ -445,3 +445,75 @@ def test_the_plan_is_never_longer_than_the_unbucketed_order_given():
     assert list(short.plan.order) == res.names
     with pytest.raises(GraphError, match="unbucketed"):
         optimize_plan(pb, _latency(100.0), time_limit=1, unbucketed=replace(res, order=list(reversed(res.order))))
+
+
+def _contracted_cycle(g, bs):
+    """Whether contracting each bucket's members, and their waits, to one node each leaves a cycle: by
+    reachability (networkx-free): some member of one bucket reaches another bucket that reaches it back."""
+    reach = {}
+    for v in reversed(range(len(g.nodes))):
+        r = {v}
+        for s in g.succs[v]:
+            r |= reach[s]
+        reach[v] = r
+    side = {}
+    for k, b in enumerate(bs):
+        for m in b.members:
+            side[g.index[m]] = k
+            side[g.waits_of[g.index[m]][0]] = k
+    # one bucket reaches another when some of its nodes reach some of the other's; a cycle of the contracted
+    # graph is a cycle of that relation (each bucket alone is acyclic)
+    arcs = {(side[u], side[v]) for u in side for v in reach[u] if v in side and side[v] != side[u]}
+    import itertools
+
+    return any((a, b) in arcs and (b, a) in arcs for a, b in itertools.combinations(range(len(bs)), 2)) or any(
+        all(p in arcs for p in zip(cyc, cyc[1:] + cyc[:1]))
+        for k in range(3, len(bs) + 1) for cyc in map(list, itertools.permutations(range(len(bs)), k)))
+
+
+def crossing():
+    """A gather pair and a reduce-scatter pair, each legal alone: a1's result feeds b2 and b1's feeds a2, so
+    merging both pairs makes each merged collective wait for the other."""
+    nodes = [Node("a1", K, 10.0, group="dp", op="all_gather", nbytes=1000, group_size=2),
+             Node("b1", K, 10.0, group="dp", op="reduce_scatter", nbytes=1000, group_size=2),
+             Node("wa1", W, collective="a1"), Node("wb1", W, collective="b1"), Node("k1", C, 1.0), Node("k2", C, 1.0),
+             Node("a2", K, 10.0, group="dp", op="all_gather", nbytes=1000, group_size=2),
+             Node("b2", K, 10.0, group="dp", op="reduce_scatter", nbytes=1000, group_size=2),
+             Node("wa2", W, collective="a2"), Node("wb2", W, collective="b2")]
+    bufs = [Buffer("ya1", "a1", ("wa1", "k1"), 10, 10), Buffer("yb1", "b1", ("wb1", "k2"), 10, 10),
+            Buffer("x1", "k1", ("b2",), 10, 10), Buffer("x2", "k2", ("a2",), 10, 10)]
+    return Graph(tuple(nodes), tuple(bufs), name="crossing")
+
+
+@pytest.mark.parametrize("search", [False, True])
+def test_buckets_that_depend_on_each_other_both_ways_are_refused_together(search, monkeypatch):
+    """Each pair is legal alone; together the bucketed graph has a cycle. That was listed as a bucketing and
+    raised GraphError out of optimize_plan; now it is refused by name and never searched."""
+    from overlapsat import Problem
+    from overlapsat.solver.plan_search import all_bucketings, optimize_plan
+
+    g = crossing()
+    a, b = Bucket(("a1", "a2")), Bucket(("b1", "b2"))
+    assert bucket_problems(g, [a]) == [] and bucket_problems(g, [b]) == []
+    bad = bucket_problems(g, [a, b])
+    assert len(bad) == 1 and a.name in bad[0] and b.name in bad[0] and "both ways" in bad[0]
+    with pytest.raises(GraphError, match="both ways"):
+        materialize(g, [a, b], price)
+    assert set(map(frozenset, all_bucketings(g, 100))) == {frozenset(), frozenset([a]), frozenset([b])}
+    if search:
+        monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
+    r = optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=30)
+    assert len(r.buckets) == 1 and bucket_problems(g, list(r.buckets)) == []
+    assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
+
+
+def test_a_bucket_after_a_cycle_is_not_named_in_it():
+    """Only the buckets on the cycle are named, not one that merely depends on it."""
+    g = crossing()
+    nodes = list(g.nodes) + [Node("c1", K, 1.0, group="dp", op="all_reduce", nbytes=8, group_size=2),
+                             Node("c2", K, 1.0, group="dp", op="all_reduce", nbytes=8, group_size=2),
+                             Node("wc1", W, collective="c1"), Node("wc2", W, collective="c2")]
+    bufs = list(g.buffers) + [Buffer("z", "wa2", ("c1",), 1, 1)]
+    h = Graph(tuple(nodes), tuple(bufs), name="after")
+    bad = bucket_problems(h, [Bucket(("a1", "a2")), Bucket(("b1", "b2")), Bucket(("c1", "c2"))])
+    assert len(bad) == 1 and "bucket(c1+c2)" not in bad[0] and "bucket(a1+a2)" in bad[0]

@@ -34,6 +34,7 @@ from overlapsat.plan import (
     bucket_key,
     bucket_problems,
     bucketable_by_key,
+    crossing_buckets,
     materialize,
 )
 from overlapsat.problem import Problem
@@ -208,7 +209,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
 
     starts: dict[str, tuple[Bucket, ...]] = {"no buckets": ()}
     for cap in CAPS_MB:
-        bs = tuple(greedy_buckets(g, int(cap * MIB)))
+        bs = _acyclic(g, tuple(greedy_buckets(g, int(cap * MIB))))
         if bs not in starts.values():
             starts[f"torch greedy, {cap:g} MB"] = bs
     peers: list[tuple[Bucket, ...]] = []
@@ -302,6 +303,18 @@ def _keep_unbucketed(problem: Problem, pr: PlanResult, unbucketed: Result | None
                    result=unbucketed, stats={**pr.stats, "kept_unbucketed": True})
 
 
+def _acyclic(g: Graph, bs: tuple[Bucket, ...]) -> tuple[Bucket, ...]:
+    """`bs`, or where its buckets depend on each other both ways (keys bucketed apart can), those of them kept in
+    order that do not close a cycle with the ones kept before."""
+    if len(bs) < 2 or not crossing_buckets(g, bs):
+        return bs
+    kept: list[Bucket] = []
+    for b in bs:
+        if not crossing_buckets(g, [*kept, b]):
+            kept.append(b)
+    return tuple(kept)
+
+
 def as_buckets(g: Graph, given: Sequence[Bucket | Sequence[str]]) -> tuple[Bucket, ...]:
     """A peer's buckets (members by name, in any order: torch lists them in its merge order) as this graph's:
     each bucket's members in their group's input order, buckets by their first member."""
@@ -332,7 +345,8 @@ def all_bucketings(g: Graph, limit: int) -> list[tuple[Bucket, ...]] | None:
         return None
     out = [tuple(sorted((b for part in combo for b in part), key=lambda b: g.index[b.members[0]]))
            for combo in itertools.product(*options)]
-    return sorted(out, key=len)
+    # buckets legal alone may still depend on each other both ways (MODEL.md rule 2): such a set is no bucketing
+    return sorted((bs for bs in out if len(bs) < 2 or not crossing_buckets(g, bs)), key=len)
 
 
 def _partitions(g: Graph, rest: list[str], blocks: list[list[str]], out: list[list[Bucket]], limit: int) -> bool:
@@ -413,8 +427,9 @@ def _neighbours(g: Graph, bs: tuple[Bucket, ...],
     """Bucketings one move away, each once. First the moves the current order points at (`exposure`, each
     collective's stall in it, by name of the bucketed graph): halving the buckets whose wait stalls, most stalled
     first, and merging neighbouring buckets of one key neither of which stalls. Then every legal merge of two
-    buckets of one key (nearest), drop of a bucket, and split of one in two. The first improving one is taken,
-    so the later ones are not built."""
+    buckets of one key (nearest), new bucket of two neighbouring collectives left alone, drop of a bucket, and
+    split of one in two; none whose buckets depend on each other both ways. The first improving one is taken, so
+    the later ones are not built."""
     pos = g.index
     seen: set[tuple[Bucket, ...]] = set()
 
@@ -448,6 +463,8 @@ def _neighbours(g: Graph, bs: tuple[Bucket, ...],
             m = merge_with_next(i)
             if m is not None:
                 yield with_({i, m[0]}, [m[1]])
+        for a, b in _free_pairs(g, bs):  # two collectives left alone, nearest of one key: a new bucket
+            yield with_(set(), [Bucket((a, b))])
         for i in range(len(bs)):  # drops: the members go back to their own transfers
             yield with_({i}, [])
         for i, b in enumerate(bs):  # splits in halves, then at every other point
@@ -456,9 +473,21 @@ def _neighbours(g: Graph, bs: tuple[Bucket, ...],
                 yield with_({i}, [Bucket(b.members[:k]), Bucket(b.members[k:])])
 
     for cand in moves():
-        if cand not in seen:
+        if cand not in seen and cand != bs:
             seen.add(cand)
+            if len(cand) >= 2 and crossing_buckets(g, cand):  # a merge can make two buckets depend both ways
+                continue
             yield cand
+
+
+def _free_pairs(g: Graph, bs: tuple[Bucket, ...]) -> Iterator[tuple[str, str]]:
+    """Each collective in no bucket with the next one of its key also in none, where the two may share a bucket."""
+    taken = {m for b in bs for m in b.members}
+    for cs in bucketable_by_key(g).values():
+        free = [g.names[c] for c in cs if g.names[c] not in taken]
+        for a, b in zip(free, free[1:]):
+            if not bucket_problems(g, [Bucket((a, b))]):
+                yield a, b
 
 
 __all__ = ["PlanResult", "optimize_plan"]
