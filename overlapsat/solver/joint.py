@@ -1,0 +1,396 @@
+"""Bucket membership and issue order in one CP-SAT model (PyJobShop's optional tasks and SelectExactlyOne).
+
+Each candidate bucket is an optional task of four optional intervals (copy-in, merged collective, wait,
+copy-out, priced as `materialize` prices them); each collective that some candidate holds either stays alone
+(its own collective and wait, optional too) or lies in exactly one selected candidate. The union of every
+candidate's nodes is one `Graph` (`Union`), so the time scale, the unit walk and the hint are the ordinary ones.
+
+Dependencies: `materialize` maps each edge and buffer by its two ends alone, so the dependencies of any
+bucketing are those of the graph with each pair of its buckets; read off the graph bucketed by one candidate at
+a time (`Union.relations`), each holds when both its ends are present.
+
+Scope (decision 43): level "free" and no budget. Every stricter level and every budget only removes plans, so
+the model relaxes them: where the candidates are every legal bucket (`Candidates.complete`), its proven bound
+holds over every plan of the problem; its plan is checked at the problem's level and budget before it is used.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import COLLECTIVE, WAIT, Graph, derived
+from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, materialize
+from overlapsat.problem import Problem
+from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.units import TimeScale, choose_scale, safe_horizon, unit_walk
+
+log = logging.getLogger(__name__)
+
+COMPLETE_KEY = 6  # keys with at most this many collectives offer every legal subset as a candidate
+RUN = 4  # larger keys offer runs of 2..RUN consecutive collectives (the model is then no bound over plans)
+MAX_CANDIDATES = 120  # beyond this many candidate buckets the model is not built
+MAX_UNION_NODES = 800  # nor beyond this many nodes in the union of the graph and every candidate's nodes
+MAX_STREAM_PAIRS = 20_000  # nor beyond this many pairs of transfers of one group that may both be present
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The buckets the model may select, and whether they are every legal bucket of the graph."""
+
+    buckets: tuple[Bucket, ...]
+    complete: bool
+
+
+def candidates(g: Graph) -> Candidates:
+    """Every legal bucket of each key of at most `COMPLETE_KEY` collectives; runs of 2..`RUN` neighbours of one
+    key (in its input order) of a larger key."""
+    out: list[Bucket] = []
+    complete = True
+    for cs in bucketable_by_key(g).values():
+        names = [g.names[c] for c in cs]
+        if len(names) <= COMPLETE_KEY:
+            subsets: list[Sequence[str]] = [s for k in range(2, len(names) + 1)
+                                            for s in itertools.combinations(names, k)]
+        else:
+            complete = False
+            subsets = [names[i:j] for i in range(len(names)) for j in range(i + 2, min(len(names), i + RUN) + 1)]
+        out += [b for s in subsets if not bucket_problems(g, [b := Bucket(tuple(s))])]
+    return Candidates(tuple(out), complete)
+
+
+class Union:
+    """The graph and every candidate's four nodes as one graph (nodes of `g` keep their ids), who owns each
+    node, and the dependencies each holds under."""
+
+    def __init__(self, g: Graph, cands: Sequence[Bucket], price: Pricing) -> None:
+        self.g, self.cands = g, tuple(cands)
+        self.alone = sorted({g.index[m] for b in self.cands for m in b.members})  # collectives that may stay alone
+        self.bucketed = [materialize(g, [b], price) for b in self.cands]
+        nodes = list(g.nodes) + [gb.node(nm) for b, gb in zip(self.cands, self.bucketed) for nm in b.nodes]
+        edges = tuple(e for b in self.cands for e in ((b.nodes[0], b.nodes[1]), (b.nodes[2], b.nodes[3])))
+        with derived():  # the graph's nodes and each checked bucketed graph's own
+            self.graph = Graph(tuple(nodes), (), edges, g.atomic_groups, g.name + "+candidates")
+        n0 = len(g.nodes)
+        # owner: -1 always present; ("alone", c) present iff c stays alone; ("bucket", k) iff candidate k is chosen
+        self.owner: list[tuple[str, int] | None] = [None] * len(nodes)
+        for c in self.alone:
+            self.owner[c] = ("alone", c)
+            self.owner[g.waits_of[c][0]] = ("alone", c)
+        for k in range(len(self.cands)):
+            for j in range(4):
+                self.owner[n0 + 4 * k + j] = ("bucket", k)
+        self.holding: dict[int, list[int]] = {c: [] for c in self.alone}  # collective -> candidates holding it
+        for k, b in enumerate(self.cands):
+            for m in b.members:
+                self.holding[g.index[m]].append(k)
+
+    def node_of(self, k: int, j: int) -> int:
+        """Candidate k's j-th node (0 copy-in, 1 collective, 2 wait, 3 copy-out)."""
+        return len(self.g.nodes) + 4 * k + j
+
+    def relations(self) -> list[tuple[int, int, tuple[tuple[str, int], ...]]]:
+        """(u, v, owners): v is issued after u's slot ends whenever every owner in `owners` is present."""
+        g, uid = self.g, self.graph.index
+        out: dict[tuple[int, int], set[tuple[str, int]]] = {}
+
+        def add(u: int, v: int, *owners: tuple[str, int] | None) -> None:
+            out.setdefault((u, v), set()).update(o for o in owners if o is not None)
+
+        for v in range(len(g.nodes)):
+            for u in g.preds[v]:
+                add(u, v, self.owner[u], self.owner[v])
+        for k, (b, gb) in enumerate(zip(self.cands, self.bucketed)):
+            mine = set(b.nodes)
+            for v in range(len(gb.nodes)):
+                for u in gb.preds[v]:
+                    nu, nv = gb.names[u], gb.names[v]
+                    if nu not in mine and nv not in mine:
+                        continue  # between nodes of the graph: read off the graph itself
+                    iu, iv = uid[nu], uid[nv]
+                    add(iu, iv, self.owner[iu], self.owner[iv])
+                    # an original end that another candidate holds: under that candidate it is its copy-in (a
+                    # member) or its wait (a member's wait); its incoming dependencies map by that end alone
+                    o = self.owner[iv]
+                    if nu in mine and o is not None and o[0] == "alone":
+                        c = o[1]
+                        j = 0 if iv == c else 2
+                        for k2 in self.holding[c]:
+                            if k2 != k and not set(self.cands[k2].members) & set(b.members):
+                                add(iu, self.node_of(k2, j), ("bucket", k), ("bucket", k2))
+        return [(u, v, tuple(sorted(os_))) for (u, v), os_ in out.items()]
+
+    def can_coexist(self, a: int, b: int) -> bool:
+        """Whether nodes a and b can both be present (not two choices for one collective)."""
+        oa, ob = self.owner[a], self.owner[b]
+        if oa is None or ob is None or oa == ob:
+            return True
+        ma = self._members(oa)
+        mb = self._members(ob)
+        return not (ma & mb)
+
+    def _members(self, o: tuple[str, int]) -> set[str]:
+        return {self.g.names[o[1]]} if o[0] == "alone" else set(self.cands[o[1]].members)
+
+
+class JointModel:
+    """Variables with their warm start, one method per constraint family, and the objective (level "free")."""
+
+    def __init__(self, u: Union, ts: TimeScale, horizon: int, hint: tuple[Sequence[Bucket], list[str]] | None,
+                 price: Pricing | None = None) -> None:
+        self.u, self.ts, self.horizon = u, ts, horizon
+        self.m = cp_model.CpModel()
+        self.has_memory = False
+        ug = u.graph
+        n = len(ug.nodes)
+        self.chosen: tuple[Bucket, ...] = ()
+        # the hint: the given bucketing's walk in units, by node name of the union; absent nodes at 0
+        at: dict[str, tuple[int, int, int]] = {}  # name -> (issue, slot end, transfer start)
+        hint_buckets: set[Bucket] = set()
+        hint_ms = 0
+        if hint is not None:
+            bs, order = hint
+            hint_buckets = set(bs)
+            gp = materialize(u.g, list(bs), price) if bs else u.g  # type: ignore[arg-type]
+            w = unit_walk(gp, [gp.index[nm] for nm in order], ts)
+            at = {gp.names[v]: (w.issue[v], w.slot_end[v], w.comm_start.get(v, 0)) for v in range(len(gp.nodes))}
+            hint_ms = w.makespan
+        self.hinted = hint is not None
+        self.alone = {c: self._bool(f"alone[{u.g.names[c]}]", not any(u.cands[k] in hint_buckets
+                                                                     for k in u.holding[c])) for c in u.alone}
+        self.chose = [self._bool(f"chose[{b.name}]", b in hint_buckets) for b in u.cands]
+        self.issue: list[Any] = [None] * n
+        self.slot_end: list[Any] = [None] * n
+        self.comm_start: dict[int, Any] = {}
+        self.wait_end: dict[int, Any] = {}
+        self.slots: list[cp_model.IntervalVar] = []
+        for v in range(n):
+            nm = ug.names[v]
+            h = at.get(nm, (0, 0, 0))
+            lit = self.present(v)
+            self.issue[v] = self._var(0, horizon, h[0], f"issue[{nm}]")
+            if ug.kind[v] == WAIT:
+                e = self._var(0, horizon, h[1], f"wait_end[{nm}]")
+                size = self._var(ts.slot(ug, v), horizon, max(ts.slot(ug, v), h[1] - h[0]), f"wait_len[{nm}]")
+                self.slots.append(self._interval(self.issue[v], size, e, lit, nm))
+                self.wait_end[v] = self.slot_end[v] = e
+            else:
+                length = ts.slot(ug, v)
+                end = self.issue[v] + length
+                self.slots.append(self._interval(self.issue[v], length, end, lit, nm))
+                self.slot_end[v] = end
+                if ug.kind[v] == COLLECTIVE:
+                    self.comm_start[v] = self._var(0, horizon, h[2], f"comm_start[{nm}]")
+        self.hint_order = {nm: i for i, nm in enumerate(hint[1])} if hint is not None else {}
+        self.objective = self._var(0, horizon, hint_ms if hint is not None else horizon, "objective")
+
+    # -- variables -----------------------------------------------------------
+    def _var(self, lo: int, hi: int, hint: int, name: str) -> Any:
+        x = self.m.new_int_var(lo, hi, name)
+        self.m.add_hint(x, min(hi, max(lo, hint)))
+        return x
+
+    def _bool(self, name: str, hint: bool) -> Any:
+        x = self.m.new_bool_var(name)
+        self.m.add_hint(x, hint)
+        return x
+
+    def _interval(self, start: Any, size: Any, end: Any, lit: Any, nm: str) -> cp_model.IntervalVar:
+        if lit is None:
+            return self.m.new_interval_var(start, size, end, f"slot[{nm}]")
+        return self.m.new_optional_interval_var(start, size, end, lit, f"slot[{nm}]")
+
+    def present(self, v: int) -> Any:
+        """Node v's presence literal (None: always present)."""
+        o = self.u.owner[v]
+        if o is None:
+            return None
+        return self.alone[o[1]] if o[0] == "alone" else self.chose[o[1]]
+
+    def _lits(self, *vs: int) -> list[Any]:
+        return list(dict.fromkeys(lit for v in vs if (lit := self.present(v)) is not None))
+
+    def _owner_lit(self, o: tuple[str, int]) -> Any:
+        return self.alone[o[1]] if o[0] == "alone" else self.chose[o[1]]
+
+    # -- constraints, one family each ----------------------------------------
+    def add_bucket_selection(self) -> None:
+        """Each collective a candidate holds is alone or in exactly one chosen candidate (SelectExactlyOne)."""
+        for c, ks in self.u.holding.items():
+            self.m.add_exactly_one([self.alone[c], *(self.chose[k] for k in ks)])
+
+    def add_compute_stream(self) -> None:
+        """One sequential compute stream: the issue slots of the present nodes."""
+        self.m.add_no_overlap(self.slots)
+
+    def add_dependencies(self) -> None:
+        """Each dependency of every bucketing, whenever its ends (and the candidates it comes from) are there."""
+        for u, v, owners in self.u.relations():
+            lits = list(dict.fromkeys(self._owner_lit(o) for o in owners))
+            self.m.add(self.issue[v] >= self.slot_end[u]).only_enforce_if(lits)
+
+    def add_collective_streams(self) -> None:
+        """Transfers start after their launch; a group's stream is FIFO by issue among the present transfers."""
+        ug, ts, m = self.u.graph, self.ts, self.m
+        for c, s in self.comm_start.items():
+            m.add(s >= self.issue[c] + ts.work(ug, c)).only_enforce_if(self._lits(c))
+        by_group: dict[int, list[int]] = {}
+        for c in self.comm_start:
+            by_group.setdefault(ug.group_id[c], []).append(c)
+        for cs in by_group.values():
+            for k, a in enumerate(cs):
+                for b in cs[k + 1:]:
+                    if not self.u.can_coexist(a, b):
+                        continue
+                    first = self.m.new_bool_var(f"issued_before[{ug.names[a]},{ug.names[b]}]")
+                    ha, hb = self.hint_order.get(ug.names[a]), self.hint_order.get(ug.names[b])
+                    self.m.add_hint(first, ha is None or hb is None or ha < hb)
+                    both = self._lits(a, b)
+                    la, lb = self.transfer(a), self.transfer(b)
+                    m.add(self.issue[b] >= self.issue[a] + 1).only_enforce_if([*both, first])
+                    m.add(self.comm_start[b] >= self.comm_start[a] + la).only_enforce_if([*both, first])
+                    m.add(self.issue[a] >= self.issue[b] + 1).only_enforce_if([*both, ~first])
+                    m.add(self.comm_start[a] >= self.comm_start[b] + lb).only_enforce_if([*both, ~first])
+
+    def transfer(self, c: int) -> int:
+        return self.ts.transfer(self.u.graph, c)
+
+    def add_waits(self) -> None:
+        """A wait's slot lasts until its collective's transfer has finished, and then its own time."""
+        ug = self.u.graph
+        for w, e in self.wait_end.items():
+            c = ug.coll_of[w]
+            self.m.add(e >= self.comm_start[c] + self.transfer(c) + self.ts.work(ug, w)).only_enforce_if(
+                self._lits(w))
+
+    def add_atomic_groups(self) -> None:
+        """Members follow each other directly on the compute stream (they are never bucketed)."""
+        for grp in self.u.graph.atomic:
+            for a, b in zip(grp, grp[1:]):
+                self.m.add(self.issue[b] == self.slot_end[a])
+
+    def set_objective(self) -> None:
+        """The makespan: the last present slot or transfer end."""
+        for v in range(len(self.u.graph.nodes)):
+            ends = [self.slot_end[v]] + ([self.comm_start[v] + self.transfer(v)] if v in self.comm_start else [])
+            for e in ends:
+                self.m.add(self.objective >= e).only_enforce_if(self._lits(v))
+        self.m.minimize(self.objective)
+
+    # -- reading a solution --------------------------------------------------
+    def order_from(self, solver: cp_model.CpSolver) -> list[int]:
+        """The present nodes by issue time (union ids); `chosen` becomes the chosen candidates."""
+        self.chosen = tuple(b for b, x in zip(self.u.cands, self.chose) if solver.boolean_value(x))
+        on = [v for v in range(len(self.u.graph.nodes))
+              if (lit := self.present(v)) is None or solver.boolean_value(lit)]
+        return sorted(on, key=lambda v: (solver.value(self.issue[v]), v))
+
+
+def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]] | None = None,
+                price: Pricing | None = None, horizon: int | None = None) -> JointModel:
+    """The joint model of `u`; `hint` (buckets among the candidates, an order of their bucketed graph) is the
+    warm start and its makespan the horizon (no plan worth finding ends later)."""
+    if horizon is None:
+        horizon = safe_horizon(u.graph, ts) if hint is None else _hint_units(u, ts, hint, price)
+    md = JointModel(u, ts, horizon, hint, price)
+    md.add_bucket_selection()
+    md.add_compute_stream()
+    md.add_dependencies()
+    md.add_collective_streams()
+    md.add_waits()
+    md.add_atomic_groups()
+    md.set_objective()
+    return md
+
+
+def _hint_units(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]], price: Pricing | None) -> int:
+    bs, order = hint
+    gp = materialize(u.g, list(bs), price) if bs else u.g  # type: ignore[arg-type]
+    return unit_walk(gp, [gp.index[nm] for nm in order], ts).makespan
+
+
+@dataclass
+class JointResult:
+    """What the joint model found: a plan (buckets, order by name of their bucketed graph) or none, and a lower
+    bound on every plan of the problem (0 where the candidates are not every legal bucket)."""
+
+    buckets: tuple[Bucket, ...] | None = None
+    order: list[str] | None = None
+    bound: float = 0.0
+    complete: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def too_large(g: Graph, cands: Candidates) -> str:
+    """Why the joint model is not built for `g` ('' when it is)."""
+    if not cands.buckets:
+        return "no candidate bucket"
+    if len(cands.buckets) > MAX_CANDIDATES:
+        return f"{len(cands.buckets)} candidate buckets (at most {MAX_CANDIDATES})"
+    nodes = len(g.nodes) + 4 * len(cands.buckets)
+    if nodes > MAX_UNION_NODES:
+        return f"{nodes} nodes with the candidates' (at most {MAX_UNION_NODES})"
+    per_group: dict[str | None, int] = {}
+    for c in g.coll_seq:
+        per_group[g.nodes[c].group] = per_group.get(g.nodes[c].group, 0) + 1
+    for b in cands.buckets:
+        grp = g.node(b.members[0]).group
+        per_group[grp] = per_group.get(grp, 0) + 1
+    pairs = sum(k * (k - 1) // 2 for k in per_group.values())
+    if pairs > MAX_STREAM_PAIRS:
+        return f"{pairs} pairs of transfers of one group (at most {MAX_STREAM_PAIRS})"
+    return ""
+
+
+def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
+                start: tuple[Sequence[Bucket], list[str]] | None = None) -> JointResult:
+    """The joint model of `problem`'s graph at level "free" with no budget, warm-started from `start` (buckets,
+    and an order of their bucketed graph by name; used only when its buckets are candidates). Never raises for
+    the solver's sake: a failure is in `stats["error"]`. Its plan is not checked against the problem's level or
+    budget: the caller does that."""
+    from overlapsat.solver.optimize import _solve_model  # the one contained, interruptible CP-SAT call
+
+    g = problem.graph.relaxed("free")
+    cands = candidates(g)
+    why = too_large(g, cands)
+    if why:
+        return JointResult(stats={"skipped": why})
+    u = Union(g, cands.buckets, price)
+    try:
+        ts = choose_scale(u.graph)
+    except GraphError as e:
+        return JointResult(stats={"skipped": str(e)})
+    if start is not None and not set(start[0]) <= set(cands.buckets):
+        start = None  # not among the candidates: no complete hint
+    md = build_joint(u, ts, start, price)
+    tb = TimeBudget(params)
+    stats: dict[str, Any] = {"candidates": len(cands.buckets), "complete": cands.complete,
+                             "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact}
+    work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit
+    out = _solve_model(u.graph, md, ts, params, tb, object() if start is not None else None, None, None, stats,
+                       work)
+    res = JointResult(complete=cands.complete, stats={**stats, "error": out.error} if out.error else stats)
+    if out.order is not None:
+        res.buckets = md.chosen
+        res.order = [u.graph.names[v] for v in out.order]
+    if cands.complete and out.bound_us is not None:
+        res.bound = out.bound_us
+    if out.infeasible:  # a proof that no plan is within the horizon: the start is optimal
+        res.stats["infeasible_below_start"] = True
+    return res
+
+
+def with_time(params: SolveParams, share: float) -> SolveParams:
+    """`params` with `share` of its time (and so of its work)."""
+    return replace(params, time_limit=max(0.05, share * params.time_limit),
+                   work_limit=None if params.work_limit is None else max(0.01, share * params.work_limit))
+
+
+__all__ = ["Candidates", "JointModel", "JointResult", "Union", "build_joint", "candidates", "solve_joint"]
