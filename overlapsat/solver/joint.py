@@ -358,6 +358,8 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     from overlapsat.solver.optimize import _solve_model  # the one contained, interruptible CP-SAT call
 
     g = problem.graph.relaxed("free")
+    if len(g.nodes) > MAX_UNION_NODES:  # before listing candidates: that alone costs seconds at 16k nodes
+        return JointResult(stats={"skipped": f"{len(g.nodes)} nodes (at most {MAX_UNION_NODES})"})
     cands = candidates(g)
     why = too_large(g, cands)
     if why:

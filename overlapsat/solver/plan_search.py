@@ -38,6 +38,7 @@ from overlapsat.plan import (
     materialize,
 )
 from overlapsat.problem import Problem
+from overlapsat.solver.joint import solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
 
@@ -55,6 +56,7 @@ LIFT_NODES = 2000  # beyond this the whole-graph model proves little in that sha
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
+JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (solver/joint.py), small graphs
 MAX_KEY_ENUMERATED = 64  # collectives of one key beyond which bucketings are not listed (recursion depth, time)
 
 
@@ -268,25 +270,60 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         return e.makespan if e is not None else math.inf
 
     best = min(finalists, key=lambda bs: (judged(bs), len(bs), finalists.index(bs)))  # ties: fewer buckets
-    h = materialize(g, list(best), price)
     row = best_known(best)
+    extra = {f"best scoring pass ({row.name})": row.order} if row is not None else {}
+    h = materialize(g, list(best), price)
+    # the joint model, warm-started from the best plan so far: a better plan where it finds one, and a bound over
+    # every plan where its candidates are every legal bucket
+    joint_params = with_time(params, JOINT_SHARE)
+    joint = solve_joint(problem, price, joint_params,
+                        (best, [h.names[v] for v in row.order]) if row is not None else None)
+    jstats: dict[str, Any] = {k: joint.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
+                                                             "error") if k in joint.stats}
+    jstats["bound_us"] = joint.bound
+    better = _checked(problem, price, joint.buckets, joint.order)
+    if better is not None and better[2] < judged(best) - 1e-9 * max(1.0, judged(best)):
+        best, h = better[0], better[1]
+        extra = {"joint model": [h.index[nm] for nm in joint.order]}  # type: ignore[union-attr]
+        jstats["used"] = True
     lift = replace(params, time_limit=max(0.2, BOUND_SHARE * params.time_limit))
     spent = time.monotonic() - t0 + (lift.time_limit if len(g.nodes) <= LIFT_NODES else 0.0)
     left = max(0.1, params.time_limit - spent) if not params.deterministic else params.time_limit
     final_params = replace(params, time_limit=left)
-    res = optimize(problem.on(h), final_params, on_phase=on_phase,
-                   extra_orders={f"best scoring pass ({row.name})": row.order} if row is not None else None)
+    res = optimize(problem.on(h), final_params, on_phase=on_phase, extra_orders=extra or None)
     plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
     bound, notes = bound_over_bucketings(problem, price, lift)
+    bound = max(bound, joint.bound)
     unb = full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
              res.makespan, len(scored), accepted)
     out = PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
                      {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
-                      "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0)}, peer, full.get(peer),
+                      "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0), "joint": jstats},
+                     peer, full.get(peer),
                      bound, tuple(notes), unb.makespan if unb is not None else math.inf,
                      {name: e for name, bs in starts_given.items() if (e := full.get(bs)) is not None})
     return _keep_unbucketed(problem, out, unbucketed)
+
+
+def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | None,
+             order: list[str] | None) -> tuple[tuple[Bucket, ...], Graph, float] | None:
+    """The joint model's plan, if it is legal and valid at the problem's level and budget (the model sees
+    neither): its buckets, bucketed graph and makespan."""
+    if buckets is None or order is None:
+        return None
+    g = problem.relaxed
+    bs = tuple(sorted(buckets, key=lambda b: g.index[b.members[0]]))
+    if bucket_problems(g, bs):
+        return None
+    h = materialize(g, list(bs), price)
+    ids = [h.index[nm] for nm in order]
+    from overlapsat.evaluate import evaluate
+    from overlapsat.validate import validate
+
+    if validate(problem.on(h), ids, limit=1):
+        return None
+    return bs, h, evaluate(problem.on(h), "joint model", ids).makespan
 
 
 def _keep_unbucketed(problem: Problem, pr: PlanResult, unbucketed: Result | None) -> PlanResult:
