@@ -2,17 +2,26 @@
 
     python benchmarks/bench_plan.py [--time-limit 30] [--level free] [NAME ...]
 
-Per graph (benchmarks/fx_corpus, no memory budget, the level given):
+Per graph (benchmarks/fx_corpus, the level given):
   - torch reorder-only: torch's OverlapScheduler order of the unbucketed graph (stored in the corpus file);
   - torch bucketed: torch's OverlapScheduler with bucketing on, a graph of its own (its figure in the file);
+  - torch pre-bucketed: torch's FSDP pre-bucketing, then its OverlapScheduler without bucketing (likewise);
+  - torch's pre-buckets, overlapsat order: those pre-buckets as a plan of this graph, ordered by `optimize`;
+  - torch overlap-preserving buckets of overlapsat's order: torch's OverlapPreservingBucketer run on
+    overlapsat's order (`optimize`, 30 s, free; recorded in the file), ordered by `optimize`;
   - overlapsat order: `optimize` on the unbucketed graph;
   - torch's buckets, overlapsat's order: torch's bucketed scheduler's buckets (recorded in the corpus file)
     as a plan of this graph, ordered by `optimize` (the same time limit);
   - TBB, overlapsat order: transformer-block bucketing (per block, its parameters' gathers in one bucket and
     their gradients' reduce-scatters in another; `make_fx_corpus.block_buckets`), ordered by `optimize`;
-  - overlapsat plan: `optimize_plan` (buckets by local search from torch's greedy bucketer, torch's
-    scheduler's buckets and TBB, then `optimize`);
+  - overlapsat plan: `optimize_plan` (buckets by local search from torch's greedy bucketer and every peer's
+    buckets above, then `optimize`);
   - the bound over every bucketing (MODEL.md "Bounds over every bucketing") and the plan's gap to it.
+
+A second table gives each row's peak memory (GiB, MODEL.md's rule; torch bucketed: the figure its corpus file
+records) and its contended makespan (`simulate_contended` with the H200 step preset, an estimate the bound does
+not cover; torch bucketed: not recorded). `--budget R` solves every overlapsat row under R times the input
+order's peak and marks a peer above it.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ import math
 import os
 import time
 
-from overlapsat import Problem, evaluate, optimize
+from overlapsat import Problem, evaluate, optimize, peak_memory
+from overlapsat.cost.interference import H200_STEP, simulate_contended
 from overlapsat.cost.model import cost_model
 from overlapsat.io import graph_from_dict
 from overlapsat.plan import bucket_problems, materialize
@@ -39,13 +49,19 @@ def main() -> None:
     ap.add_argument("names", nargs="*")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--level", default="free")
+    ap.add_argument("--budget", type=float, default=None, help="a ratio of the input order's peak memory")
     a = ap.parse_args()
     price = cost_model("h200").duration
-    print(f"Time limit {a.time_limit:g} s per solve, level {a.level!r}, deterministic, makespans in ms.\n")
-    print("| graph | nodes | torch reorder-only | torch bucketed | torch's buckets, overlapsat order | "
+    print(f"Time limit {a.time_limit:g} s per solve, level {a.level!r}, deterministic, makespans in ms"
+          + (f", budget {a.budget:g} x the input order's peak" if a.budget is not None else ", no budget")
+          + ".\n")
+    extra: list[str] = []  # the second table's rows
+    print("| graph | nodes | torch reorder-only | torch bucketed | torch pre-bucketed | "
+          "torch's buckets, overlapsat order | torch's pre-buckets, overlapsat order | "
+          "torch overlap-preserving buckets of overlapsat's order, overlapsat order | "
           "TBB, overlapsat order | overlapsat order | overlapsat plan (buckets) | plan vs best peer | "
           "bound over bucketings | plan gap | plan s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ratios = []
     for path in sorted(glob.glob(os.path.join(HERE, "fx_corpus", "*.json.gz"))):
         name = os.path.basename(path).removesuffix(".json.gz")
@@ -53,12 +69,16 @@ def main() -> None:
             continue
         d = json.load(gzip.open(path))
         g = graph_from_dict(d["graph"])
-        p = Problem.of(g, None, a.level)
+        p = Problem.of(g, a.budget, a.level)
         reorder = evaluate(p.on(p.relaxed), "torch", g.order_indices(d["overlap_scheduler"]))
         torch_bucketed = d["bucketed"]["makespan_us"]
+        torch_pre = (d.get("prebucketed") or {}).get("makespan_us", math.inf)
         order = optimize(p, time_limit=a.time_limit)
         peers = {}
         for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
+                             ("torch FSDP pre-bucketing", (d.get("prebucketed") or {}).get("buckets", [])),
+                             ("torch overlap-preserving on overlapsat's order",
+                              (d.get("overlap_preserving") or {}).get("buckets", [])),
                              ("TBB", d.get("tbb", []))):
             recorded = list(as_buckets(p.relaxed, buckets))  # members in the group's input order
             legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]
@@ -68,11 +88,16 @@ def main() -> None:
         plan = optimize_plan(p, price, time_limit=a.time_limit,
                              starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order)
         dt = time.monotonic() - t
-        best_torch = min([reorder.makespan if reorder.valid else math.inf, torch_bucketed]
+        best_torch = min([reorder.makespan if reorder.valid else math.inf, torch_bucketed, torch_pre]
                          + [v[2].makespan for v in peers.values() if v[2] is not None])
         ratios.append(plan.makespan / best_torch)
+        cells = [_cell(p, p.relaxed, reorder.order), _figure(d["bucketed"].get("peak_memory"), None, p.budget),
+                 _figure((d.get("prebucketed") or {}).get("peak_memory"), None, p.budget)]
+        cells += [_cell(p, r.graph, r.order) if r is not None else "- | -" for _, _, r in peers.values()]
+        cells += [_cell(p, order.graph, order.order), _cell(p, plan.bucketed, plan.result.order)]
+        extra.append(f"| {name} | " + " | ".join(cells) + " |")
         print(f"| {name} | {len(g.nodes):,} | {reorder.makespan / 1e3:.2f}{'' if reorder.valid else ' (invalid)'} | "
-              f"{torch_bucketed / 1e3:.2f} | "
+              f"{torch_bucketed / 1e3:.2f} | {torch_pre / 1e3:.2f} | "
               + " | ".join(f"{r.makespan / 1e3:.2f} ({len(lg)}/{len(rc)})" if r is not None else "-"
                            for lg, rc, r in peers.values())
               + f" | {order.makespan / 1e3:.2f} | {plan.makespan / 1e3:.2f} "
@@ -82,6 +107,25 @@ def main() -> None:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"\nGeomean, plan against the best peer (torch's two, torch's buckets and TBB under overlapsat's "
               f"order): {100 * (geo - 1):+.2f} %")
+    if extra:
+        cols = ("torch reorder-only", "torch bucketed", "torch pre-bucketed", "torch's buckets, overlapsat order",
+                "torch's pre-buckets, overlapsat order", "torch overlap-preserving, overlapsat order",
+                "TBB, overlapsat order", "overlapsat order", "overlapsat plan")
+        print("\nPeak memory (GiB; * above the budget) and contended makespan (ms, H200 step preset, an estimate):\n")
+        print("| graph | " + " | ".join(f"{c} peak | {c} contended" for c in cols) + " |")
+        print("| --- |" + " ---: |" * (2 * len(cols)))
+        print("\n".join(extra))
+
+
+def _figure(peak: int | None, contended: float | None, budget: int | None) -> str:
+    over = "*" if peak is not None and budget is not None and peak > budget else ""
+    pk = f"{peak / 2**30:.2f}{over}" if peak is not None else "-"
+    return f"{pk} | " + (f"{contended / 1e3:.2f}" if contended is not None else "-")
+
+
+def _cell(p: Problem, graph, order) -> str:
+    """Peak and contended makespan of `order` on `graph` (a bucketed graph for the plan and the peers)."""
+    return _figure(peak_memory(graph, order), simulate_contended(graph, order, H200_STEP).makespan, p.budget)
 
 
 if __name__ == "__main__":

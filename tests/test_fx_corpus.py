@@ -68,3 +68,11 @@ def test_the_recorded_peer_buckets_are_plans_of_the_graph(name):
     members = [m for b in torch_bs for m in b.members]
     assert torch_bs and len(members) == len(set(members)) and set(members) <= set(g.names)
     assert bucket_problems(g.relaxed("free"), torch_bs) == []  # every one a legal bucket of the graph
+    # torch's FSDP pre-bucketing alone (before a scheduler that does not bucket), and its overlap-preserving
+    # bucketer run on overlapsat's own order: legal buckets of the graph too, each over gathers or reduce-scatters
+    for key in ("prebucketed", "overlap_preserving"):
+        bs = as_buckets(g, d[key]["buckets"])
+        members = [m for b in bs for m in b.members]
+        assert bs and len(members) == len(set(members)) and set(members) <= set(g.names), key
+        assert bucket_problems(g.relaxed("free"), bs) == [], key
+    assert d["prebucketed"]["makespan_us"] > 0 and d["overlap_preserving"]["level"] == "free"

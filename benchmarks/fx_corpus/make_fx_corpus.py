@@ -7,10 +7,14 @@ group, traces one training step (forward, loss, backward through
 `torch.autograd.grad`) with `make_fx` into one ATen FX graph with functional
 collectives, imports it with `overlapsat.torch.fx.import_fx` (calibrated H200
 pricing) and runs torch's OverlapScheduler on it for the peer order, and
-once more with bucketing on (a different graph; its figures only). Writes
-`<name>.json.gz` with the graph, the peer's order, the bucketed figures and
-torch's buckets, and a TBB plan's buckets (one gather bucket and one
-reduce-scatter bucket per transformer block, `block_buckets`).
+once more with bucketing on (a different graph; its figures only), and once
+with only its FSDP pre-bucketing before a scheduler that does not bucket.
+It also runs torch's OverlapPreservingBucketer on overlapsat's own order
+(`optimize` at level free, `ORDER_SECONDS`, deterministic). Writes
+`<name>.json.gz` with the graph, the peer's order, the bucketed and
+pre-bucketed figures and torch's buckets for each, the overlap-preserving
+buckets of overlapsat's order, and a TBB plan's buckets (one gather bucket
+and one reduce-scatter bucket per transformer block, `block_buckets`).
 """
 
 from __future__ import annotations
@@ -24,16 +28,18 @@ import time
 
 import torch
 
+from overlapsat import Problem, optimize
 from overlapsat.io import graph_to_dict
 from overlapsat.simulate import simulate
 from overlapsat.torch.capture import ensure_fake_process_group
 from overlapsat.torch.fx import import_fx
-from overlapsat.torch.fx_peer import bucketed, overlap_scheduler_order
+from overlapsat.torch.fx_peer import bucketed, overlap_preserving_buckets, overlap_scheduler_order
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # the repository root
 from benchmarks.models import fsdp_tp_llama, llama_fsdp, moe_ep, moe_fsdp_ep  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ORDER_SECONDS = 30.0  # overlapsat's order that torch's overlap-preserving bucketer is run on
 
 # name -> (world size, model kwargs, batch, seq)
 CASES = {
@@ -154,10 +160,24 @@ def main(names: list[str], out: str) -> None:
             c2 = b.counts()
             bucket = {"nodes": c2["nodes"], "collectives": c2["collective"], "makespan_us": r.makespan,
                       "exposed_us": r.exposed, "peak_memory": r.peak_memory, "buckets": torch_buckets}
+        gm3, _ = trace(name)
+        pre_buckets: list[list[str]] = []
+        pb = bucketed(gm3, g, pre_buckets, collective_bucketing=False, pre_bucketing=True)
+        pre = None
+        if pb is not None:
+            r = simulate(pb)
+            pre = {"nodes": len(pb.nodes), "makespan_us": r.makespan, "exposed_us": r.exposed,
+                   "peak_memory": r.peak_memory, "buckets": pre_buckets}
+        t0 = time.monotonic()
+        mine = optimize(Problem.of(g, None, "free"), time_limit=ORDER_SECONDS)
+        gm4, _ = trace(name)
+        opb = overlap_preserving_buckets(gm4, g, mine.names)
+        kept = {"order_makespan_us": mine.makespan, "order_seconds": ORDER_SECONDS, "level": "free",
+                "buckets": opb, "seconds": time.monotonic() - t0} if opb is not None else None
         path = os.path.join(out, f"{name}.json.gz")
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "bucketed": bucket, "tbb": tbb,
-                       "torch_version": torch.__version__,
+                       "prebucketed": pre, "overlap_preserving": kept, "torch_version": torch.__version__,
                        "seconds": {"trace": t_trace, "import": t_import, "peer": t_peer}}, f)
         c = g.counts()
         print(f"{path}: {c['nodes']} nodes, {c['collective']} collectives; trace {t_trace:.1f} s, "

@@ -92,10 +92,12 @@ def _recording_merges(into: dict[str, list[str]]) -> Iterator[None]:
             setattr(tb, nm, fn)
 
 
-def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None) -> Graph | None:
-    """OverlapScheduler with collective bucketing on: a different graph (collectives merged), returned as a
-    Graph in the order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`.
-    `buckets`, a list, receives torch's buckets by the members' names in `graph` (a plan's buckets)."""
+def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, collective_bucketing: bool = True,
+             pre_bucketing: bool = True) -> Graph | None:
+    """OverlapScheduler with bucketing on: a different graph (collectives merged), returned as a Graph in the
+    order torch chose, priced as overlapsat prices nodes; None where it fails. Changes `gm`. `buckets`, a list,
+    receives torch's buckets by the members' names in `graph` (a plan's buckets). `collective_bucketing=False`
+    keeps only torch's FSDP pre-bucketing (`pre_bucketing`), before a scheduler that does not bucket."""
     if not available():
         return None
     merges: dict[str, list[str]] = {}
@@ -115,7 +117,8 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None) -> G
                 {f"aten_distributed_optimizations.{k}": v for k, v in autofix.items()}):
             # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
             out = osched.schedule_overlap_bucketing(
-                gm, collective_bucketing=True, compute_estimator="analytical",
+                gm, collective_bucketing=collective_bucketing, pre_bucketing_fsdp_collectives=pre_bucketing,
+                compute_estimator="analytical",
                 custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
         h = import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
         if buckets is not None:
@@ -124,6 +127,56 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None) -> G
     except Exception as e:  # noqa: BLE001 - no bucketed row
         log.warning("torch's bucketing failed on %s (%s: %s); no bucketed row", graph.name, type(e).__name__, e)
         return None
+
+
+def overlap_preserving_buckets(gm: Any, graph: Graph, order: list[str]) -> list[list[str]] | None:
+    """The buckets torch's OverlapPreservingBucketer merges on `order` (overlapsat's order of `graph`, which was
+    imported from `gm`), by the members' names; None where it fails. Changes `gm`.
+
+    The bucketer is torch's second step after its scheduler: it merges collectives whose merge keeps what hides
+    them hidden. It is given the order, and each collective's hiding compute and exposure as overlapsat's
+    simulator walks that order (the compute kernels that run while its transfer does, by MODEL.md).
+    """
+    if not available():
+        return None
+    from torch._inductor.fx_passes.overlap_preserving_bucketer import OverlapPreservingBucketer
+    from torch._inductor.fx_passes.overlap_scheduling import CollectiveInfo
+    from torch.utils._ordered_set import OrderedSet
+
+    from overlapsat.graph import COMPUTE
+    from overlapsat.simulate import simulate
+
+    merges: dict[str, list[str]] = {}
+    try:
+        fx_graph = gm.graph
+        by_name = {n.name: n for n in fx_graph.nodes}
+        sim = simulate(graph, order)
+        out_node = fx_graph.output_node()
+        for nm in order:  # the FX graph in overlapsat's order (placeholders stay first)
+            out_node.prepend(by_name[nm])
+        pos = {nm: k for k, nm in enumerate(order)}
+        stall = sim.collective_exposure()
+        info: dict[Any, Any] = {}
+        for c in graph.coll_seq:
+            if len(graph.waits_of[c]) != 1:
+                continue
+            w = graph.waits_of[c][0]
+            s, e = float(sim.start[c]), float(sim.end[c])
+            between = order[pos[graph.names[c]] + 1:pos[graph.names[w]]]
+            hiding = OrderedSet(by_name[nm] for nm in between if graph.kind[graph.index[nm]] == COMPUTE
+                                and sim.start[graph.index[nm]] < e and sim.end[graph.index[nm]] > s)
+            info[by_name[graph.names[c]]] = CollectiveInfo(
+                start_node=by_name[graph.names[c]], wait_node=by_name[graph.names[w]],
+                size_bytes=int(graph.nodes[c].nbytes), estimated_time_ms=graph.dur[c] / 1e3,
+                exposed_time_ms=stall[graph.names[c]] / 1e3, hiding_nodes=hiding)
+        scheduled = OrderedSet(n for n in fx_graph.nodes)
+        with _recording_merges(merges):
+            OverlapPreservingBucketer(fx_graph, info, scheduled, max_bucket_memory_gb=2.0,
+                                      collective_bucketing=True).bucket_collectives()
+    except Exception as e:  # noqa: BLE001 - no such warm start
+        log.warning("torch's overlap-preserving bucketing failed on %s (%s: %s)", graph.name, type(e).__name__, e)
+        return None
+    return [ms for ms in merges.values() if len(ms) >= 2]
 
 
 def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: float | None = 1.0,
@@ -161,4 +214,4 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     return order
 
 
-__all__ = ["available", "bucketed", "overlap_scheduler_order", "peer_budget"]
+__all__ = ["available", "bucketed", "overlap_preserving_buckets", "overlap_scheduler_order", "peer_budget"]
