@@ -199,8 +199,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     res = optimize(problem, time_limit=time_limit, workers=workers, deterministic=deterministic,
                    work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
-    assert res.evaluated is not None
-    rows.append(replace(res.evaluated, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
+    rows.append(replace(res.best, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
     from overlapsat.bounds import lower_bound
 
     analytical = lower_bound(problem).makespan
@@ -227,8 +226,7 @@ def _polished_row(problem: Problem, res: Result, interference: Interference, tim
     t = time.monotonic()
     params = SolveParams(time_limit=time_limit, collective_order=problem.collective_order,  # type: ignore[arg-type]
                          interference=interference)
-    assert res.evaluated is not None
-    row, done = tie_break(problem.on(problem.relaxed), res.evaluated, params)  # optimize's graph
+    row, done = tie_break(problem.on(problem.relaxed), res.best, params)  # optimize's graph
     if not done["moves"]:
         return None
     return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")
@@ -266,8 +264,7 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
         if best is not None:
             out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
-    assert pr.result.evaluated is not None
-    out.append(replace(pr.result.evaluated, name="overlapsat plan", runtime_s=plan_s, stats={},
+    out.append(replace(pr.result.best, name="overlapsat plan", runtime_s=plan_s, stats={},
                        note=f"{len(pr.buckets)} buckets: {len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
                             f"collectives; order {pr.result.status.value} for these buckets; "
                             + ("optimal over every bucketing" if pr.proven else

@@ -73,6 +73,7 @@ def test_the_recorded_peer_buckets_are_plans_of_the_graph(name):
     for key in ("prebucketed", "overlap_preserving"):
         bs = as_buckets(g, d[key]["buckets"])
         members = [m for b in bs for m in b.members]
-        assert bs and len(members) == len(set(members)) and set(members) <= set(g.names), key
+        assert bs or (key, name) == ("prebucketed", "moe_dsv3_L8_ep8_w64"), key  # torch pre-buckets no MoE group
+        assert len(members) == len(set(members)) and set(members) <= set(g.names), key
         assert bucket_problems(g.relaxed("free"), bs) == [], key
     assert d["prebucketed"]["makespan_us"] > 0 and d["overlap_preserving"]["level"] == "free"

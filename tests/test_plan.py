@@ -440,11 +440,13 @@ def test_the_plan_is_never_longer_than_the_unbucketed_order_given():
     res = optimize(pb, time_limit=2)
     kept = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=res)
     assert len(kept.buckets) == 1 and kept.makespan == pytest.approx(190.0) and kept.unbucketed == pytest.approx(240)
-    short = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=replace(res, makespan=100.0))
+    stand_in = replace(res, best=replace(res.best, sim=replace(res.best.sim, makespan=100.0)))
+    short = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=stand_in)
     assert short.buckets == () and short.makespan == 100.0 and short.stats["kept_unbucketed"]
     assert list(short.plan.order) == res.names
     with pytest.raises(GraphError, match="unbucketed"):
-        optimize_plan(pb, _latency(100.0), time_limit=1, unbucketed=replace(res, order=list(reversed(res.order))))
+        optimize_plan(pb, _latency(100.0), time_limit=1,
+                      unbucketed=replace(res, best=replace(res.best, order=list(reversed(res.order)))))
 
 
 def _contracted_cycle(g, bs):

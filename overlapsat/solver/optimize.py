@@ -90,14 +90,12 @@ class GapBelow:
 
 @dataclass
 class Result:
-    """The best valid order found, its simulated figures and how it was found."""
+    """The best valid order found (`best`: the order, simulated and validated, the one source of its figures),
+    the proven bound, the status, and how it was found (PyVRP's `Result` is the size aimed at)."""
 
-    graph: Graph
-    order: list[int]
+    graph: Graph  # the graph as given (`best` walks the same nodes, ids and names)
+    best: Evaluated
     status: Status
-    makespan: float
-    exposed: float
-    peak_memory: int
     bound: float  # proven lower bound on the makespan of any valid order
     method: str
     baseline: dict[str, float]  # the input order
@@ -106,8 +104,28 @@ class Result:
     memory_budget: int | None = None
     message: str = ""
     cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
-    evaluated: Evaluated | None = field(default=None, repr=False, compare=False)  # the order, simulated and validated
     stopped_by: str = ""  # what ended the search: proof | work | clock | interrupt | rule
+
+    @property
+    def order(self) -> list[int]:
+        return self.best.order
+
+    @property
+    def makespan(self) -> float:
+        return self.best.makespan
+
+    @property
+    def exposed(self) -> float:
+        return self.best.exposed
+
+    @property
+    def peak_memory(self) -> int:
+        return self.best.peak_memory
+
+    @property
+    def evaluated(self) -> Evaluated:
+        """`best` (the name it had)."""
+        return self.best
 
     @property
     def names(self) -> list[str]:
@@ -463,8 +481,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     stopped = ("proof" if meets(final.makespan, bound) else "interrupt" if tb.interrupted
                else "rule" if stats.get("stopped_by_rule") else "clock" if tb.cut_by_wall_clock or tb.clock_over()
                else "work")
-    return Result(given, final.order, status, final.makespan, final.exposed, final.peak_memory, bound, method,
-                  baseline, heur_orig, stats, budget, message, tb.cut_by_wall_clock, final, stopped)
+    return Result(given, final, status, bound, method, baseline, heur_orig, stats, budget, message,
+                  tb.cut_by_wall_clock, stopped)
 
 
 def tie_break(problem: Problem, final: Evaluated, params: SolveParams) -> tuple[Evaluated, dict]:

@@ -170,7 +170,13 @@ def overlap_preserving_buckets(gm: Any, graph: Graph, order: list[str]) -> list[
                 size_bytes=int(graph.nodes[c].nbytes), estimated_time_ms=graph.dur[c] / 1e3,
                 exposed_time_ms=stall[graph.names[c]] / 1e3, hiding_nodes=hiding)
         scheduled = OrderedSet(n for n in fx_graph.nodes)
-        with _recording_merges(merges):
+        import torch._inductor.config as icfg
+
+        # the bucketer can meet a cycle among its own added dependencies (seen on llama3_8b_L32_w64 with
+        # overlapsat's order, torch 2.13) and asks for this switch; on for this run only, where torch has it
+        autofix = {"aten_distributed_optimizations.overlap_scheduling_autofix_cycles": True} if hasattr(
+            icfg.aten_distributed_optimizations, "overlap_scheduling_autofix_cycles") else {}
+        with _recording_merges(merges), icfg.patch(autofix):
             OverlapPreservingBucketer(fx_graph, info, scheduled, max_bucket_memory_gb=2.0,
                                       collective_bucketing=True).bucket_collectives()
     except Exception as e:  # noqa: BLE001 - no such warm start
