@@ -279,3 +279,24 @@ def _present_in(md, v, bs):
 def _hinted(md, var):
     hints = md.m.proto.solution_hint
     return dict(zip(hints.vars, hints.values))[var.index]
+
+
+def test_a_solver_failure_in_the_joint_model_keeps_the_searchs_plan(monkeypatch):
+    """CP-SAT raising is contained: the joint model gives no plan and says why, and with every CP-SAT call
+    failing the plan search still returns a valid plan with the joint model's error in its stats (the brief: a
+    failure inside any solver call keeps the best valid order found so far)."""
+    from overlapsat.solver.plan_search import optimize_plan
+
+    def boom(*a, **k):
+        raise RuntimeError("solver exploded")
+
+    g = three_gathers()
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("overlapsat.solver.optimize"), "_interruptible_solve", boom)
+    r = solve_joint(Problem(g, None, "free"), price, SolveParams(time_limit=2, collective_order="free"))
+    assert r.buckets is None and r.bound == 0.0 and r.stats["error"] == "RuntimeError: solver exploded"
+    monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)  # the search path, then the model
+    pr = optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=10)
+    assert pr.stats["joint"]["error"] == "RuntimeError: solver exploded" and "used" not in pr.stats["joint"]
+    assert validate(Problem(pr.bucketed, None, "free"), list(pr.plan.order)) == []
