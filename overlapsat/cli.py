@@ -363,6 +363,19 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if r.stats.get("interrupted") else EXIT_OK
 
 
+def _joint_line(j: dict) -> str:
+    """What the joint CP-SAT model of buckets and order did (decision 43), as `overlapsat plan` says it."""
+    if "skipped" in j:
+        return f"  joint model (CP-SAT, buckets and order): not run ({j['skipped']})"
+    if j.get("error"):
+        return f"  joint model (CP-SAT, buckets and order): failed ({j['error']}); the search's plan kept"
+    scope = ("every legal bucket, so its bound holds over every plan" if j.get("complete")
+             else "runs of neighbouring collectives, so no bound from it")
+    return (f"  joint model (CP-SAT, buckets and order, level free, no budget): {j.get('candidates')} candidate "
+            f"buckets ({scope}); CP-SAT {str(j.get('solver_status')).lower()}"
+            + ("; its plan was shorter and was kept" if j.get("used") else ""))
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from overlapsat.cost import cost_model
     from overlapsat.problem import Problem
@@ -390,6 +403,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"  plan: {len(r.buckets)} buckets ({sum(len(b.members) for b in r.buckets)} collectives merged); "
         + (f"every one of the {r.stats['every_bucketing']} legal bucketings ordered" if "every_bucketing" in r.stats
            else f"{r.stats['bucketings_scored']} bucketings scored, {r.moves['accepted']} moves kept"),
+        *([_joint_line(r.stats["joint"])] if "joint" in r.stats else []),
         *(["  warm starts (best scoring pass on each bucketed graph): "
            + ", ".join(f"{k} {fmt_us(v)}" for k, v in r.starts.items())] if r.starts else []),
         f"  makespan {fmt_us(res.makespan)}, exposed {fmt_us(res.exposed)}, peak memory "

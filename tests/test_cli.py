@@ -187,3 +187,19 @@ def test_plan_writes_a_plan_that_loads_and_refuses_without_a_cost_model(tmp_path
     r = run("plan", "fsdp_small", "--out", str(tmp_path / "x.json"))
     assert r.returncode != 0 and "--profile" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "x.json").exists()
+
+
+def test_plan_says_what_the_joint_model_did(tmp_path):
+    """ddp_small has six gathers of one key (203 bucketings, too many to order each): the joint model runs over
+    every legal bucket, and the CLI and the plan file say so; the bound it reports is no higher than the plan."""
+    out = tmp_path / "plan.json"
+    r = run("plan", "ddp_small", "--profile", "h200", "--collective-order", "free", "--time-limit", "3",
+            "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "joint model" in ln)
+    assert "57 candidate buckets (every legal bucket, so its bound holds over every plan)" in line, line
+    m = json.loads(out.read_text())["metrics"]
+    assert m["joint_model"]["complete"] and m["joint_model"]["candidates"] == 57
+    assert m["joint_model"]["bound_us"] <= m["plan_bound_us"] <= m["makespan_us"]
+    r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "1", "--out", str(out), "--no-progress")
+    assert "joint model" not in r.stdout  # 30 bucketings: each ordered, no joint model

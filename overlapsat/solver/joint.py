@@ -30,7 +30,7 @@ from overlapsat.graph import COLLECTIVE, WAIT, Graph, derived
 from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, materialize
 from overlapsat.problem import Problem
 from overlapsat.solver.params import SolveParams, TimeBudget
-from overlapsat.solver.units import TimeScale, choose_scale, safe_horizon, unit_walk
+from overlapsat.solver.units import EXACT_UNITS, TimeScale, choose_scale, safe_horizon, unit_walk
 
 log = logging.getLogger(__name__)
 
@@ -350,9 +350,11 @@ def too_large(g: Graph, cands: Candidates) -> str:
 
 
 def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
-                start: tuple[Sequence[Bucket], list[str]] | None = None) -> JointResult:
+                start: tuple[Sequence[Bucket], list[str]] | None = None,
+                cands: Candidates | None = None) -> JointResult:
     """The joint model of `problem`'s graph at level "free" with no budget, warm-started from `start` (buckets,
-    and an order of their bucketed graph by name; used only when its buckets are candidates). Never raises for
+    and an order of their bucketed graph by name; used only when its buckets are candidates), choosing among
+    `cands` (default: `candidates` of the graph; a bound only when they are complete). Never raises for
     the solver's sake: a failure is in `stats["error"]`. Its plan is not checked against the problem's level or
     budget: the caller does that."""
     from overlapsat.solver.optimize import _solve_model  # the one contained, interruptible CP-SAT call
@@ -360,13 +362,13 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     g = problem.graph.relaxed("free")
     if len(g.nodes) > MAX_UNION_NODES:  # before listing candidates: that alone costs seconds at 16k nodes
         return JointResult(stats={"skipped": f"{len(g.nodes)} nodes (at most {MAX_UNION_NODES})"})
-    cands = candidates(g)
+    cands = candidates(g) if cands is None else cands
     why = too_large(g, cands)
     if why:
         return JointResult(stats={"skipped": why})
     u = Union(g, cands.buckets, price)
     try:
-        ts = choose_scale(u.graph)
+        ts = choose_scale(u.graph, EXACT_UNITS)  # no memory: as exact as the whole-graph model without a budget
     except GraphError as e:
         return JointResult(stats={"skipped": str(e)})
     if start is not None and not set(start[0]) <= set(cands.buckets):

@@ -38,7 +38,7 @@ from overlapsat.plan import (
     materialize,
 )
 from overlapsat.problem import Problem
-from overlapsat.solver.joint import solve_joint, with_time
+from overlapsat.solver.joint import JointResult, solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
 
@@ -111,7 +111,8 @@ class PlanResult:
         """The figures over every bucketing, beside `result.summary()`'s for this bucketing."""
         return {"buckets": len(self.plan.buckets), "plan_bound_us": self.bound, "plan_gap": self.gap,
                 "plan_proven": self.proven, "plan_bound_notes": list(self.bound_notes),
-                "unbucketed_us": self.unbucketed if math.isfinite(self.unbucketed) else None}
+                "unbucketed_us": self.unbucketed if math.isfinite(self.unbucketed) else None,
+                "joint_model": self.stats.get("joint")}
 
     def save(self, path: str, graph: Graph) -> None:
         """Write the plan as a schedule file of version 2 for `graph`, the graph as given (its fingerprint)."""
@@ -129,7 +130,7 @@ class PlanResult:
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
                   starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
-                  unbucketed: Result | None = None, **options: Any) -> PlanResult:
+                  unbucketed: Result | None = None, joint: bool = True, **options: Any) -> PlanResult:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
@@ -138,7 +139,9 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's with bucketing on);
     each is judged by the whole portfolio and is a finalist, so the plan is never worse than the best order the
     portfolio finds for it (deterministic mode). An illegal one raises GraphError. `unbucketed`: `optimize`'s
-    result on the same problem, where the caller has one; the plan is then never longer than it."""
+    result on the same problem, where the caller has one; the plan is then never longer than it. `joint=False`
+    leaves out the joint CP-SAT model of buckets and order (decision 43; it runs only on small graphs, with
+    `JOINT_SHARE` of the time)."""
     starts_given = starts
     if unbucketed is not None:
         from overlapsat.validate import validate
@@ -275,16 +278,17 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     h = materialize(g, list(best), price)
     # the joint model, warm-started from the best plan so far: a better plan where it finds one, and a bound over
     # every plan where its candidates are every legal bucket
-    joint_params = with_time(params, JOINT_SHARE)
-    joint = solve_joint(problem, price, joint_params,
-                        (best, [h.names[v] for v in row.order]) if row is not None else None)
-    jstats: dict[str, Any] = {k: joint.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
-                                                             "error") if k in joint.stats}
-    jstats["bound_us"] = joint.bound
-    better = _checked(problem, price, joint.buckets, joint.order)
+    jr = JointResult(stats={"skipped": "joint=False"})
+    if joint:
+        jr = solve_joint(problem, price, with_time(params, JOINT_SHARE),
+                         (best, [h.names[v] for v in row.order]) if row is not None else None)
+    jstats: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
+                                                          "error") if k in jr.stats}
+    jstats["bound_us"] = jr.bound
+    better = _checked(problem, price, jr.buckets, jr.order)
     if better is not None and better[2] < judged(best) - 1e-9 * max(1.0, judged(best)):
         best, h = better[0], better[1]
-        extra = {"joint model": [h.index[nm] for nm in joint.order]}  # type: ignore[union-attr]
+        extra = {"joint model": [h.index[nm] for nm in jr.order]}  # type: ignore[union-attr]
         jstats["used"] = True
     lift = replace(params, time_limit=max(0.2, BOUND_SHARE * params.time_limit))
     spent = time.monotonic() - t0 + (lift.time_limit if len(g.nodes) <= LIFT_NODES else 0.0)
@@ -293,7 +297,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     res = optimize(problem.on(h), final_params, on_phase=on_phase, extra_orders=extra or None)
     plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
     bound, notes = bound_over_bucketings(problem, price, lift)
-    bound = max(bound, joint.bound)
+    bound = max(bound, jr.bound)
     unb = full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
              res.makespan, len(scored), accepted)
