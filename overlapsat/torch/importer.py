@@ -74,7 +74,24 @@ def _collective_fields(snode: Any) -> dict[str, Any]:
     if group_size is None:
         group_size = ints[-1] if ints else 1
     group = f"pg{strs[-1]}" if strs else "default"
-    return {"op": op, "nbytes": max([out, *ins]), "group_size": max(1, group_size), "group": group}
+    return {"op": op, "nbytes": max([out, *ins]), "group_size": max(1, group_size), "group": group,
+            "bucket_key": _bucket_key(node, op, args)}
+
+
+def _bucket_key(node: Any, op: str, args: list[Any]) -> str | None:
+    """What torch's bucketers key on beyond the group, as the FX importer writes it (`fx._bucket_key`): the
+    dtype, and for reductions the reduce op; None where it is not one tensor (coalesced) or not known."""
+    ins = list(getattr(node, "inputs", []) or [])
+    if len(ins) != 1:  # coalesced, or no input: never bucketed
+        return None
+    try:
+        dtype = str(ins[0].get_dtype()).removeprefix("torch.")
+    except Exception:  # noqa: BLE001 - an input without a dtype: unknown
+        return None
+    if op in ("reduce_scatter", "all_reduce"):
+        red = next((a for a in args if isinstance(a, str) and a in REDUCE_OPS), None)
+        return f"{red},{dtype}" if red is not None else None
+    return dtype
 
 
 def _is_multi_output(snode: Any) -> bool:

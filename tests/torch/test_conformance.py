@@ -166,3 +166,20 @@ def test_tensor_parallel_double_wait_is_a_second_wait_of_its_collective():
         mine = port_orders(g)
         assert {k: mine[k] for k in PASSES} == {k: ref[k] for k in PASSES}
         assert simulate(g).peak_memory == ref["peak_memory"]
+
+
+@pytest.mark.compile
+def test_scheduler_node_collectives_carry_torchs_bucket_key():
+    """The scheduler-node importer records what torch's bucketers key on beyond the group (dtype; reduce op for
+    reductions), written as the FX importer writes it: a float32 SimpleFSDP step's gathers are "float32" and
+    its gradients' reduce-scatters (all_gather_tensor_autograd's backward, a sum) "sum,float32"."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.models import fsdp_transformer
+    from overlapsat.torch import capture, default_durations
+
+    torch.manual_seed(1)
+    caps = capture(fsdp_transformer(2), torch.randn(2, 8, 64, requires_grad=True), name="keys",
+                   durations=default_durations)
+    keys = {(nd.op, nd.bucket_key) for cap in caps for nd in cap.graph.nodes if nd.op in ("all_gather",
+                                                                                            "reduce_scatter")}
+    assert keys == {("all_gather", "float32"), ("reduce_scatter", "sum,float32")}, keys
