@@ -225,23 +225,12 @@ def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Grap
 
     new_nodes: dict[str, Node] = {nd.name: nd for nd in graph.nodes if nd.name not in of}
     new_bufs: list[Buffer] = []
-    in_of = {b.name: [graph.buffers[j] for j in dict.fromkeys(j for m in b.members for j in graph.consumes[graph.index[m]])]
-             for b in buckets}
-    out_of = {b.name: [graph.buffers[j] for m in b.members for j in graph.produces[graph.index[m]]] for b in buckets}
     for b in buckets:
-        ms = [graph.node(m) for m in b.members]
-        waits = [graph.nodes[graph.waits_of[graph.index[m]][0]] for m in b.members]
-        in_bytes = sum(buf.size_alloc for buf in in_of[b.name])
-        out_bytes = sum(buf.size_alloc for buf in out_of[b.name])
+        four = bucket_nodes(graph, b, price)
+        for nd in four:
+            new_nodes[nd.name] = nd
         c_in, coll, wait, c_out = b.nodes
-        merged = Node(coll, NodeKind.COLLECTIVE, 0.0, group=ms[0].group, op=ms[0].op,
-                      nbytes=sum(m.nbytes for m in ms), group_size=ms[0].group_size,
-                      launch=max(m.launch for m in ms), bucket_key=ms[0].bucket_key)
-        copy_in = Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_copy_in", bytes_accessed=2.0 * in_bytes)
-        copy_out = Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_copy_out", bytes_accessed=2.0 * out_bytes)
-        for nd in (merged, copy_in, copy_out):
-            new_nodes[nd.name] = _priced(nd, price)
-        new_nodes[wait] = Node(wait, NodeKind.WAIT, max(w.duration for w in waits), collective=coll)
+        in_bytes, out_bytes = int(four[0].bytes_accessed) // 2, int(four[3].bytes_accessed) // 2
         new_bufs.append(Buffer(f"{coll}.in", c_in, (coll,), in_bytes, in_bytes))
         new_bufs.append(Buffer(f"{coll}.out", coll, (wait, c_out), out_bytes, out_bytes))
     for buf in graph.buffers:
@@ -260,6 +249,23 @@ def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Grap
         return Graph(tuple(new_nodes[nm] for nm in order), tuple(new_bufs), edges, graph.atomic_groups,
                      graph.name, {**graph.meta, "buckets": [list(b.members) for b in buckets]}, fake, implied,
                      (), graph.chain_is_decided)
+
+
+def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, Node, Node]:
+    """The four nodes bucket `b` becomes (MODEL.md "Buckets"), priced: copy-in, merged collective, wait,
+    copy-out. A function of the bucket alone, so a search can price a bucket without building its graph."""
+    ms = [graph.node(m) for m in b.members]
+    waits = [graph.nodes[graph.waits_of[graph.index[m]][0]] for m in b.members]
+    ins = dict.fromkeys(j for m in b.members for j in graph.consumes[graph.index[m]])
+    in_bytes = sum(graph.buffers[j].size_alloc for j in ins)
+    out_bytes = sum(graph.buffers[j].size_alloc for m in b.members for j in graph.produces[graph.index[m]])
+    c_in, coll, wait, c_out = b.nodes
+    merged = Node(coll, NodeKind.COLLECTIVE, 0.0, group=ms[0].group, op=ms[0].op, nbytes=sum(m.nbytes for m in ms),
+                  group_size=ms[0].group_size, launch=max(m.launch for m in ms), bucket_key=ms[0].bucket_key)
+    copy_in = Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_copy_in", bytes_accessed=2.0 * in_bytes)
+    copy_out = Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_copy_out", bytes_accessed=2.0 * out_bytes)
+    return (_priced(copy_in, price), _priced(merged, price),
+            Node(wait, NodeKind.WAIT, max(w.duration for w in waits), collective=coll), _priced(copy_out, price))
 
 
 RATE_GRID = 1.0 / 128  # relative step of the sizes at which `any_bucketing_relaxation` reads the price
@@ -359,5 +365,5 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
     return out
 
 
-__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucketable_by_key",
+__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_nodes", "bucketable_by_key",
            "bucket_problems", "crossing_buckets", "materialize", "member_problems"]

@@ -38,6 +38,7 @@ from overlapsat.plan import (
     materialize,
 )
 from overlapsat.problem import Problem
+from overlapsat.solver.bucket_moves import order_preserving_search
 from overlapsat.solver.joint import JointResult, solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
@@ -56,6 +57,9 @@ LIFT_NODES = 2000  # beyond this the whole-graph model proves little in that sha
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
+MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
+MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
+MOVE_NODE_VISITS_PER_SECOND = 4_000_000  # one move walks the order once: about 400 moves a second at 10k nodes
 JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (solver/joint.py), small graphs
 MAX_KEY_ENUMERATED = 64  # collectives of one key beyond which bucketings are not listed (recursion depth, time)
 
@@ -204,7 +208,11 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     # timed mode on a large graph: the order search after it rarely improves on the best pass's order (16k nodes),
     # while judging one bucketing there costs about half a second, so the bucket search gets the larger share
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
+    order_moves = problem.collective_order == "free" and problem.budget is None  # bucket_moves' scope
     share = SEARCH_SHARE_LARGE if large_timed else SEARCH_SHARE
+    moves_share = MOVES_SHARE
+    if large_timed and order_moves:  # there a move costs milliseconds and a bucketing scored half a second
+        share, moves_share = SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE
 
     def late() -> bool:
         return not params.deterministic and time.monotonic() - t0 > share * params.time_limit
@@ -276,12 +284,30 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     row = best_known(best)
     extra = {f"best scoring pass ({row.name})": row.order} if row is not None else {}
     h = materialize(g, list(best), price)
+    # bucket moves that keep the order, from the best bucketing's best order: no graph is built per move, so many
+    # more are tried than the hill climb scores (level free, no budget: module docstring of bucket_moves)
+    mstats: dict[str, Any] = {}
+    if row is not None and order_moves:
+        t_moves = time.monotonic()
+        budget_moves = max(100, int(MOVE_NODE_VISITS_PER_SECOND * moves_share * params.time_limit / len(g.nodes)))
+        moves_end = t_moves + moves_share * params.time_limit
+        mv = order_preserving_search(g, price, best, [h.names[v] for v in row.order],
+                                     budget_moves if params.deterministic else 2**62,
+                                     late=lambda: not params.deterministic and time.monotonic() > moves_end)
+        mstats = {"tried": mv.tried, "accepted": mv.accepted, "seconds": time.monotonic() - t_moves,
+                  "first_kept_s": None if mv.first_s is None else t_moves - t0 + mv.first_s}
+        kept = _checked(problem, price, mv.buckets, mv.order) if mv.accepted else None
+        if kept is not None and kept[2] < judged(best) - 1e-9 * max(1.0, judged(best)):
+            best, h = kept[0], kept[1]
+            extra = {"bucket moves keeping the order": [h.index[nm] for nm in mv.order]}
+            mstats["used"] = True
     # the joint model, warm-started from the best plan so far: a better plan where it finds one, and a bound over
     # every plan where its candidates are every legal bucket
     jr = JointResult(stats={"skipped": "joint=False"})
+    start_order = extra[next(iter(extra))] if extra else None
     if joint:
         jr = solve_joint(problem, price, with_time(params, JOINT_SHARE),
-                         (best, [h.names[v] for v in row.order]) if row is not None else None)
+                         (best, [h.names[v] for v in start_order]) if start_order is not None else None)
     jstats: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
                                                           "error") if k in jr.stats}
     jstats["bound_us"] = jr.bound
@@ -303,7 +329,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
              res.makespan, len(scored), accepted)
     out = PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
                      {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
-                      "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0), "joint": jstats},
+                      "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0), "joint": jstats,
+                      "order_moves": mstats},
                      peer, full.get(peer),
                      bound, tuple(notes), unb.makespan if unb is not None else math.inf,
                      {name: e for name, bs in starts_given.items() if (e := full.get(bs)) is not None})

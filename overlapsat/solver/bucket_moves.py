@@ -1,0 +1,276 @@
+"""Bucket moves that keep the current order: split, drop and merge buckets without rebuilding the graph.
+
+The plan search's hill climb scores a bucketing by building its bucketed graph (`materialize`, which re-indexes
+the whole graph: 0.2 s at 16k nodes) and running Inductor's passes on it. Here a move edits the current order
+in place instead, and MODEL.md's walk of the edited order is computed from per-node figures alone (`_Layout`):
+
+- split or drop a bucket: its parts (new buckets, or collectives alone) take its four positions;
+- merge two units of one key (a bucket or a collective alone each): the merged copy-in and collective take the
+  later collective's position, the merged wait and copy-out the earlier wait's. It is made only when the
+  transfers overlap and no dependency would point backwards (`_merge_fits`, from the unbucketed graph's edges).
+
+The edited order is valid on the bucketed graph by construction (each new node's dependencies are among those
+of the node whose place it takes, or checked), so the bucketed graph is built once, at the end, where the order
+is checked again (`validate`). Level "free" and no budget only: a group's collective sequence and the memory
+of a bucketed graph depend on the whole bucketing, which the edit does not see.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from overlapsat.graph import COLLECTIVE, WAIT, Graph, Node, NodeKind
+from overlapsat.plan import Bucket, Pricing, bucket_key, bucket_nodes, bucket_problems, bucketable_by_key
+
+_Figures = tuple[int, float, float, int, str]  # kind, compute-stream work, transfer, group id, a wait's collective
+
+
+@dataclass
+class _Unit:
+    """A bucket, or a collective alone (its own copy-in and copy-out are None)."""
+
+    members: tuple[str, ...]
+    copy_in: str | None
+    coll: str
+    wait: str
+    copy_out: str | None
+
+
+class _Layout:
+    """The current buckets and order of the bucketed graph, by name, and the figures the walk reads."""
+
+    def __init__(self, g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str]) -> None:
+        self.g, self.price = g, price
+        self.groups = {grp: i for i, grp in enumerate(g.groups)}
+        self.fig: dict[str, _Figures] = {}
+        for v, nm in enumerate(g.names):
+            self.fig[nm] = (g.kind[v], g.work[v], g.dur[v] if g.kind[v] == COLLECTIVE else 0.0,
+                            g.group_id[v], g.names[g.coll_of[v]] if g.kind[v] == WAIT else "")
+        self.buckets: dict[Bucket, None] = {}
+        self.unit_of: dict[str, _Unit] = {}  # a bucketable collective -> its unit
+        for cs in bucketable_by_key(g).values():
+            for c in cs:
+                nm = g.names[c]
+                self.unit_of[nm] = _Unit((nm,), None, nm, g.names[g.waits_of[c][0]], None)
+        for b in buckets:
+            self._add(b)
+        self.order = list(order)
+
+    def _nodes(self, b: Bucket) -> tuple[Node, Node, Node, Node]:
+        """Bucket b's four nodes, priced, with their figures known to the walk."""
+        four = bucket_nodes(self.g, b, self.price)
+        for nd in four:
+            if nd.name not in self.fig:
+                kind = {NodeKind.COMPUTE: 0, NodeKind.COLLECTIVE: COLLECTIVE, NodeKind.WAIT: WAIT}[nd.kind]
+                work = nd.launch if kind == COLLECTIVE else nd.duration
+                self.fig[nd.name] = (kind, work, nd.duration if kind == COLLECTIVE else 0.0,
+                                     self.groups[nd.group] if kind == COLLECTIVE else -1,
+                                     nd.collective or "")
+        return four
+
+    def _add(self, b: Bucket) -> _Unit:
+        c_in, coll, wait, c_out = self._nodes(b)
+        u = _Unit(b.members, c_in.name, coll.name, wait.name, c_out.name)
+        self.buckets[b] = None
+        for m in b.members:
+            self.unit_of[m] = u
+        return u
+
+    def walk(self, order: Sequence[str]) -> tuple[float, dict[str, float]]:
+        """MODEL.md's walk of `order` as `simulate` does it (the clock without stalls, plus the stalls so far):
+        the makespan, and each wait's stall by its collective's name."""
+        fig, free = self.fig, [0.0] * len(self.groups)
+        ends: dict[str, float] = {}
+        stall: dict[str, float] = {}
+        clock = delay = 0.0
+        for nm in order:
+            kind, work, dur, grp, coll = fig[nm]
+            t = clock + delay
+            if kind == COLLECTIVE:
+                t += work
+                f = free[grp]
+                e = (t if t > f else f) + dur
+                free[grp] = ends[nm] = e
+            elif kind == WAIT:
+                ce = ends[coll]
+                if ce > t:
+                    delay += ce - t
+                    stall[coll] = ce - t
+            clock += work
+        return max([clock + delay, *free]) if free else clock + delay, stall
+
+    # -- moves ---------------------------------------------------------------
+    def split(self, u: _Unit, parts: Sequence[tuple[str, ...]]) -> tuple[list[str], list[Bucket], list[Bucket]]:
+        """`u` (a bucket) split into `parts` (a part of one is a collective alone), at u's four places."""
+        new = [Bucket(p) for p in parts if len(p) >= 2]
+        made = {p: self._nodes(Bucket(p)) if len(p) >= 2 else None for p in parts}
+        at: dict[str, list[str]] = {u.copy_in: [], u.coll: [], u.wait: [], u.copy_out: []}  # type: ignore[dict-item]
+        for p, nodes in made.items():
+            if nodes is None:
+                m = p[0]
+                at[u.coll].append(m)
+                at[u.wait].append(self.g.names[self.g.waits_of[self.g.index[m]][0]])
+            else:
+                at[u.copy_in].append(nodes[0].name)  # type: ignore[index]
+                at[u.coll].append(nodes[1].name)
+                at[u.wait].append(nodes[2].name)
+                at[u.copy_out].append(nodes[3].name)  # type: ignore[index]
+        out: list[str] = []
+        for nm in self.order:
+            out.extend(at.get(nm, (nm,)))
+        return out, new, [Bucket(u.members)]
+
+    def merge(self, a: _Unit, b: _Unit, pos: dict[str, int]) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
+        """`a` and `b` merged (None where the edit would not be a valid order, or the bucket is illegal)."""
+        g = self.g
+        members = tuple(sorted(a.members + b.members, key=g.index.__getitem__))
+        merged = Bucket(members)
+        if bucket_problems(g, [merged]):
+            return None
+        late, early = (a, b) if pos[a.coll] > pos[b.coll] else (b, a)  # by collective position
+        first_wait = a if pos[a.wait] < pos[b.wait] else b
+        c_pos, w_pos = pos[late.coll], pos[first_wait.wait]
+        if c_pos >= w_pos or not self._merge_fits(early, first_wait, a if first_wait is b else b, merged, c_pos,
+                                                  w_pos, pos):
+            return None
+        nodes = self._nodes(merged)
+        drop = {x for u in (a, b) for x in (u.copy_in, u.coll, u.wait, u.copy_out) if x is not None}
+        out: list[str] = []
+        for nm in self.order:
+            if nm == late.coll:
+                out += [nodes[0].name, nodes[1].name]
+            elif nm == first_wait.wait:
+                out += [nodes[2].name, nodes[3].name]
+            elif nm not in drop:
+                out.append(nm)
+        gone = [Bucket(u.members) for u in (a, b) if u.copy_in is not None]
+        return out, [merged], gone
+
+    def _merge_fits(self, early: _Unit, first_wait: _Unit, later_wait: _Unit, merged: Bucket, c_pos: int,
+                    w_pos: int, pos: dict[str, int]) -> bool:
+        """No dependency points backwards after the merge: what the earlier collective's members feed (other
+        than their waits) comes after the merged collective's place, and what the later-waited members' waits
+        depend on comes before the merged wait's place. Positions of other buckets' nodes are taken at their
+        latest (sources) or earliest (targets) node, which only makes the check stricter."""
+        g = self.g
+        mine = set(merged.members) | {g.names[g.waits_of[g.index[m]][0]] for m in merged.members}
+        for m in early.members:
+            v = g.index[m]
+            for s in g.succs[v]:
+                nm = g.names[s]
+                if nm not in mine and self._first(nm, pos) <= c_pos:
+                    return False
+        for m in later_wait.members:
+            w = g.waits_of[g.index[m]][0]
+            for p in g.preds[w]:
+                nm = g.names[p]
+                if nm not in mine and self._last(nm, pos) >= w_pos:
+                    return False
+        return True
+
+    def _first(self, nm: str, pos: dict[str, int]) -> int:
+        """Where a dependency into `nm` (a node of the unbucketed graph) now ends: a bucket member's copy-in, a
+        member's wait's bucket wait, or the node itself."""
+        u = self._unit_holding(nm)
+        if u is None or u.copy_in is None:
+            return pos[nm]
+        return pos[u.copy_in] if nm in u.members else pos[u.wait]
+
+    def _last(self, nm: str, pos: dict[str, int]) -> int:
+        """Where a dependency out of `nm` now starts, at the latest: a bucket member's (or its wait's) copy-out
+        (an edge leaves its collective, a buffer its copy-out), or the node itself."""
+        u = self._unit_holding(nm)
+        if u is None or u.copy_out is None:
+            return pos[nm]
+        return pos[u.copy_out]
+
+    def _unit_holding(self, nm: str) -> _Unit | None:
+        u = self.unit_of.get(nm)
+        if u is not None:
+            return u
+        i = self.g.index[nm]
+        if self.g.kind[i] == WAIT:
+            u = self.unit_of.get(self.g.names[self.g.coll_of[i]])
+        return u
+
+    def accept(self, order: list[str], new: list[Bucket], gone: list[Bucket]) -> None:
+        for b in gone:
+            self.buckets.pop(b, None)
+            for m in b.members:
+                w = self.g.names[self.g.waits_of[self.g.index[m]][0]]
+                self.unit_of[m] = _Unit((m,), None, m, w, None)
+        for b in new:
+            self._add(b)
+        self.order = order
+
+
+@dataclass
+class MovesResult:
+    buckets: tuple[Bucket, ...]
+    order: list[str]
+    makespan: float
+    tried: int
+    accepted: int
+    first_s: float | None  # when a move was first kept (seconds after the start)
+
+
+def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str],
+                            max_moves: int, late: Callable[[], bool] = lambda: False) -> MovesResult:
+    """A hill climb over bucket moves that keep the order (module docstring), from `buckets` and `order` (an
+    order of their bucketed graph, by name), on `g` at level free with no budget: at most `max_moves` moves
+    tried (`late()`: the clock's stop, in timed mode). Moves: halve, then drop, a bucket whose wait stalls;
+    merge a unit with the next unit of its key whose transfer overlaps it. The first that shortens the walk
+    is kept."""
+    t0 = time.monotonic()
+    first: float | None = None
+    lay = _Layout(g, price, buckets, order)
+    best, stall = lay.walk(lay.order)
+    tried = accepted = 0
+    improved = True
+    while improved and tried < max_moves and not late():
+        improved = False
+        pos = {nm: k for k, nm in enumerate(lay.order)}
+        for move in _moves(lay, stall, pos):
+            if tried >= max_moves or late():
+                break
+            edit = move()
+            if edit is None:
+                continue
+            tried += 1
+            ms, st = lay.walk(edit[0])
+            if ms < best - 1e-9 * max(1.0, best):
+                lay.accept(*edit)
+                best, stall, improved = ms, st, True
+                accepted += 1
+                first = time.monotonic() - t0 if first is None else first
+                break
+    bs = tuple(sorted(lay.buckets, key=lambda b: g.index[b.members[0]]))
+    return MovesResult(bs, lay.order, best, tried, accepted, first)
+
+
+def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int]) -> list[Callable[[], tuple | None]]:
+    """The moves from the current layout, most promising first, each built only when tried: halve the buckets
+    whose wait stalls (most stalled first); merge neighbouring units of one key (by collective position),
+    pairs where neither stalls first; drop a bucket."""
+    g = lay.g
+    units = list({id(u): u for u in lay.unit_of.values()}.values())
+    buckets = [u for u in units if u.copy_in is not None]
+    out: list[Callable[[], tuple | None]] = []
+    for u in sorted(buckets, key=lambda u: -stall.get(u.coll, 0.0)):
+        if stall.get(u.coll, 0.0) <= 0.0:
+            break
+        half = len(u.members) // 2
+        out.append(lambda u=u, half=half: lay.split(u, [u.members[:half], u.members[half:]]))
+    by_key: dict[tuple, list[_Unit]] = {}
+    for u in sorted(units, key=lambda u: pos[u.coll]):
+        by_key.setdefault(bucket_key(g.node(u.members[0])), []).append(u)
+    pairs = [(a, b) for us in by_key.values() for a, b in zip(us, us[1:])]
+    pairs.sort(key=lambda ab: (stall.get(ab[0].coll, 0.0) > 0.0) + (stall.get(ab[1].coll, 0.0) > 0.0))
+    out += [lambda a=a, b=b: lay.merge(a, b, pos) for a, b in pairs]
+    out += [lambda u=u: lay.split(u, [(m,) for m in u.members]) for u in buckets]
+    return out
+
+
+__all__ = ["MovesResult", "order_preserving_search"]

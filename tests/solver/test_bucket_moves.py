@@ -1,0 +1,113 @@
+"""Bucket moves that keep the order (solver/bucket_moves.py): every move offered is a valid order of the
+bucketed graph it makes, and the walk of it is the simulator's, on random graphs and random orders."""
+
+import os
+import random
+
+import pytest
+
+from overlapsat import Problem, simulate, validate
+from overlapsat.plan import Bucket, materialize
+from overlapsat.solver.bucket_moves import _Layout, _moves, order_preserving_search
+from overlapsat.solver.plan_search import all_bucketings
+from tests.helpers import random_valid_order
+from tests.solver.test_joint import price, random_plan_graph, three_gathers
+
+SEEDS = int(os.environ.get("OVERLAPSAT_MOVES_SEEDS", "30"))
+
+
+def _apply(bs, edit):
+    order, new, gone = edit
+    return tuple(sorted([b for b in bs if b not in gone] + new, key=lambda b: b.members)), order
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simulator(seed):
+    """From every legal bucketing and a random valid order of it: each move the search would try (splits,
+    merges of any neighbouring units, drops) that the layout makes is a valid order of the bucketed graph
+    `materialize` builds for the new buckets (level free), and the layout's walk equals `simulate` on it."""
+    g = random_plan_graph(seed)
+    rng = random.Random(seed)
+    checked = 0
+    for bs in all_bucketings(g, 200):
+        h = materialize(g, list(bs), price)
+        order = [h.names[v] for v in random_valid_order(h, rng, "free")]
+        lay = _Layout(g, price, bs, order)
+        ms, _ = lay.walk(order)
+        assert ms == simulate(h, order).makespan
+        pos = {nm: k for k, nm in enumerate(order)}
+        # every move, stalled or not: the stall map only orders them
+        for move in _moves(lay, {}, pos):
+            edit = move()
+            if edit is None:
+                continue
+            nbs, norder = _apply(bs, edit)
+            h2 = materialize(g, list(nbs), price)
+            assert sorted(norder) == sorted(h2.names)
+            assert validate(Problem(h2, None, "free"), norder) == [], (bs, nbs)
+            assert lay.walk(norder)[0] == simulate(h2, norder).makespan
+            checked += 1
+    if not checked:
+        pytest.skip("no move applies")
+
+
+def test_a_merge_whose_transfers_do_not_overlap_is_not_made():
+    """Two gathers of one key, the first waited before the second is issued: merging them would need the order
+    changed, not edited in place, so no merge is offered; where they overlap, it is."""
+    g = three_gathers()
+    serial = ["p0", "ag0", "w0", "m0", "p1", "ag1", "w1", "m1", "p2", "ag2", "w2", "m2"]
+    lay = _Layout(g, price, (), serial)
+    pos = {nm: k for k, nm in enumerate(serial)}
+    assert lay.merge(lay.unit_of["ag0"], lay.unit_of["ag1"], pos) is None
+    overlapped = ["p0", "ag0", "p1", "ag1", "w0", "m0", "w1", "m1", "p2", "ag2", "w2", "m2"]
+    lay = _Layout(g, price, (), overlapped)
+    pos = {nm: k for k, nm in enumerate(overlapped)}
+    order, new, gone = lay.merge(lay.unit_of["ag0"], lay.unit_of["ag1"], pos)
+    b = Bucket(("ag0", "ag1"))
+    assert new == [b] and gone == [] and order[:5] == ["p0", "p1", b.nodes[0], b.name, b.nodes[2]]
+
+
+def test_the_search_shortens_the_walk_and_its_order_is_valid():
+    """From no buckets and an order that overlaps all three gathers, with a latency of 20 us a collective, the
+    search merges them (one latency instead of three), and the order it returns is valid on the bucketed graph
+    and walks to the makespan it reports."""
+    g = three_gathers()
+    order = ["p0", "ag0", "p1", "ag1", "p2", "ag2", "w0", "m0", "w1", "m1", "w2", "m2"]
+    before = simulate(g, order).makespan
+    r = order_preserving_search(g, price, (), order, max_moves=50)
+    assert r.accepted >= 1 and r.makespan < before and r.buckets
+    h = materialize(g, list(r.buckets), price)
+    assert validate(Problem(h, None, "free"), r.order) == []
+    assert simulate(h, r.order).makespan == r.makespan
+
+
+def _gathers(k):
+    """k independent gathers, each fed by a kernel and read by one, as three_gathers."""
+    from overlapsat import Buffer, Graph, Node, NodeKind
+    from tests.solver.test_joint import priced
+
+    C, K, W = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
+    nodes, bufs = [], []
+    for i in range(k):
+        nodes += [Node(f"p{i}", C, 5.0), Node(f"ag{i}", K, 0.0, group="dp", op="all_gather", nbytes=2000,
+                                              group_size=2)]
+        bufs.append(Buffer(f"x{i}", f"p{i}", (f"ag{i}",), 10, 10))
+    for i in range(k):
+        nodes += [Node(f"w{i}", W, collective=f"ag{i}"), Node(f"m{i}", C, 10.0)]
+        bufs.append(Buffer(f"y{i}", f"ag{i}", (f"w{i}", f"m{i}"), 20, 20))
+    return priced(Graph(tuple(nodes), tuple(bufs), name=f"gathers{k}"))
+
+
+@pytest.mark.parametrize("level, budget, runs", [("free", None, True), ("group", None, False), ("free", 10**6, False)])
+def test_the_plan_search_runs_the_moves_only_at_free_without_a_budget(level, budget, runs):
+    """Eight gathers (too many bucketings to order each, too many collectives of one key for the joint model's
+    every-bucket candidates): the moves run after the hill climb at free without a budget, and the plan is
+    valid at the problem's level either way."""
+    from overlapsat.solver.plan_search import optimize_plan
+
+    g = _gathers(8)
+    r = optimize_plan(Problem.of(g, budget, level), price, time_limit=3, max_evaluations=5)
+    assert bool(r.stats["order_moves"]) == runs
+    if runs:
+        assert r.stats["order_moves"]["tried"] > 0
+    assert validate(Problem(r.bucketed, budget, level), list(r.plan.order)) == []
