@@ -115,8 +115,10 @@ def crossing_buckets(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
 
     Each bucket's members contract to one node and their waits to another, after it: the bucketed graph's
     dependencies between nodes of different buckets are those of the contracted graph (MODEL.md "Buckets"),
-    so Kahn's algorithm on it finds what `materialize` would refuse.
+    so a cycle there (the graph's own cycle finder, linear) is what `materialize` would refuse.
     """
+    from overlapsat.graph import _find_cycle
+
     n = len(graph.nodes)
     rep = list(range(n))  # node -> its contracted node
     for b in buckets:
@@ -126,44 +128,21 @@ def crossing_buckets(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
             rep[i] = ids[0]
         for w in waits:
             rep[w] = waits[0]
-    indeg = [0] * n
-    succ: list[set[int]] = [set() for _ in range(n)]
+    keep = sorted(set(rep))
+    at = {v: k for k, v in enumerate(keep)}
+    preds: list[set[int]] = [set() for _ in keep]
     for v in range(n):
         for u in graph.preds[v]:
-            a, b = rep[u], rep[v]
-            if a != b and b not in succ[a]:
-                succ[a].add(b)
-                indeg[b] += 1
-    ready = [v for v in range(n) if rep[v] == v and indeg[v] == 0]
-    seen = 0
-    while ready:
-        v = ready.pop()
-        seen += 1
-        for s in succ[v]:
-            indeg[s] -= 1
-            if indeg[s] == 0:
-                ready.append(s)
-    if seen == sum(1 for v in range(n) if rep[v] == v):
-        return []
-    # what Kahn's algorithm left lies on a cycle or after one: peel what reaches no cycle, from the ends
-    left = {v for v in range(n) if rep[v] == v and indeg[v] > 0}
-    outdeg = {v: sum(1 for s in succ[v] if s in left) for v in left}
-    pred: dict[int, list[int]] = {v: [] for v in left}
-    for v in left:
-        for s in succ[v]:
-            if s in left:
-                pred[s].append(v)
-    ends = [v for v in left if outdeg[v] == 0]
-    while ends:
-        v = ends.pop()
-        left.discard(v)
-        for u in pred[v]:
-            outdeg[u] -= 1
-            if outdeg[u] == 0:
-                ends.append(u)
-    stuck = left
-    return [b.name for b in buckets if graph.index[b.members[0]] in stuck
-            or graph.waits_of[graph.index[b.members[0]]][0] in stuck]
+            a, b = at[rep[u]], at[rep[v]]
+            if a != b:
+                preds[b].add(a)
+    succs: list[list[int]] = [[] for _ in keep]
+    for b, ps in enumerate(preds):
+        for a in ps:
+            succs[a].append(b)
+    on = {keep[k] for k in _find_cycle([sorted(p) for p in preds], succs)}
+    return [b.name for b in buckets if graph.index[b.members[0]] in on
+            or graph.waits_of[graph.index[b.members[0]]][0] in on]
 
 
 def _dependent_pair(graph: Graph, ids: list[int]) -> tuple[int, int] | None:

@@ -1,15 +1,15 @@
-"""A plan: buckets chosen by a local search over bucketings, then the order solved on the bucketed graph.
+"""A plan: buckets and an order, found in four steps, each free to keep what the one before found.
 
-The first joint decision (issue #31, not yet the CP-SAT model with optional
-bucket intervals): warm starts are no buckets and torch's greedy bucketer at
-several caps; each bucketing is scored by the best of a few of Inductor's
-passes on its bucketed graph (`materialize`); a hill climb splits, merges and
-drops buckets while the score improves; `optimize` then orders the best
-bucketing's graph. `optimize`'s status and bound hold for that bucketing's
-schedules; `PlanResult.bound` holds over every bucketing (MODEL.md "Bounds
-over every bucketing", decision 40).
+1. Small spaces (at most `EXHAUSTIVE_BUCKETINGS` legal bucketings) are ordered whole: `optimize` on each.
+2. Otherwise a hill climb over bucketings from warm starts (none, torch's greedy bucketer at several caps, the
+   peers' buckets given), each scored by a few of Inductor's passes on its bucketed graph (`materialize`).
+3. At level free without a budget, bucket moves that edit the best order in place (`bucket_moves`, decision 45),
+   and on small graphs the joint CP-SAT model of buckets and order (`joint`, decision 43).
+4. `optimize` orders the chosen bucketing's graph.
+
+`optimize`'s status and bound hold for that bucketing's schedules; `PlanResult.bound` holds over every bucketing
+(MODEL.md "Bounds over every bucketing", decisions 40 and 43).
 """
-
 from __future__ import annotations
 
 import itertools
