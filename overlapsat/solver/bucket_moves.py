@@ -195,6 +195,32 @@ class _Layout:
             u = self.unit_of.get(self.g.names[self.g.coll_of[i]])
         return u
 
+    def shift(self, a: _Unit, b: _Unit, last: bool) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
+        """One member moved between neighbouring units of one key: a's last member into b (`last`), or b's first
+        into a; a split, then a merge on the edited order (None where the merge is not made)."""
+        src, dst = (a, b) if last else (b, a)
+        if len(src.members) < 2:
+            return None
+        moved = src.members[-1] if last else src.members[0]
+        rest = tuple(m for m in src.members if m != moved)
+        first = self.split(src, [rest, (moved,)] if last else [(moved,), rest])
+        tmp = self.copy()
+        tmp.accept(*first)
+        pos = {nm: k for k, nm in enumerate(tmp.order)}
+        second = tmp.merge(tmp.unit_of[moved], tmp.unit_of[dst.members[0]], pos)
+        if second is None:
+            return None
+        new = [x for x in first[1] if x not in second[2]] + second[1]
+        gone = first[2] + [x for x in second[2] if x not in first[1]]
+        return second[0], new, gone
+
+    def copy(self) -> _Layout:
+        """A layout to edit without touching this one (the figures are shared: they only grow)."""
+        c = object.__new__(_Layout)
+        c.__dict__.update(self.__dict__)
+        c.buckets, c.unit_of, c.order = dict(self.buckets), dict(self.unit_of), list(self.order)
+        return c
+
     def accept(self, order: list[str], new: list[Bucket], gone: list[Bucket]) -> None:
         for b in gone:
             self.buckets.pop(b, None)
@@ -253,7 +279,8 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
 def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int]) -> list[Callable[[], tuple | None]]:
     """The moves from the current layout, most promising first, each built only when tried: halve the buckets
     whose wait stalls (most stalled first); merge neighbouring units of one key (by collective position),
-    pairs where neither stalls first; drop a bucket."""
+    pairs where neither stalls first; drop a bucket; move one member across the boundary of two neighbours;
+    split a bucket at any other point."""
     g = lay.g
     units = list({id(u): u for u in lay.unit_of.values()}.values())
     buckets = [u for u in units if u.copy_in is not None]
@@ -270,6 +297,12 @@ def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int]) -> list[C
     pairs.sort(key=lambda ab: (stall.get(ab[0].coll, 0.0) > 0.0) + (stall.get(ab[1].coll, 0.0) > 0.0))
     out += [lambda a=a, b=b: lay.merge(a, b, pos) for a, b in pairs]
     out += [lambda u=u: lay.split(u, [(m,) for m in u.members]) for u in buckets]
+    # a bucket's boundary moved by one member, then splits at every other point
+    out += [lambda a=a, b=b, last=last: lay.shift(a, b, last) for a, b in pairs for last in (True, False)]
+    for u in buckets:
+        half = len(u.members) // 2
+        out += [lambda u=u, k=k: lay.split(u, [u.members[:k], u.members[k:]])
+                for k in range(1, len(u.members)) if k != half]
     return out
 
 

@@ -38,7 +38,7 @@ from overlapsat.plan import (
     materialize,
 )
 from overlapsat.problem import Problem
-from overlapsat.solver.bucket_moves import order_preserving_search
+from overlapsat.solver.bucket_moves import MovesResult, order_preserving_search
 from overlapsat.solver.joint import JointResult, solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
@@ -59,6 +59,7 @@ LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passe
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
+MOVE_STARTS = 3  # the best finalists the moves start from
 MOVE_NODE_VISITS_PER_SECOND = 4_000_000  # one move walks the order once: about 400 moves a second at 10k nodes
 JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (solver/joint.py), small graphs
 MAX_KEY_ENUMERATED = 64  # collectives of one key beyond which bucketings are not listed (recursion depth, time)
@@ -290,12 +291,22 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     if row is not None and order_moves:
         t_moves = time.monotonic()
         budget_moves = max(100, int(MOVE_NODE_VISITS_PER_SECOND * moves_share * params.time_limit / len(g.nodes)))
-        moves_end = t_moves + moves_share * params.time_limit
-        mv = order_preserving_search(g, price, best, [h.names[v] for v in row.order],
-                                     budget_moves if params.deterministic else 2**62,
-                                     late=lambda: not params.deterministic and time.monotonic() > moves_end)
-        mstats = {"tried": mv.tried, "accepted": mv.accepted, "seconds": time.monotonic() - t_moves,
-                  "first_kept_s": None if mv.first_s is None else t_moves - t0 + mv.first_s}
+        # from the best finalists, each with its best order (another basin each), the budget shared
+        origins = [bs for bs in sorted(finalists, key=lambda bs: (judged(bs), len(bs))) if best_known(bs) is not None]
+        origins = list(dict.fromkeys([best, *origins]))[:MOVE_STARTS]
+        runs = []
+        for k, bs in enumerate(origins):
+            hk = h if bs == best else materialize(g, list(bs), price)
+            end_k = t_moves + (k + 1) / len(origins) * moves_share * params.time_limit
+            runs.append(_alternate(g, price, bs, [hk.names[v] for v in best_known(bs).order],  # type: ignore[union-attr]
+                                   budget_moves // len(origins) if params.deterministic else 2**62,
+                                   lambda end_k=end_k: not params.deterministic and time.monotonic() > end_k,
+                                   lambda bs: score(bs)))
+        mv = min(runs, key=lambda r: r.makespan)
+        firsts = [t for r in runs if (t := r.first_s) is not None]
+        mstats = {"starts": len(runs), "tried": sum(r.tried for r in runs), "accepted": sum(r.accepted for r in runs),
+                  "seconds": time.monotonic() - t_moves,
+                  "first_kept_s": t_moves - t0 + min(firsts) if firsts else None}
         kept = _checked(problem, price, mv.buckets, mv.order) if mv.accepted else None
         if kept is not None and kept[2] < judged(best) - 1e-9 * max(1.0, judged(best)):
             best, h = kept[0], kept[1]
@@ -335,6 +346,31 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
                      bound, tuple(notes), unb.makespan if unb is not None else math.inf,
                      {name: e for name, bs in starts_given.items() if (e := full.get(bs)) is not None})
     return _keep_unbucketed(problem, out, unbucketed)
+
+
+def _alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str], max_moves: int,
+               late: Callable[[], bool], score: Callable[[tuple[Bucket, ...]], Evaluated | None],
+               rounds: int = 10) -> MovesResult:
+    """Bucket moves that keep the order, then the few scoring passes on the bucketing they reach (whose order may
+    be better than the edited one), then moves again from the better order, while a round improves."""
+    t0 = time.monotonic()
+    tried = accepted = 0
+    first: float | None = None
+    out = MovesResult(bs, order, math.inf, 0, 0, None)
+    for _ in range(rounds):
+        started = time.monotonic() - t0
+        r = order_preserving_search(g, price, bs, order, max(0, max_moves - tried), late)
+        tried, accepted = tried + r.tried, accepted + r.accepted
+        if r.first_s is not None and first is None:
+            first = started + r.first_s
+        out = MovesResult(r.buckets, r.order, r.makespan, tried, accepted, first)
+        if not r.accepted or tried >= max_moves or late():
+            break
+        e = score(r.buckets)
+        if e is None or e.makespan >= r.makespan - 1e-9 * max(1.0, r.makespan):
+            break
+        bs, order = r.buckets, [e.sim.graph.names[v] for v in e.order]
+    return out
 
 
 def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | None,
