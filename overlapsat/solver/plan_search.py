@@ -289,36 +289,44 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     # more are tried than the hill climb scores (level free, no budget: module docstring of bucket_moves)
     mstats: dict[str, Any] = {}
     if row is not None and order_moves:
-        t_moves = time.monotonic()
-        budget_moves = max(100, int(MOVE_NODE_VISITS_PER_SECOND * moves_share * params.time_limit / len(g.nodes)))
-        # from the best finalists, each with its best order (another basin each), the budget shared
-        origins = [bs for bs in sorted(finalists, key=lambda bs: (judged(bs), len(bs))) if best_known(bs) is not None]
-        origins = list(dict.fromkeys([best, *origins]))[:MOVE_STARTS]
-        runs = []
-        for k, bs in enumerate(origins):
-            hk = h if bs == best else materialize(g, list(bs), price)
-            end_k = t_moves + (k + 1) / len(origins) * moves_share * params.time_limit
-            runs.append(_alternate(g, price, bs, [hk.names[v] for v in best_known(bs).order],  # type: ignore[union-attr]
-                                   budget_moves // len(origins) if params.deterministic else 2**62,
-                                   lambda end_k=end_k: not params.deterministic and time.monotonic() > end_k,
-                                   lambda bs: score(bs)))
-        mv = min(runs, key=lambda r: r.makespan)
-        firsts = [t for r in runs if (t := r.first_s) is not None]
-        mstats = {"starts": len(runs), "tried": sum(r.tried for r in runs), "accepted": sum(r.accepted for r in runs),
-                  "seconds": time.monotonic() - t_moves,
-                  "first_kept_s": t_moves - t0 + min(firsts) if firsts else None}
-        kept = _checked(problem, price, mv.buckets, mv.order) if mv.accepted else None
-        if kept is not None and kept[2] < judged(best) - 1e-9 * max(1.0, judged(best)):
-            best, h = kept[0], kept[1]
-            extra = {"bucket moves keeping the order": [h.index[nm] for nm in mv.order]}
-            mstats["used"] = True
+        try:
+            t_moves = time.monotonic()
+            budget_moves = max(100, int(MOVE_NODE_VISITS_PER_SECOND * moves_share * params.time_limit / len(g.nodes)))
+            # from the best finalists, each with its best order (another basin each), the budget shared
+            origins = [bs for bs in sorted(finalists, key=lambda bs: (judged(bs), len(bs))) if best_known(bs) is not None]
+            origins = list(dict.fromkeys([best, *origins]))[:MOVE_STARTS]
+            runs = []
+            for k, bs in enumerate(origins):
+                hk = h if bs == best else materialize(g, list(bs), price)
+                end_k = t_moves + (k + 1) / len(origins) * moves_share * params.time_limit
+                runs.append(_alternate(g, price, bs, [hk.names[v] for v in best_known(bs).order],  # type: ignore[union-attr]
+                                       budget_moves // len(origins) if params.deterministic else 2**62,
+                                       lambda end_k=end_k: not params.deterministic and time.monotonic() > end_k,
+                                       lambda bs: score(bs)))
+            mv = min(runs, key=lambda r: r.makespan)
+            firsts = [t for r in runs if (t := r.first_s) is not None]
+            mstats = {"starts": len(runs), "tried": sum(r.tried for r in runs), "accepted": sum(r.accepted for r in runs),
+                      "seconds": time.monotonic() - t_moves,
+                      "first_kept_s": t_moves - t0 + min(firsts) if firsts else None}
+            kept = _checked(problem, price, mv.buckets, mv.order) if mv.accepted else None
+            if kept is not None and kept[2] < judged(best) - 1e-9 * max(1.0, judged(best)):
+                best, h = kept[0], kept[1]
+                extra = {"bucket moves keeping the order": [h.index[nm] for nm in mv.order]}
+                mstats["used"] = True
+        except Exception as e:  # noqa: BLE001 - a failure here must not cost the search's plan (the brief)
+            log.exception("plan: the bucket moves failed; the search's plan is kept")
+            mstats = {"error": f"{type(e).__name__}: {e}"}
     # the joint model, warm-started from the best plan so far: a better plan where it finds one, and a bound over
     # every plan where its candidates are every legal bucket
     jr = JointResult(stats={"skipped": "joint=False"})
     start_order = extra[next(iter(extra))] if extra else None
     if joint:
-        jr = solve_joint(problem, price, with_time(params, JOINT_SHARE),
-                         (best, [h.names[v] for v in start_order]) if start_order is not None else None)
+        try:
+            jr = solve_joint(problem, price, with_time(params, JOINT_SHARE),
+                             (best, [h.names[v] for v in start_order]) if start_order is not None else None)
+        except Exception as e:  # noqa: BLE001 - solve_joint contains CP-SAT; this catches the rest (the brief)
+            log.exception("plan: the joint model failed; the search's plan is kept")
+            jr = JointResult(stats={"error": f"{type(e).__name__}: {e}"})
     jstats: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
                                                           "error") if k in jr.stats}
     jstats["bound_us"] = jr.bound

@@ -111,3 +111,19 @@ def test_the_plan_search_runs_the_moves_only_at_free_without_a_budget(level, bud
     if runs:
         assert r.stats["order_moves"]["tried"] > 0
     assert validate(Problem(r.bucketed, budget, level), list(r.plan.order)) == []
+
+
+def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkeypatch):
+    """A bug inside the bucket moves or the joint model (here: each raises) is logged and contained: the plan
+    search still returns a valid plan, and says what failed."""
+    from overlapsat.solver import plan_search
+
+    def boom(*a, **k):
+        raise KeyError("bug")
+
+    monkeypatch.setattr(plan_search, "order_preserving_search", boom)
+    monkeypatch.setattr(plan_search, "solve_joint", boom)
+    g = _gathers(8)
+    r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=5)
+    assert r.stats["order_moves"] == {"error": "KeyError: 'bug'"} and r.stats["joint"]["error"] == "KeyError: 'bug'"
+    assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
