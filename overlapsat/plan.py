@@ -321,9 +321,20 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
         for c in buf.consumers:
             if buf.producer is not None and c != buf.producer:
                 preds[c].add(buf.producer)
+    waits: dict[str, list[str]] = {}
     for nm, nd in nodes.items():
         if nd.kind is NodeKind.WAIT:
             preds[nm].add(nd.collective)  # type: ignore[arg-type]
+            waits.setdefault(nd.collective, []).append(nm)  # type: ignore[arg-type]
+    # reading a collective's output means waiting for it, as the graph's own index has it (a bucket's copy-out
+    # after its wait even when that wait is held back by a dependency of one of its members' waits)
+    for buf in bufs:
+        ws = waits.get(buf.producer or "")
+        if ws:
+            sink = [w for w in ws if w in buf.consumers] or ws
+            for c in buf.consumers:
+                if c not in ws:
+                    preds[c].update(sink)
     succs: dict[str, list[str]] = {nm: [] for nm in nodes}
     for v, ps in preds.items():
         for u in ps:

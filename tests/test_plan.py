@@ -550,3 +550,25 @@ def test_the_joint_model_proves_a_plan_where_there_are_too_many_bucketings_to_or
     assert j["complete"] and j["solver_status"] == "OPTIMAL"
     assert r.bound <= min(truth) + 1e-9 and r.makespan == pytest.approx(min(truth), rel=1e-9)
     assert r.proven and r.gap == 0.0
+
+
+def dependent_waits():
+    """Four gathers read by one kernel, whose waits depend on each other: w1 before w0, w3 before w2 (explicit
+    edges), so the waits are listed w1, w0, w3, w2."""
+    nodes = [Node("p", C, 5.0)] + [Node(f"a{i}", K, 20.0, group="dp", op="all_gather", nbytes=2000, group_size=2)
+                                   for i in range(4)]
+    nodes += [Node(f"w{i}", W, collective=f"a{i}") for i in (1, 0, 3, 2)] + [Node("m", C, 3.0)]
+    bufs = [Buffer("x", "p", ("a0", "a1", "a2", "a3"), 10, 10)]
+    bufs += [Buffer(f"y{i}", f"a{i}", (f"w{i}", "m"), 20, 20) for i in range(4)]
+    return Graph(tuple(nodes), tuple(bufs), (("w1", "w0"), ("w3", "w2")), name="waits")
+
+
+def test_a_bucket_whose_wait_is_held_back_still_has_its_copy_out_after_it():
+    """bucket(a0+a1+a2)'s wait takes w3's edge into w2, so it is placed after w3; its copy-out, which reads the
+    merged output, was placed before it (only the buffer was followed, not 'reading a collective's output means
+    waiting for it') and materialize refused its own node list. Now the copy-out follows the wait."""
+    g = dependent_waits()
+    b = Bucket(("a0", "a1", "a2"))
+    h = materialize(g, [b], price)
+    assert h.names.index(b.nodes[2]) < h.names.index(b.nodes[3]) and h.names.index("w3") < h.names.index(b.nodes[2])
+    assert validate(h, h.names) == []
