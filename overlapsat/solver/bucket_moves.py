@@ -103,7 +103,10 @@ class _Layout:
 
     # -- moves ---------------------------------------------------------------
     def split(self, u: _Unit, parts: Sequence[tuple[str, ...]]) -> tuple[list[str], list[Bucket], list[Bucket]]:
-        """`u` (a bucket) split into `parts` (a part of one is a collective alone), at u's four places."""
+        """`u` (a bucket) split into `parts` (a part of one is a collective alone), at u's four places (None
+        where the members' waits depend on each other across parts so that those places would not do)."""
+        if not self._split_fits(parts):
+            return None
         new = [Bucket(p) for p in parts if len(p) >= 2]
         made = {p: self._nodes(Bucket(p)) if len(p) >= 2 else None for p in parts}
         at: dict[str, list[str]] = {u.copy_in: [], u.coll: [], u.wait: [], u.copy_out: []}  # type: ignore[dict-item]
@@ -121,6 +124,27 @@ class _Layout:
         for nm in self.order:
             out.extend(at.get(nm, (nm,)))
         return out, new, [Bucket(u.members)]
+
+    def _split_fits(self, parts: Sequence[tuple[str, ...]]) -> bool:
+        """Whether the parts' waits, placed in part order at the bucket's wait (their copy-outs after them all),
+        follow everything they depend on: a dependency of a member's wait on another part's member or wait
+        comes from that part's copy-out when it is a bucket (after every wait: backwards), and from the node
+        itself when it is alone (its collective comes earlier; its wait must be of an earlier part)."""
+        g = self.g
+        part_of: dict[str, int] = {}
+        for i, p in enumerate(parts):
+            for m in p:
+                part_of[m] = i
+                part_of[g.names[g.waits_of[g.index[m]][0]]] = i
+        for j, p in enumerate(parts):
+            for m in p:
+                for q in g.preds[g.waits_of[g.index[m]][0]]:
+                    i = part_of.get(g.names[q], j)
+                    if i == j:
+                        continue
+                    if len(parts[i]) >= 2 or (g.kind[q] == WAIT and i > j):
+                        return False
+        return True
 
     def merge(self, a: _Unit, b: _Unit, pos: dict[str, int]) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
         """`a` and `b` merged (None where the edit would not be a valid order, or the bucket is illegal)."""

@@ -127,3 +127,27 @@ def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkey
     r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=5)
     assert r.stats["order_moves"] == {"error": "KeyError: 'bug'"} and r.stats["joint"]["error"] == "KeyError: 'bug'"
     assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
+
+
+def test_a_split_whose_parts_waits_depend_on_each_other_is_not_made():
+    """Four gathers in one bucket whose waits depend on each other (w1 before w0, w3 before w2): splitting it in
+    place puts the parts' waits together at the bucket's wait and their copy-outs after them, which would run a
+    wait before what it depends on. Such a split was offered and its order was invalid; now it is refused, and
+    each split that is made is a valid order of its bucketed graph."""
+    from tests.solver.test_joint import priced
+    from tests.test_plan import dependent_waits
+
+    g = priced(dependent_waits())
+    b = Bucket(("a0", "a1", "a2", "a3"))
+    h = materialize(g, [b], price)
+    lay = _Layout(g, price, (b,), list(h.names))
+    u = lay.unit_of["a0"]
+    assert lay.split(u, [("a0",), ("a1",), ("a2",), ("a3",)]) is None  # w0 would run before w1
+    assert lay.split(u, [("a0", "a2"), ("a1", "a3")]) is None  # bucket(a0+a2)'s wait before the other's copy-out
+    assert lay.split(u, [("a0", "a1", "a2"), ("a3",)]) is None  # w2 in the bucket's wait, before w3
+    made = 0
+    for parts in ([("a0", "a1"), ("a2", "a3")], [("a1",), ("a0",), ("a3",), ("a2",)], [("a3",), ("a0", "a1", "a2")]):
+        order, new, gone = lay.split(u, parts)
+        assert validate(Problem(materialize(g, new, price), None, "free"), order) == []
+        made += 1
+    assert made == 3
