@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Buffer, Graph, Node, NodeKind, derived
+from overlapsat.graph import Buffer, Graph, Node, NodeKind, _find_cycle, derived
 
 BUCKET_OPS = ("all_gather", "reduce_scatter", "all_reduce")  # what torch's bucketing merges (merge_*_bucket)
 Pricing = Callable[[Node], float]  # a cost model's `duration`: prices the merged collective and its copies
@@ -117,8 +117,6 @@ def crossing_buckets(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
     dependencies between nodes of different buckets are those of the contracted graph (MODEL.md "Buckets"),
     so a cycle there (the graph's own cycle finder, linear) is what `materialize` would refuse.
     """
-    from overlapsat.graph import _find_cycle
-
     n = len(graph.nodes)
     rep = list(range(n))  # node -> its contracted node
     for b in buckets:

@@ -30,7 +30,7 @@ from overlapsat.graph import COLLECTIVE, WAIT, Graph, derived
 from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, materialize
 from overlapsat.problem import Problem
 from overlapsat.solver.params import SolveParams, TimeBudget
-from overlapsat.solver.units import EXACT_UNITS, TimeScale, choose_scale, safe_horizon, unit_walk
+from overlapsat.solver.units import EXACT_UNITS, TimeScale, UnitWalk, choose_scale, safe_horizon, unit_walk
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class JointModel:
     """Variables with their warm start, one method per constraint family, and the objective (level "free")."""
 
     def __init__(self, u: Union, ts: TimeScale, horizon: int, hint: tuple[Sequence[Bucket], list[str]] | None,
-                 price: Pricing | None = None) -> None:
+                 hint_walk: tuple[Graph, UnitWalk] | None = None) -> None:
         self.u, self.ts, self.horizon = u, ts, horizon
         self.m = cp_model.CpModel()
         self.has_memory = False
@@ -155,14 +155,11 @@ class JointModel:
         at: dict[str, tuple[int, int, int]] = {}  # name -> (issue, slot end, transfer start)
         hint_buckets: set[Bucket] = set()
         hint_ms = 0
-        if hint is not None:
-            bs, order = hint
-            hint_buckets = set(bs)
-            gp = materialize(u.g, list(bs), price) if bs else u.g  # type: ignore[arg-type]
-            w = unit_walk(gp, [gp.index[nm] for nm in order], ts)
+        if hint is not None and hint_walk is not None:  # the walk of the hint's order on its bucketed graph
+            hint_buckets = set(hint[0])
+            gp, w = hint_walk
             at = {gp.names[v]: (w.issue[v], w.slot_end[v], w.comm_start.get(v, 0)) for v in range(len(gp.nodes))}
             hint_ms = w.makespan
-        self.hinted = hint is not None
         self.alone = {c: self._bool(f"alone[{u.g.names[c]}]", not any(u.cands[k] in hint_buckets
                                                                      for k in u.holding[c])) for c in u.alone}
         self.chose = [self._bool(f"chose[{b.name}]", b in hint_buckets) for b in u.cands]
@@ -297,9 +294,10 @@ def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]
                 price: Pricing | None = None, horizon: int | None = None) -> JointModel:
     """The joint model of `u`; `hint` (buckets among the candidates, an order of their bucketed graph) is the
     warm start and its makespan the horizon (no plan worth finding ends later)."""
+    walk = _hint_walk(u, ts, hint, price) if hint is not None else None
     if horizon is None:
-        horizon = safe_horizon(u.graph, ts) if hint is None else _hint_units(u, ts, hint, price)
-    md = JointModel(u, ts, horizon, hint, price)
+        horizon = safe_horizon(u.graph, ts) if walk is None else walk[1].makespan
+    md = JointModel(u, ts, horizon, hint, walk)
     md.add_bucket_selection()
     md.add_compute_stream()
     md.add_dependencies()
@@ -310,10 +308,13 @@ def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]
     return md
 
 
-def _hint_units(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]], price: Pricing | None) -> int:
+def _hint_walk(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]],
+               price: Pricing | None) -> tuple[Graph, UnitWalk]:
+    """The hint's bucketed graph and the unit walk of its order (the values of the warm start, and its makespan
+    the horizon)."""
     bs, order = hint
     gp = materialize(u.g, list(bs), price) if bs else u.g  # type: ignore[arg-type]
-    return unit_walk(gp, [gp.index[nm] for nm in order], ts).makespan
+    return gp, unit_walk(gp, [gp.index[nm] for nm in order], ts)
 
 
 @dataclass

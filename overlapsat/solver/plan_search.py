@@ -22,7 +22,7 @@ from typing import Any
 
 from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
-from overlapsat.evaluate import Evaluated, rank_key
+from overlapsat.evaluate import Evaluated, evaluate, rank_key
 from overlapsat.graph import Graph
 from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import pipelines, run_all
@@ -42,6 +42,7 @@ from overlapsat.solver.bucket_moves import MovesResult, order_preserving_search
 from overlapsat.solver.joint import JointResult, solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
+from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +150,6 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     `JOINT_SHARE` of the time)."""
     starts_given = starts
     if unbucketed is not None:
-        from overlapsat.validate import validate
-
         bad = validate(problem, unbucketed.names, limit=1)
         if bad:
             raise GraphError(f"unbucketed: not a valid order of this problem ({bad[0]})")
@@ -302,7 +301,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
                 runs.append(_alternate(g, price, bs, [hk.names[v] for v in best_known(bs).order],  # type: ignore[union-attr]
                                        budget_moves // len(origins) if params.deterministic else 2**62,
                                        lambda end_k=end_k: not params.deterministic and time.monotonic() > end_k,
-                                       lambda bs: score(bs)))
+                                       score))
             mv = min(runs, key=lambda r: r.makespan)
             firsts = [t for r in runs if (t := r.first_s) is not None]
             mstats = {"starts": len(runs), "tried": sum(r.tried for r in runs), "accepted": sum(r.accepted for r in runs),
@@ -383,8 +382,8 @@ def _alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str
 
 def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | None,
              order: list[str] | None) -> tuple[tuple[Bucket, ...], Graph, float] | None:
-    """The joint model's plan, if it is legal and valid at the problem's level and budget (the model sees
-    neither): its buckets, bucketed graph and makespan."""
+    """A plan found at level free without a budget (the joint model's, the bucket moves'), if it is legal and
+    valid at the problem's level and budget: its buckets, bucketed graph and makespan."""
     if buckets is None or order is None:
         return None
     g = problem.relaxed
@@ -393,9 +392,6 @@ def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | Non
         return None
     h = materialize(g, list(bs), price)
     ids = [h.index[nm] for nm in order]
-    from overlapsat.evaluate import evaluate
-    from overlapsat.validate import validate
-
     if validate(problem.on(h), ids, limit=1):
         return None
     return bs, h, evaluate(problem.on(h), "joint model", ids).makespan
