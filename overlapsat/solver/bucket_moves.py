@@ -52,11 +52,14 @@ class _Layout:
         self.unit_of: dict[str, _Unit] = {}  # a bucketable collective -> its unit
         for cs in bucketable_by_key(g).values():
             for c in cs:
-                nm = g.names[c]
-                self.unit_of[nm] = _Unit((nm,), None, nm, g.names[g.waits_of[c][0]], None)
+                self.unit_of[g.names[c]] = self._alone(g.names[c])
         for b in buckets:
             self._add(b)
         self.order = list(order)
+
+    def _alone(self, m: str) -> _Unit:
+        """Collective m in no bucket."""
+        return _Unit((m,), None, m, self.g.names[self.g.waits_of[self.g.index[m]][0]], None)
 
     def _nodes(self, b: Bucket) -> tuple[Node, Node, Node, Node]:
         """Bucket b's four nodes, priced, with their figures known to the walk."""
@@ -228,6 +231,8 @@ class _Layout:
         moved = src.members[-1] if last else src.members[0]
         rest = tuple(m for m in src.members if m != moved)
         first = self.split(src, [rest, (moved,)] if last else [(moved,), rest])
+        if first is None:
+            return None
         tmp = self.copy()
         tmp.accept(*first)
         pos = {nm: k for k, nm in enumerate(tmp.order)}
@@ -249,8 +254,7 @@ class _Layout:
         for b in gone:
             self.buckets.pop(b, None)
             for m in b.members:
-                w = self.g.names[self.g.waits_of[self.g.index[m]][0]]
-                self.unit_of[m] = _Unit((m,), None, m, w, None)
+                self.unit_of[m] = self._alone(m)
         for b in new:
             self._add(b)
         self.order = order
@@ -270,9 +274,8 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
                             max_moves: int, late: Callable[[], bool] = lambda: False) -> MovesResult:
     """A hill climb over bucket moves that keep the order (module docstring), from `buckets` and `order` (an
     order of their bucketed graph, by name), on `g` at level free with no budget: at most `max_moves` moves
-    tried (`late()`: the clock's stop, in timed mode). Moves: halve, then drop, a bucket whose wait stalls;
-    merge a unit with the next unit of its key whose transfer overlaps it. The first that shortens the walk
-    is kept."""
+    tried (`late()`: the clock's stop, in timed mode), in the order `_moves` gives them; the first that
+    shortens the walk is kept."""
     t0 = time.monotonic()
     first: float | None = None
     lay = _Layout(g, price, buckets, order)

@@ -145,6 +145,11 @@ def test_a_split_whose_parts_waits_depend_on_each_other_is_not_made():
     assert lay.split(u, [("a0",), ("a1",), ("a2",), ("a3",)]) is None  # w0 would run before w1
     assert lay.split(u, [("a0", "a2"), ("a1", "a3")]) is None  # bucket(a0+a2)'s wait before the other's copy-out
     assert lay.split(u, [("a0", "a1", "a2"), ("a3",)]) is None  # w2 in the bucket's wait, before w3
+    # a boundary shift is a split, then a merge: a refused split refuses the shift (it raised TypeError)
+    two = (Bucket(("a0", "a1")), Bucket(("a2", "a3")))
+    h2 = materialize(g, list(two), price)
+    lay2 = _Layout(g, price, two, list(h2.names))
+    assert lay2.shift(lay2.unit_of["a0"], lay2.unit_of["a2"], last=True) is None  # a1 alone after a0: w1 after w0
     made = 0
     for parts in ([("a0", "a1"), ("a2", "a3")], [("a1",), ("a0",), ("a3",), ("a2",)], [("a3",), ("a0", "a1", "a2")]):
         order, new, gone = lay.split(u, parts)
