@@ -42,7 +42,7 @@ from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
-from overlapsat.torch.importer import REDUCE_OPS, group_size_of
+from overlapsat.torch.importer import REDUCE_OPS, group_size_of, key_text
 from overlapsat.torch.need import torch_module
 
 COLLECTIVE_OPS = {
@@ -110,11 +110,8 @@ def _bucket_key(n: Any, op: str) -> str | None:
     ts = _tensors(n.meta.get("val"))
     if len(ts) != 1:  # coalesced or unknown: never bucketed
         return None
-    dtype = str(ts[0].dtype).removeprefix("torch.")
-    if op in ("reduce_scatter", "all_reduce"):
-        red = n.args[1] if len(n.args) > 1 and isinstance(n.args[1], str) else None
-        return f"{red},{dtype}" if red is not None else None
-    return dtype
+    red = n.args[1] if len(n.args) > 1 and isinstance(n.args[1], str) else None
+    return key_text(op, ts[0].dtype, red)
 
 
 def _tensor_bytes(t: Any) -> int:

@@ -85,13 +85,19 @@ def _bucket_key(node: Any, op: str, args: list[Any]) -> str | None:
     if len(ins) != 1:  # coalesced, or no input: never bucketed
         return None
     try:
-        dtype = str(ins[0].get_dtype()).removeprefix("torch.")
+        dtype = ins[0].get_dtype()
     except Exception:  # noqa: BLE001 - an input without a dtype: unknown
         return None
+    return key_text(op, dtype, next((a for a in args if isinstance(a, str) and a in REDUCE_OPS), None))
+
+
+def key_text(op: str, dtype: Any, reduce_op: str | None) -> str | None:
+    """A collective's `bucket_key` as both importers write it: the dtype ("bfloat16"); for reductions
+    "reduce_op,dtype", and None where the reduce op is unknown."""
+    dt = str(dtype).removeprefix("torch.")
     if op in ("reduce_scatter", "all_reduce"):
-        red = next((a for a in args if isinstance(a, str) and a in REDUCE_OPS), None)
-        return f"{red},{dtype}" if red is not None else None
-    return dtype
+        return f"{reduce_op},{dt}" if reduce_op is not None else None
+    return dt
 
 
 def _is_multi_output(snode: Any) -> bool:
