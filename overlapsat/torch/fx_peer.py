@@ -92,6 +92,17 @@ def _recording_merges(into: dict[str, list[str]]) -> Iterator[None]:
             setattr(tb, nm, fn)
 
 
+def _autofix_cycles() -> dict[str, bool]:
+    """The config patch that lets torch's bucketer break a cycle among its own added dependencies, where the
+    installed torch has the switch (it asks for it: seen on llama3_8b_L32_w256 in its bucketed scheduler and on
+    L32_w64 with overlapsat's order, torch 2.13); for one run only."""
+    import torch._inductor.config as icfg
+
+    name = "overlap_scheduling_autofix_cycles"
+    return {f"aten_distributed_optimizations.{name}": True} if hasattr(icfg.aten_distributed_optimizations,
+                                                                        name) else {}
+
+
 def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, collective_bucketing: bool = True,
              pre_bucketing: bool = True) -> Graph | None:
     """OverlapScheduler with bucketing on: a different graph (collectives merged), returned as a Graph in the
@@ -108,13 +119,8 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, c
 
     sizes = {nd.group: nd.group_size for nd in graph.nodes if nd.group}
     dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
-    # torch's bucketer can meet a cycle among its own added dependencies and asks for this switch (seen on
-    # llama3_8b_L32_w256, torch 2.13); where the installed torch has it, it is on for this run only
-    autofix = {"overlap_scheduling_autofix_cycles": True} if hasattr(
-        icfg.aten_distributed_optimizations, "overlap_scheduling_autofix_cycles") else {}
     try:
-        with _on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(
-                {f"aten_distributed_optimizations.{k}": v for k, v in autofix.items()}):
+        with _on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(_autofix_cycles()):
             # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
             out = osched.schedule_overlap_bucketing(
                 gm, collective_bucketing=collective_bucketing, pre_bucketing_fsdp_collectives=pre_bucketing,
@@ -172,11 +178,7 @@ def overlap_preserving_buckets(gm: Any, graph: Graph, order: list[str]) -> list[
         scheduled = OrderedSet(n for n in fx_graph.nodes)
         import torch._inductor.config as icfg
 
-        # the bucketer can meet a cycle among its own added dependencies (seen on llama3_8b_L32_w64 with
-        # overlapsat's order, torch 2.13) and asks for this switch; on for this run only, where torch has it
-        autofix = {"aten_distributed_optimizations.overlap_scheduling_autofix_cycles": True} if hasattr(
-            icfg.aten_distributed_optimizations, "overlap_scheduling_autofix_cycles") else {}
-        with _recording_merges(merges), icfg.patch(autofix):
+        with _recording_merges(merges), icfg.patch(_autofix_cycles()):
             OverlapPreservingBucketer(fx_graph, info, scheduled, max_bucket_memory_gb=2.0,
                                       collective_bucketing=True).bucket_collectives()
     except Exception as e:  # noqa: BLE001 - no such warm start
