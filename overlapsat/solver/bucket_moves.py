@@ -6,17 +6,22 @@ in place instead, and MODEL.md's walk of the edited order is computed from per-n
 
 - split or drop a bucket: its parts (new buckets, or collectives alone) take its four positions;
 - merge two units of one key (a bucket or a collective alone each): the merged copy-in and collective take the
-  later collective's position, the merged wait and copy-out the earlier wait's. It is made only when the
-  transfers overlap and no dependency would point backwards (`_merge_fits`, from the unbucketed graph's edges).
+  later collective's position (or the earlier one's), the merged wait and copy-out the earlier wait's. It is
+  made only when the transfers overlap and no dependency would point backwards (`_merge_fits`, from the
+  unbucketed graph's edges).
 
 The edited order is valid on the bucketed graph by construction (each new node's dependencies are among those
 of the node whose place it takes, or checked), so the bucketed graph is built once, at the end, where the order
-is checked again (`validate`). Level "free" and no budget only: a group's collective sequence and the memory
-of a bucketed graph depend on the whole bucketing, which the edit does not see.
+is checked again (`validate`). At level "free" without a budget that is all. At a stricter level, or under a
+budget, a group's collective sequence and the memory of a bucketed graph depend on the whole bucketing, which
+the edit does not see: there a move that shortens the walk is kept only when `confirm` (the plan search's:
+`materialize` and `validate`, exact, about 0.2 s at 16k nodes) finds the edited plan valid. Only the few moves
+that shorten the walk pay for it.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,8 +46,12 @@ class _Unit:
 class _Layout:
     """The current buckets and order of the bucketed graph, by name, and the figures the walk reads."""
 
-    def __init__(self, g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str]) -> None:
+    def __init__(self, g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str],
+                 sequences: list[list[int]] | None = None) -> None:
         self.g, self.price = g, price
+        # the collective sequences a level keeps (input indices, each list sorted), None at level free
+        self.sequences = sequences
+        self.seq_of = {c: i for i, cs in enumerate(sequences or []) for c in cs}
         self.groups = {grp: i for i, grp in enumerate(g.groups)}
         self.fig: dict[str, _Figures] = {}
         for v, nm in enumerate(g.names):
@@ -108,7 +117,7 @@ class _Layout:
     def split(self, u: _Unit, parts: Sequence[tuple[str, ...]]) -> tuple[list[str], list[Bucket], list[Bucket]]:
         """`u` (a bucket) split into `parts` (a part of one is a collective alone), at u's four places (None
         where the members' waits depend on each other across parts so that those places would not do)."""
-        if not self._split_fits(parts):
+        if not self._split_fits(parts) or not self._split_in_sequence(parts):
             return None
         new = [Bucket(p) for p in parts if len(p) >= 2]
         made = {p: self._nodes(Bucket(p)) if len(p) >= 2 else None for p in parts}
@@ -149,24 +158,46 @@ class _Layout:
                         return False
         return True
 
-    def merge(self, a: _Unit, b: _Unit, pos: dict[str, int]) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
-        """`a` and `b` merged (None where the edit would not be a valid order, or the bucket is illegal)."""
+    def _split_in_sequence(self, parts: Sequence[tuple[str, ...]]) -> bool:
+        """Where a level keeps collective sequences: no other collective of a part's sequence lies, in input
+        order, between the bucket's first member and the part's (each part takes its first member's place in
+        the sequence, MODEL.md "Buckets", while the edit puts every part at the bucket's place). A cheap filter:
+        the plan search's `confirm` is exact."""
+        if self.sequences is None:
+            return True
+        g = self.g
+        idx = sorted(g.index[m] for p in parts for m in p)
+        seq = self.sequences[self.seq_of[idx[0]]]
+        lo = idx[0]
+        for p in parts[1:]:
+            hi = min(g.index[m] for m in p)
+            between = bisect.bisect_left(seq, hi) - bisect.bisect_right(seq, lo)
+            if between > sum(1 for i in idx if lo < i < hi):
+                return False
+        return True
+
+    def merge(self, a: _Unit, b: _Unit, pos: dict[str, int],
+              early: bool = False) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
+        """`a` and `b` merged (None where the edit would not be a valid order, or the bucket is illegal): the
+        merged copy-in and collective at the later collective's place, or at the earlier one's (`early`: where
+        torch's bucketer puts a bucket, and where a group's sequence has it unless its inputs come later)."""
         g = self.g
         members = tuple(sorted(a.members + b.members, key=g.index.__getitem__))
         merged = Bucket(members)
         if bucket_problems(g, [merged]):
             return None
-        late, early = (a, b) if pos[a.coll] > pos[b.coll] else (b, a)  # by collective position
+        late, first = (a, b) if pos[a.coll] > pos[b.coll] else (b, a)  # by collective position
         first_wait = a if pos[a.wait] < pos[b.wait] else b
-        c_pos, w_pos = pos[late.coll], pos[first_wait.wait]
-        if c_pos >= w_pos or not self._merge_fits(early, first_wait, a if first_wait is b else b, merged, c_pos,
-                                                  w_pos, pos):
+        at = first if early else late
+        c_pos, w_pos = pos[at.coll], pos[first_wait.wait]
+        if c_pos >= w_pos or not self._merge_fits(first, late, first_wait, a if first_wait is b else b, merged,
+                                                  c_pos, w_pos, early, pos):
             return None
         nodes = self._nodes(merged)
         drop = {x for u in (a, b) for x in (u.copy_in, u.coll, u.wait, u.copy_out) if x is not None}
         out: list[str] = []
         for nm in self.order:
-            if nm == late.coll:
+            if nm == at.coll:
                 out += [nodes[0].name, nodes[1].name]
             elif nm == first_wait.wait:
                 out += [nodes[2].name, nodes[3].name]
@@ -175,20 +206,27 @@ class _Layout:
         gone = [Bucket(u.members) for u in (a, b) if u.copy_in is not None]
         return out, [merged], gone
 
-    def _merge_fits(self, early: _Unit, first_wait: _Unit, later_wait: _Unit, merged: Bucket, c_pos: int,
-                    w_pos: int, pos: dict[str, int]) -> bool:
-        """No dependency points backwards after the merge: what the earlier collective's members feed (other
-        than their waits) comes after the merged collective's place, and what the later-waited members' waits
-        depend on comes before the merged wait's place. Positions of other buckets' nodes are taken at their
-        latest (sources) or earliest (targets) node, which only makes the check stricter."""
+    def _merge_fits(self, first: _Unit, late: _Unit, first_wait: _Unit, later_wait: _Unit, merged: Bucket,
+                    c_pos: int, w_pos: int, early: bool, pos: dict[str, int]) -> bool:
+        """No dependency points backwards after the merge: placed late, what the earlier collective's members
+        feed (other than their waits) comes after the merged collective's place; placed early, what the later
+        collective's members depend on comes before it; and what the later-waited members' waits depend on comes
+        before the merged wait's place. Positions of other buckets' nodes are taken at their latest (sources) or
+        earliest (targets) node, which only makes the check stricter."""
         g = self.g
         mine = set(merged.members) | {g.names[g.waits_of[g.index[m]][0]] for m in merged.members}
-        for m in early.members:
-            v = g.index[m]
-            for s in g.succs[v]:
-                nm = g.names[s]
-                if nm not in mine and self._first(nm, pos) <= c_pos:
-                    return False
+        if early:
+            for m in late.members:
+                for p in g.preds[g.index[m]]:
+                    nm = g.names[p]
+                    if nm not in mine and self._last(nm, pos) >= c_pos:
+                        return False
+        else:
+            for m in first.members:
+                for s in g.succs[g.index[m]]:
+                    nm = g.names[s]
+                    if nm not in mine and self._first(nm, pos) <= c_pos:
+                        return False
         for m in later_wait.members:
             w = g.waits_of[g.index[m]][0]
             for p in g.preds[w]:
@@ -260,6 +298,10 @@ class _Layout:
         self.order = order
 
 
+Confirm = Callable[[tuple[Bucket, ...], list[str]], bool]  # is this plan (buckets, order by name) valid?
+CONFIRM_MOVES = 50  # a confirmation counts as this many moves tried (it builds the bucketed graph once)
+
+
 @dataclass
 class MovesResult:
     buckets: tuple[Bucket, ...]
@@ -268,19 +310,23 @@ class MovesResult:
     tried: int
     accepted: int
     first_s: float | None  # when a move was first kept (seconds after the start)
+    refused: int = 0  # moves that shortened the walk but `confirm` found invalid
 
 
 def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str],
-                            max_moves: int, late: Callable[[], bool] = lambda: False) -> MovesResult:
-    """A hill climb over bucket moves that keep the order (module docstring), from `buckets` and `order` (an
-    order of their bucketed graph, by name), on `g` at level free with no budget: at most `max_moves` moves
-    tried (`late()`: the clock's stop, in timed mode), in the order `_moves` gives them; the first that
-    shortens the walk is kept."""
+                            max_moves: int, late: Callable[[], bool] = lambda: False,
+                            confirm: Confirm | None = None, sequences: list[list[int]] | None = None) -> MovesResult:
+    """A hill climb over bucket moves that keep the order (module docstring), from `buckets` and `order` (a
+    valid order of their bucketed graph, by name): at most `max_moves` moves tried (`late()`: the clock's stop,
+    in timed mode; a confirmation counts `CONFIRM_MOVES`), in the order `_moves` gives them; the first that
+    shortens the walk, and that `confirm` accepts (None: level free, no budget), is kept. `sequences`: the
+    collective sequences the level keeps (`Graph.group_colls`, or `[coll_seq]`), to leave out early the splits
+    they forbid."""
     t0 = time.monotonic()
     first: float | None = None
-    lay = _Layout(g, price, buckets, order)
+    lay = _Layout(g, price, buckets, order, sequences)
     best, stall = lay.walk(lay.order)
-    tried = accepted = 0
+    tried = accepted = refused = 0
     improved = True
     while improved and tried < max_moves and not late():
         improved = False
@@ -294,20 +340,26 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
             tried += 1
             ms, st = lay.walk(edit[0])
             if ms < best - 1e-9 * max(1.0, best):
+                if confirm is not None:
+                    tried += CONFIRM_MOVES
+                    kept = (set(lay.buckets) - set(edit[2])) | set(edit[1])
+                    if not confirm(tuple(sorted(kept, key=lambda b: g.index[b.members[0]])), edit[0]):
+                        refused += 1
+                        continue
                 lay.accept(*edit)
                 best, stall, improved = ms, st, True
                 accepted += 1
                 first = time.monotonic() - t0 if first is None else first
                 break
     bs = tuple(sorted(lay.buckets, key=lambda b: g.index[b.members[0]]))
-    return MovesResult(bs, lay.order, best, tried, accepted, first)
+    return MovesResult(bs, lay.order, best, tried, accepted, first, refused)
 
 
 def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int]) -> list[Callable[[], tuple | None]]:
     """The moves from the current layout, most promising first, each built only when tried: halve the buckets
     whose wait stalls (most stalled first); merge neighbouring units of one key (by collective position),
-    pairs where neither stalls first; drop a bucket; move one member across the boundary of two neighbours;
-    split a bucket at any other point."""
+    pairs where neither stalls first, at the later collective's place, then all again at the earlier one's;
+    drop a bucket; move one member across the boundary of two neighbours; split a bucket at any other point."""
     g = lay.g
     units = list({id(u): u for u in lay.unit_of.values()}.values())
     buckets = [u for u in units if u.copy_in is not None]
@@ -323,6 +375,7 @@ def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int]) -> list[C
     pairs = [(a, b) for us in by_key.values() for a, b in zip(us, us[1:])]
     pairs.sort(key=lambda ab: (stall.get(ab[0].coll, 0.0) > 0.0) + (stall.get(ab[1].coll, 0.0) > 0.0))
     out += [lambda a=a, b=b: lay.merge(a, b, pos) for a, b in pairs]
+    out += [lambda a=a, b=b: lay.merge(a, b, pos, early=True) for a, b in pairs]
     out += [lambda u=u: lay.split(u, [(m,) for m in u.members]) for u in buckets]
     # a bucket's boundary moved by one member, then splits at every other point
     out += [lambda a=a, b=b, last=last: lay.shift(a, b, last) for a, b in pairs for last in (True, False)]

@@ -3,8 +3,9 @@
 1. Small spaces (at most `EXHAUSTIVE_BUCKETINGS` legal bucketings) are ordered whole: `optimize` on each.
 2. Otherwise a hill climb over bucketings from warm starts (none, torch's greedy bucketer at several caps, the
    peers' buckets given), each scored by a few of Inductor's passes on its bucketed graph (`materialize`).
-3. At level free without a budget, bucket moves that edit the best order in place (`bucket_moves`, decision 45),
-   and on small graphs the joint CP-SAT model of buckets and order (`joint`, decision 43).
+3. Bucket moves that edit the best orders in place (`bucket_moves`, decision 45; at a stricter level than free
+   or under a budget, each move kept is first confirmed valid, decision 46), and on small graphs the joint
+   CP-SAT model of buckets and order (`joint`, decision 43; at free without a budget, its plan checked).
 4. `optimize` orders the chosen bucketing's graph.
 
 `optimize`'s status and bound hold for that bucketing's schedules; `PlanResult.bound` holds over every bucketing
@@ -34,11 +35,12 @@ from overlapsat.plan import (
     bucket_key,
     bucket_problems,
     bucketable_by_key,
+    collective_sequence,
     crossing_buckets,
     materialize,
 )
 from overlapsat.problem import Problem
-from overlapsat.solver.bucket_moves import MovesResult, order_preserving_search
+from overlapsat.solver.bucket_moves import Confirm, MovesResult, order_preserving_search
 from overlapsat.solver.joint import JointResult, solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, meets, optimize
 from overlapsat.solver.params import SolveParams
@@ -208,10 +210,9 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     # timed mode on a large graph: the order search after it rarely improves on the best pass's order (16k nodes),
     # while judging one bucketing there costs about half a second, so the bucket search gets the larger share
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
-    order_moves = problem.collective_order == "free" and problem.budget is None  # bucket_moves' scope
     share = SEARCH_SHARE_LARGE if large_timed else SEARCH_SHARE
     moves_share = MOVES_SHARE
-    if large_timed and order_moves:  # there a move costs milliseconds and a bucketing scored half a second
+    if large_timed:  # there a move costs milliseconds and a bucketing scored half a second
         share, moves_share = SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE
 
     def late() -> bool:
@@ -285,9 +286,9 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     extra = {f"best scoring pass ({row.name})": row.order} if row is not None else {}
     h = materialize(g, list(best), price)
     # bucket moves that keep the order, from the best bucketing's best order: no graph is built per move, so many
-    # more are tried than the hill climb scores (level free, no budget: module docstring of bucket_moves)
+    # more are tried than the hill climb scores (module docstring of bucket_moves)
     mstats: dict[str, Any] = {}
-    if row is not None and order_moves:
+    if row is not None:
         try:
             t_moves = time.monotonic()
             budget_moves = max(100, int(MOVE_NODE_VISITS_PER_SECOND * moves_share * params.time_limit / len(g.nodes)))
@@ -301,10 +302,11 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
                 runs.append(_alternate(g, price, bs, [hk.names[v] for v in best_known(bs).order],  # type: ignore[union-attr]
                                        budget_moves // len(origins) if params.deterministic else 2**62,
                                        lambda end_k=end_k: not params.deterministic and time.monotonic() > end_k,
-                                       score))
+                                       score, _confirmer(problem, price), _sequences(problem)))
             mv = min(runs, key=lambda r: r.makespan)
             firsts = [t for r in runs if (t := r.first_s) is not None]
             mstats = {"starts": len(runs), "tried": sum(r.tried for r in runs), "accepted": sum(r.accepted for r in runs),
+                      "refused": sum(r.refused for r in runs),
                       "seconds": time.monotonic() - t_moves,
                       "first_kept_s": t_moves - t0 + min(firsts) if firsts else None}
             kept = _checked(problem, price, mv.buckets, mv.order) if mv.accepted else None
@@ -357,20 +359,21 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
 
 def _alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str], max_moves: int,
                late: Callable[[], bool], score: Callable[[tuple[Bucket, ...]], Evaluated | None],
+               confirm: Confirm | None = None, sequences: list[list[int]] | None = None,
                rounds: int = 10) -> MovesResult:
     """Bucket moves that keep the order, then the few scoring passes on the bucketing they reach (whose order may
     be better than the edited one), then moves again from the better order, while a round improves."""
     t0 = time.monotonic()
-    tried = accepted = 0
+    tried = accepted = refused = 0
     first: float | None = None
     out = MovesResult(bs, order, math.inf, 0, 0, None)
     for _ in range(rounds):
         started = time.monotonic() - t0
-        r = order_preserving_search(g, price, bs, order, max(0, max_moves - tried), late)
-        tried, accepted = tried + r.tried, accepted + r.accepted
+        r = order_preserving_search(g, price, bs, order, max(0, max_moves - tried), late, confirm, sequences)
+        tried, accepted, refused = tried + r.tried, accepted + r.accepted, refused + r.refused
         if r.first_s is not None and first is None:
             first = started + r.first_s
-        out = MovesResult(r.buckets, r.order, r.makespan, tried, accepted, first)
+        out = MovesResult(r.buckets, r.order, r.makespan, tried, accepted, first, refused)
         if not r.accepted or tried >= max_moves or late():
             break
         e = score(r.buckets)
@@ -380,10 +383,56 @@ def _alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str
     return out
 
 
+def _sequences(problem: Problem) -> list[list[int]] | None:
+    """The collective sequences `problem`'s level keeps, by input index (None at free)."""
+    g = problem.relaxed
+    return None if problem.collective_order == "free" else \
+        g.group_colls if problem.collective_order == "group" else [g.coll_seq]
+
+
+def _confirmer(problem: Problem, price: Pricing) -> Confirm | None:
+    """What a bucket move must pass before it is kept (decision 46). None at level free without a budget: the
+    edit is a valid order by construction there. Without a budget at levels group and global, the edit keeps
+    every dependency by construction as well, so the collective sequences of its bucketed graph are compared
+    with the order's (`collective_sequence`, a third of building the graph). Otherwise the edited plan is
+    built and validated at the problem's level and budget."""
+    level, g = problem.collective_order, problem.relaxed
+    if level == "free" and problem.budget is None:
+        return None
+    if problem.budget is None and level in ("group", "global"):
+        def in_sequence(bs: tuple[Bucket, ...], order: list[str]) -> bool:
+            try:
+                seq = collective_sequence(g, bs, price)
+            except GraphError:  # buckets that depend on each other both ways
+                return False
+            group = {nd.name: nd.group if level == "group" else "" for nd in seq}
+            mine: dict[str | None, list[str]] = {}
+            for nm in order:
+                if nm in group:
+                    mine.setdefault(group[nm], []).append(nm)
+            want: dict[str | None, list[str]] = {}
+            for nd in seq:
+                want.setdefault(group[nd.name], []).append(nd.name)
+            return mine == want
+
+        return in_sequence
+
+    def valid(bs: tuple[Bucket, ...], order: list[str]) -> bool:
+        try:
+            h = materialize(g, list(bs), price)  # raises GraphError on illegal buckets
+            ids = [h.index[nm] for nm in order]
+        except (GraphError, KeyError):
+            return False
+        return not validate(problem.on(h), ids, limit=1)
+
+    return valid
+
+
 def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | None,
              order: list[str] | None) -> tuple[tuple[Bucket, ...], Graph, float] | None:
-    """A plan found at level free without a budget (the joint model's, the bucket moves'), if it is legal and
-    valid at the problem's level and budget: its buckets, bucketed graph and makespan."""
+    """A plan found by a search that does not see the whole problem (the joint model's, at free without a
+    budget; the bucket moves'), if it is legal and valid at the problem's level and budget: its buckets, bucketed
+    graph and makespan."""
     if buckets is None or order is None:
         return None
     g = problem.relaxed

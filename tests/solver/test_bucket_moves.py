@@ -98,19 +98,112 @@ def _gathers(k):
     return priced(Graph(tuple(nodes), tuple(bufs), name=f"gathers{k}"))
 
 
-@pytest.mark.parametrize("level, budget, runs", [("free", None, True), ("group", None, False), ("free", 10**6, False)])
-def test_the_plan_search_runs_the_moves_only_at_free_without_a_budget(level, budget, runs):
+@pytest.mark.parametrize("level, budget", [("free", None), ("group", None), ("global", None), ("free", 10**6),
+                                           ("group", 10**6), ("chain", None)])
+def test_the_plan_search_runs_the_moves_at_every_level_and_budget(level, budget):
     """Eight gathers (too many bucketings to order each, too many collectives of one key for the joint model's
-    every-bucket candidates): the moves run after the hill climb at free without a budget, and the plan is
-    valid at the problem's level either way."""
+    every-bucket candidates): the moves run after the hill climb at every level, with or without a budget
+    (decision 46), and the plan is valid at the problem's level and budget."""
     from overlapsat.solver.plan_search import optimize_plan
 
     g = _gathers(8)
     r = optimize_plan(Problem.of(g, budget, level), price, time_limit=3, max_evaluations=5)
-    assert bool(r.stats["order_moves"]) == runs
-    if runs:
-        assert r.stats["order_moves"]["tried"] > 0
+    assert r.stats["order_moves"]["tried"] > 0
     assert validate(Problem(r.bucketed, budget, level), list(r.plan.order)) == []
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_a_move_is_confirmed_exactly_when_its_plan_is_valid_at_the_level_and_budget(seed):
+    """At levels group and global (the collective sequences compared, decision 46) and under a budget (the plan
+    built and validated), the plan search's confirmation of a move agrees with `validate` on `materialize`'s
+    graph, for every move offered from every legal bucketing and a random order valid at the level (the
+    budget, where one is set, is that order's own peak). The moves are valid orders at free by construction
+    (the test above)."""
+    from overlapsat.solver.plan_search import _confirmer
+
+    g = random_plan_graph(seed)
+    rng = random.Random(seed)
+    seen = {True: 0, False: 0}
+    for level, tight in (("group", False), ("global", False), ("group", True), ("free", True)):
+        for bs in all_bucketings(g, 200):
+            h = materialize(g, list(bs), price)
+            order = [h.names[v] for v in random_valid_order(h, rng, level)]
+            budget_b = simulate(h, order).peak_memory if tight else None  # the order's own peak: exactly at it
+            problem = Problem.of(g, budget_b, level)
+            confirm = _confirmer(problem, price)
+            lay = _Layout(g, price, bs, order)
+            pos = {nm: k for k, nm in enumerate(order)}
+            for move in _moves(lay, {}, pos):
+                edit = move()
+                if edit is None:
+                    continue
+                nbs, norder = _apply(bs, edit)
+                h2 = materialize(g, list(nbs), price)
+                truth = validate(Problem(h2, budget_b, level), norder) == []
+                assert confirm(nbs, norder) == truth, (level, budget_b, bs, nbs)
+                seen[truth] += 1
+    if not seen[False]:
+        pytest.skip("no move was invalid at a level here")
+
+
+def _with_reduce_between():
+    """Gathers a0 and a2 with a reduce-scatter r1 of the same group between them in input order, their inputs
+    made first: a bucket of a0 and a2 comes before r1 in the group's sequence (its first member's place; were
+    a2's input made after r1, the bucket would come after it)."""
+    from overlapsat import Buffer, Graph, Node, NodeKind
+    from tests.solver.test_joint import priced
+
+    C, K, W = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
+    nodes, bufs, colls = [], [], []
+    for i, op in enumerate(("all_gather", "reduce_scatter", "all_gather")):
+        nm = f"{'a' if op == 'all_gather' else 'r'}{i}"
+        nodes.append(Node(f"p{i}", C, 5.0))
+        colls.append(Node(nm, K, 0.0, group="dp", op=op, nbytes=2000, group_size=2))
+        bufs.append(Buffer(f"x{i}", f"p{i}", (nm,), 10, 10))
+    nodes += colls
+    for i, nm in enumerate(("a0", "r1", "a2")):
+        nodes += [Node(f"w{i}", W, collective=nm), Node(f"m{i}", C, 10.0)]
+        bufs.append(Buffer(f"y{i}", nm, (f"w{i}", f"m{i}"), 20, 20))
+    return priced(Graph(tuple(nodes), tuple(bufs), name="reduce_between"))
+
+
+def test_a_split_the_group_sequence_forbids_is_left_out_and_would_be_refused():
+    """Bucket (a0, a2) is issued before r1, as its group's sequence has it. Split in place, a2 stays before r1,
+    while the split graph's sequence puts a2 after r1: at level group the split is left out (and `validate`
+    refuses it), at free it is made and valid."""
+    from overlapsat.solver.plan_search import _sequences
+
+    g = _with_reduce_between()
+    b = Bucket(("a0", "a2"))
+    h = materialize(g, [b], price)
+    order = list(h.names)
+    assert order.index(b.name) < order.index("r1")
+    free = _Layout(g, price, (b,), order)
+    edit = free.split(free.unit_of["a0"], [("a0",), ("a2",)])
+    assert validate(Problem(g, None, "free"), edit[0]) == []
+    assert validate(Problem(g, None, "group"), edit[0]) != []
+    group = _Layout(g, price, (b,), order, _sequences(Problem.of(g, None, "group")))
+    assert group.split(group.unit_of["a0"], [("a0",), ("a2",)]) is None
+
+
+def test_an_early_merge_takes_the_earlier_collectives_place_unless_the_later_ones_inputs_come_after_it():
+    """Merged at the earlier gather's place, the copy-in and collective of (a0, a2) come before r1, as the
+    group's sequence has them; where a2's input is made after a0's place, the early merge is refused."""
+    g = _with_reduce_between()
+    order = ["p0", "p1", "p2", "a0", "r1", "a2", "w0", "m0", "w1", "m1", "w2", "m2"]
+    lay = _Layout(g, price, (), order)
+    pos = {nm: k for k, nm in enumerate(order)}
+    out, new, _ = lay.merge(lay.unit_of["a0"], lay.unit_of["a2"], pos, early=True)
+    b = Bucket(("a0", "a2"))
+    assert new == [b] and out[3:6] == [b.nodes[0], b.name, "r1"]
+    h = materialize(g, [b], price)
+    assert validate(Problem(h, None, "group"), out) == []
+    late, _, _ = lay.merge(lay.unit_of["a0"], lay.unit_of["a2"], pos)
+    assert late[3:6] == ["r1", b.nodes[0], b.name] and validate(Problem(h, None, "group"), late) != []
+    order2 = ["p0", "a0", "p1", "r1", "p2", "a2", "w0", "m0", "w1", "m1", "w2", "m2"]
+    lay2 = _Layout(g, price, (), order2)
+    pos2 = {nm: k for k, nm in enumerate(order2)}
+    assert lay2.merge(lay2.unit_of["a0"], lay2.unit_of["a2"], pos2, early=True) is None  # p2 comes after a0
 
 
 def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkeypatch):
