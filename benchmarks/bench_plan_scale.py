@@ -40,6 +40,7 @@ def main() -> None:
     if om:
         first_kept = om.get("first_kept_s")
         print(f"bucket moves keeping the order: {om['accepted']} kept of {om['tried']} in {om['seconds']:.1f} s"
+              + (f" ({om['refused']} refused by the level's check)" if om.get("refused") else "")
               + (f", the first kept at {first_kept:.1f} s" if first_kept is not None else "")
               + (", their plan kept" if om.get("used") else ""))
     print(f"plan: {len(r.buckets)} buckets, makespan {r.makespan:,.0f} us ({100 * (r.makespan / best_start - 1):+.2f} % "
