@@ -249,3 +249,23 @@ def test_a_split_whose_parts_waits_depend_on_each_other_is_not_made():
         assert validate(Problem(materialize(g, new, price), None, "free"), order) == []
         made += 1
     assert made == 3
+
+
+def test_under_a_budget_at_group_the_moves_refuse_what_the_budget_forbids_and_their_plan_is_used_valid():
+    """A generated 6-layer FSDP step at level group, under its input order's peak: the moves shorten the plan
+    (their plan is used), some moves that shorten the walk are refused, and the plan returned is valid under
+    the budget at the level. Without the budget none is refused here: the budget refused them."""
+    from overlapsat.cost.model import cost_model
+    from overlapsat.examples import generate
+    from overlapsat.solver.plan_search import optimize_plan
+
+    model = cost_model("h200")
+    g = generate("fsdp", seed=1, layers=6).reprice(model)
+    problem = Problem.of(g, "1.0x", "group")
+    r = optimize_plan(problem, model.duration, time_limit=2, max_evaluations=6, joint=False)
+    om = r.stats["order_moves"]
+    assert om["accepted"] >= 1 and om["refused"] >= 1 and om.get("used")
+    assert validate(Problem(r.bucketed, problem.budget, "group"), list(r.plan.order)) == []
+    assert r.result.peak_memory <= problem.budget
+    free = optimize_plan(Problem.of(g, None, "group"), model.duration, time_limit=2, max_evaluations=6, joint=False)
+    assert free.stats["order_moves"]["refused"] == 0
