@@ -69,7 +69,7 @@ def main() -> None:
             continue
         d = json.load(gzip.open(path))
         g = graph_from_dict(d["graph"])
-        p = Problem.of(g, a.budget, a.level)
+        p = Problem.of(g, f"{a.budget!r}x" if a.budget is not None else None, a.level)
         reorder = evaluate(p.on(p.relaxed), "torch", g.order_indices(d["overlap_scheduler"]))
         torch_bucketed = d["bucketed"]["makespan_us"]
         torch_pre = (d.get("prebucketed") or {}).get("makespan_us", math.inf)

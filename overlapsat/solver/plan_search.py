@@ -55,6 +55,7 @@ SEARCH_SHARE = 0.4  # of the time limit: the rest orders the chosen bucketing
 FINALISTS = 3  # best scored bucketings judged with the whole portfolio before the order search
 # bucketings scored per second of the search's share: about 25 at 1k nodes and 3 at 8k on this 2-core machine
 NODE_EVALUATIONS_PER_SECOND = 25_000
+FINAL_SHARE_MIN = 0.1  # of the time limit: the least the final `optimize` of the chosen bucketing gets
 BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
 LIFT_NODES = 2000  # beyond this the whole-graph model proves little in that share
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
@@ -337,9 +338,16 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         extra = {"joint model": [h.index[nm] for nm in jr.order]}  # type: ignore[union-attr]
         jstats["used"] = True
     lift = replace(params, time_limit=max(0.2, BOUND_SHARE * params.time_limit))
-    spent = time.monotonic() - t0 + (lift.time_limit if len(g.nodes) <= LIFT_NODES else 0.0)
-    left = max(0.1, params.time_limit - spent) if not params.deterministic else params.time_limit
-    final_params = replace(params, time_limit=left)
+    lifted = len(g.nodes) <= LIFT_NODES
+    if params.deterministic:  # the shares of the phases that ran, as work: the same plan on every machine
+        share_left = 1.0 - SEARCH_SHARE - (moves_share if mstats and "error" not in mstats else 0.0) \
+            - (BOUND_SHARE if lifted else 0.0) - (JOINT_SHARE if "skipped" not in jr.stats else 0.0)
+        share_left = max(FINAL_SHARE_MIN, share_left)
+        final_params = replace(params, time_limit=share_left * params.time_limit,
+                               work_limit=None if params.work_limit is None else share_left * params.work_limit)
+    else:  # the clock: what is left of the time limit
+        spent = time.monotonic() - t0 + (lift.time_limit if lifted else 0.0)
+        final_params = replace(params, time_limit=max(0.1, params.time_limit - spent))
     res = optimize(problem.on(h), final_params, on_phase=on_phase, extra_orders=extra or None)
     plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
     bound, notes = bound_over_bucketings(problem, price, lift)

@@ -269,3 +269,28 @@ def test_under_a_budget_at_group_the_moves_refuse_what_the_budget_forbids_and_th
     assert r.result.peak_memory <= problem.budget
     free = optimize_plan(Problem.of(g, None, "group"), model.duration, time_limit=2, max_evaluations=6, joint=False)
     assert free.stats["order_moves"]["refused"] == 0
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_left(joint, monkeypatch):
+    """The time limit is the whole call's: in deterministic mode each phase is a work budget in proportion to
+    it, and the final `optimize` of the chosen bucketing gets what the phases that ran left (the search's 0.4,
+    the moves' 0.2, the bound's lift 0.1, and the joint model's 0.25 where it ran; at least 0.1), not a whole
+    limit of its own (a 60-s plan took 78-92 s). The share is a function of the graph alone, never the clock."""
+    from overlapsat.solver import plan_search
+
+    seen = []
+    real = plan_search.optimize
+
+    def spy(problem, params, **kw):
+        if "extra_orders" in kw:  # the final order search (the bound's lift passes none)
+            seen.append(params)
+        return real(problem, params, **kw)
+
+    monkeypatch.setattr(plan_search, "optimize", spy)
+    r = plan_search.optimize_plan(Problem.of(_gathers(8), None, "group"), price, time_limit=10, max_evaluations=5,
+                                  joint=joint)
+    (final,) = seen
+    assert ("skipped" not in r.stats["joint"]) == joint and r.stats["order_moves"]["tried"] > 0
+    want = max(plan_search.FINAL_SHARE_MIN, 1 - 0.4 - 0.2 - 0.1 - (0.25 if joint else 0.0))
+    assert final.deterministic and final.time_limit == pytest.approx(want * 10) and final.work_limit is None
