@@ -15,7 +15,8 @@ Per graph (benchmarks/fx_corpus, the level given):
   - TBB, overlapsat order: transformer-block bucketing (per block, its parameters' gathers in one bucket and
     their gradients' reduce-scatters in another; `make_fx_corpus.block_buckets`), ordered by `optimize`;
   - overlapsat plan: `optimize_plan` (buckets by local search from torch's greedy bucketer and every peer's
-    buckets above, then `optimize`);
+    buckets above, then `optimize`; never longer than the overlapsat order or the four rows ordered by
+    overlapsat, which it is given as `unbucketed` and `solved`);
   - the bound over every bucketing (MODEL.md "Bounds over every bucketing") and the plan's gap to it.
 
 A second table gives each row's peak memory (GiB, MODEL.md's rule; torch bucketed: the figure its corpus file
@@ -86,7 +87,8 @@ def main() -> None:
             peers[key] = (legal, recorded, res)
         t = time.monotonic()
         plan = optimize_plan(p, price, time_limit=a.time_limit,
-                             starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order)
+                             starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order,
+                             solved={k: (v[0], v[2]) for k, v in peers.items() if v[2] is not None})
         dt = time.monotonic() - t
         best_torch = min([reorder.makespan if reorder.valid else math.inf, torch_bucketed, torch_pre]
                          + [v[2].makespan for v in peers.values() if v[2] is not None])

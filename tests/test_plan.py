@@ -449,6 +449,35 @@ def test_the_plan_is_never_longer_than_the_unbucketed_order_given():
                       unbucketed=replace(res, best=replace(res.best, order=list(reversed(res.order)))))
 
 
+def test_the_plan_is_never_longer_than_an_ordered_bucketing_given():
+    """`solved` (a peer's buckets and optimize's result on their bucketed graph, as the bench has them): kept in
+    place of the plan when shorter (a stand-in claiming 100 us), ignored when not, and refused by name when its
+    result is of another graph or its order is not valid."""
+    from dataclasses import replace
+
+    from overlapsat import Problem, optimize
+    from overlapsat.solver.plan_search import optimize_plan
+
+    g = two_gathers()
+    priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
+    pb = Problem.of(priced, None, "group")
+    plan = optimize_plan(pb, _latency(100.0), time_limit=2)
+    bs = plan.buckets
+    res = optimize(pb.on(materialize(pb.relaxed, list(bs), _latency(100.0))), time_limit=1)
+    same = optimize_plan(pb, _latency(100.0), time_limit=2, solved={"peer": (bs, res)})
+    assert same.makespan == pytest.approx(plan.makespan) and "kept_solved" not in same.stats
+    stand_in = replace(res, best=replace(res.best, sim=replace(res.best.sim, makespan=100.0)))
+    short = optimize_plan(pb, _latency(100.0), time_limit=2, solved={"peer": (bs, stand_in)})
+    assert short.makespan == 100.0 and short.stats["kept_solved"] == "peer" and short.buckets == bs
+    assert list(short.plan.order) == res.names and short.bucketed is res.graph
+    unb = optimize(pb, time_limit=1)
+    with pytest.raises(GraphError, match="solved 'peer': its result is not of the graph"):
+        optimize_plan(pb, _latency(100.0), time_limit=1, solved={"peer": (bs, unb)})
+    with pytest.raises(GraphError, match="solved 'peer': not a valid order"):
+        optimize_plan(pb, _latency(100.0), time_limit=1,
+                      solved={"peer": (bs, replace(res, best=replace(res.best, order=list(reversed(res.order)))))})
+
+
 def _contracted_cycle(g, bs):
     """Whether contracting each bucket's members, and their waits, to one node each leaves a cycle: by
     reachability (networkx-free): some member of one bucket reaches another bucket that reaches it back."""

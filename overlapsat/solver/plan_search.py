@@ -139,7 +139,9 @@ class PlanResult:
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
                   starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
-                  unbucketed: Result | None = None, joint: bool = True, **options: Any) -> PlanResult:
+                  unbucketed: Result | None = None,
+                  solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
+                  joint: bool = True, **options: Any) -> PlanResult:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
@@ -148,7 +150,9 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's with bucketing on);
     each is judged by the whole portfolio and is a finalist, so the plan is never worse than the best order the
     portfolio finds for it (deterministic mode). An illegal one raises GraphError. `unbucketed`: `optimize`'s
-    result on the same problem, where the caller has one; the plan is then never longer than it. `joint=False`
+    result on the same problem, where the caller has one; the plan is then never longer than it. `solved`:
+    bucketings the caller has ordered already (name -> its buckets and `optimize`'s result on their bucketed graph,
+    priced by `price`); the plan is never longer than any of them either. `joint=False`
     leaves out the joint CP-SAT model of buckets and order (decision 43; it runs only on small graphs, with
     `JOINT_SHARE` of the time)."""
     starts_given = starts
@@ -171,6 +175,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
+    solved_given = _solved_plans(problem, price, solved or {})
     starts_given = {name: as_buckets(g, given) for name, given in (starts_given or {}).items()}
     for name, given in starts_given.items():
         bad = bucket_problems(g, given)
@@ -178,7 +183,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
             raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     if space is not None:  # few enough to order each (the starts are among them)
-        return _keep_unbucketed(problem, _every_bucketing(problem, price, params, space, t0), unbucketed)
+        return _keep_solved(_keep_unbucketed(problem, _every_bucketing(problem, price, params, space, t0), unbucketed),
+                            solved_given)
     scored: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the few passes of the hill climb
     full: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the whole portfolio
     passes: list[str] = list(SCORE_PASSES)
@@ -362,7 +368,41 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
                      peer, full.get(peer),
                      bound, tuple(notes), unb.makespan if unb is not None else math.inf,
                      {name: e for name, bs in starts_given.items() if (e := full.get(bs)) is not None})
-    return _keep_unbucketed(problem, out, unbucketed)
+    return _keep_solved(_keep_unbucketed(problem, out, unbucketed), solved_given)
+
+
+def _solved_plans(problem: Problem, price: Pricing, solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]]
+                  ) -> dict[str, tuple[tuple[Bucket, ...], Result]]:
+    """The caller's ordered bucketings, checked: legal buckets, and a result on the very graph they make here
+    (the same prices), whose order is valid at the problem's level and budget. Raises GraphError naming one that
+    is not."""
+    g, out = problem.relaxed, {}
+    for name, (given, res) in solved.items():
+        bs = tuple(sorted(as_buckets(g, given), key=lambda b: g.index[b.members[0]]))
+        bad = bucket_problems(g, bs)
+        if bad:
+            raise GraphError.from_problems(f"solved {name!r}: illegal buckets", bad)
+        h = materialize(g, list(bs), price)
+        if res.graph.fingerprint() != h.fingerprint():
+            raise GraphError(f"solved {name!r}: its result is not of the graph its buckets make here (another "
+                             "graph, or other prices)")
+        bad = validate(problem.on(h), res.order, limit=1)
+        if bad:
+            raise GraphError(f"solved {name!r}: not a valid order at this level and budget ({bad[0]})")
+        out[name] = (bs, res)
+    return out
+
+
+def _keep_solved(pr: PlanResult, solved: dict[str, tuple[tuple[Bucket, ...], Result]]) -> PlanResult:
+    """The plan, or the shortest of the caller's ordered bucketings where that is shorter (its order search ran
+    longer on that bucketing than the plan search could)."""
+    for name, (bs, res) in solved.items():
+        if res.makespan < pr.makespan - 1e-9 * max(1.0, pr.makespan):
+            log.info("plan: the ordered bucketing %r given (%.1f us) is shorter than the plan (%.1f us)", name,
+                     res.makespan, pr.makespan)
+            pr = replace(pr, plan=Plan(tuple(res.names), bs, pr.plan.fingerprint), bucketed=res.graph, result=res,
+                         stats={**pr.stats, "kept_solved": name})
+    return pr
 
 
 def _alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str], max_moves: int,
