@@ -24,7 +24,7 @@ def _apply(bs, edit):
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simulator(seed):
     """From every legal bucketing and a random valid order of it: each move the search would try (splits,
-    merges of any neighbouring units, drops) that the layout makes is a valid order of the bucketed graph
+    merges of any neighbouring units at either place, drops) that the layout makes is a valid order of the bucketed graph
     `materialize` builds for the new buckets (level free), and the layout's walk equals `simulate` on it."""
     g = random_plan_graph(seed)
     rng = random.Random(seed)
@@ -37,7 +37,7 @@ def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simu
         assert ms == simulate(h, order).makespan
         pos = {nm: k for k, nm in enumerate(order)}
         # every move, stalled or not: the stall map only orders them
-        for move in _moves(lay, {}, pos):
+        for move in _moves(lay, {}, pos, early=True):
             edit = move()
             if edit is None:
                 continue
@@ -133,7 +133,7 @@ def test_a_move_is_confirmed_exactly_when_its_plan_is_valid_at_the_level_and_bud
             confirm = _confirmer(problem, price)
             lay = _Layout(g, price, bs, order)
             pos = {nm: k for k, nm in enumerate(order)}
-            for move in _moves(lay, {}, pos):
+            for move in _moves(lay, {}, pos, early=True):
                 edit = move()
                 if edit is None:
                     continue
@@ -294,3 +294,23 @@ def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_
     assert ("skipped" not in r.stats["joint"]) == joint and r.stats["order_moves"]["tried"] > 0
     want = max(plan_search.FINAL_SHARE_MIN, 1 - 0.4 - 0.2 - 0.1 - (0.25 if joint else 0.0))
     assert final.deterministic and final.time_limit == pytest.approx(want * 10) and final.work_limit is None
+
+
+def test_early_merges_are_offered_only_where_a_level_keeps_collective_sequences():
+    """At free the merges put the merged collective at the later collective's place only (early ones merged a
+    16k-node step into a few huge buckets); at group, where the sequence needs the earlier place, both."""
+    from overlapsat.solver.plan_search import _sequences
+
+    g = _with_reduce_between()
+    order = ["p0", "p1", "p2", "a0", "r1", "a2", "w0", "m0", "w1", "m1", "w2", "m2"]
+    pos = {nm: k for k, nm in enumerate(order)}
+    free = _Layout(g, price, (), order)
+    group = _Layout(g, price, (), order, _sequences(Problem.of(g, None, "group")))
+    b = Bucket(("a0", "a2"))
+
+    def placements(lay):
+        made = [e[0] for mv in _moves(lay, {}, pos) if (e := mv()) is not None and e[1] == [b]]
+        return sorted(o.index(b.name) for o in made)
+
+    assert placements(free) == [5]  # at a2's place
+    assert placements(group) == [4, 5]  # at a0's place too (after the copy-in at 3)
