@@ -466,14 +466,21 @@ def _confirmer(problem: Problem, price: Pricing) -> Confirm | None:
         return in_sequence
 
     def valid(bs: tuple[Bucket, ...], order: list[str]) -> bool:
-        try:
-            h = materialize(g, list(bs), price)  # raises GraphError on illegal buckets
-            ids = [h.index[nm] for nm in order]
-        except (GraphError, KeyError):
-            return False
-        return not validate(problem.on(h), ids, limit=1)
+        return _valid_plan(problem, price, bs, order) is not None
 
     return valid
+
+
+def _valid_plan(problem: Problem, price: Pricing, bs: Sequence[Bucket],
+                order: list[str]) -> tuple[Graph, list[int]] | None:
+    """The bucketed graph of `bs` and `order` in its node ids, where the buckets are legal (`materialize` checks
+    them) and the order is valid at the problem's level and budget; None otherwise."""
+    try:
+        h = materialize(problem.relaxed, list(bs), price)
+        ids = [h.index[nm] for nm in order]
+    except (GraphError, KeyError):  # illegal buckets, or a name the bucketed graph does not have
+        return None
+    return None if validate(problem.on(h), ids, limit=1) else (h, ids)
 
 
 def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | None,
@@ -485,12 +492,10 @@ def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | Non
         return None
     g = problem.relaxed
     bs = tuple(sorted(buckets, key=lambda b: g.index[b.members[0]]))
-    if bucket_problems(g, bs):
+    found = _valid_plan(problem, price, bs, order)
+    if found is None:
         return None
-    h = materialize(g, list(bs), price)
-    ids = [h.index[nm] for nm in order]
-    if validate(problem.on(h), ids, limit=1):
-        return None
+    h, ids = found
     return bs, h, evaluate(problem.on(h), "joint model", ids).makespan
 
 
