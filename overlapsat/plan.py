@@ -176,8 +176,7 @@ def materialize(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> Grap
     problems = bucket_problems(graph, buckets)
     if problems:
         raise GraphError.from_problems(f"illegal buckets for graph {graph.name!r}", problems)
-    new_nodes, new_bufs, edges, fake, implied = _bucketed(graph, buckets, price)
-    order = _placed(graph, buckets, new_nodes, new_bufs, edges + fake + implied)
+    new_nodes, new_bufs, edges, fake, implied, order = _bucketed(graph, buckets, price)
     with derived():  # its inputs came from a checked graph and checked buckets
         return Graph(tuple(new_nodes[nm] for nm in order), tuple(new_bufs), edges, graph.atomic_groups,
                      graph.name, {**graph.meta, "buckets": [list(b.members) for b in buckets]}, fake, implied,
@@ -188,17 +187,17 @@ def collective_sequence(graph: Graph, buckets: Sequence[Bucket], price: Pricing)
     """The collectives of `materialize(graph, buckets, price)` in its node order (each group's collective
     sequence, MODEL.md "Buckets"), without building that graph: a search confirms a plan's collective order
     with it. The buckets' legality is the caller's to vouch for (a cycle among them raises GraphError)."""
-    new_nodes, new_bufs, edges, fake, implied = _bucketed(graph, buckets, price)
-    order = _placed(graph, buckets, new_nodes, new_bufs, edges + fake + implied)
+    new_nodes, _, _, _, _, order = _bucketed(graph, buckets, price)
     return [nd for nm in order if (nd := new_nodes[nm]).kind is NodeKind.COLLECTIVE]
 
 
-_Parts = tuple[dict[str, Node], list[Buffer], tuple[tuple[str, str], ...], tuple[tuple[str, str], ...],
-               tuple[tuple[str, str], ...]]
+_Edges = tuple[tuple[str, str], ...]
+_Parts = tuple[dict[str, Node], list[Buffer], _Edges, _Edges, _Edges, list[str]]
 
 
 def _bucketed(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> _Parts:
-    """The bucketed graph's nodes by name, buffers, edges, fake edges and implied edges (MODEL.md "Buckets")."""
+    """The bucketed graph's nodes by name, buffers, edges, fake edges and implied edges (MODEL.md "Buckets"),
+    and its node order (`_placed`)."""
     of: dict[str, Bucket] = {}  # member or member's wait -> its bucket
     for b in buckets:
         for m in b.members:
@@ -243,7 +242,9 @@ def _bucketed(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> _Parts
         prod = None if p is None else of[p].nodes[3] if p in of else p
         new_bufs.append(Buffer(buf.name, prod, cons, buf.size_alloc, buf.size_free, buf.output, buf.freeable_input))
     edges = mapped(graph.edges) + tuple((b.nodes[0], b.nodes[1]) for b in buckets)
-    return new_nodes, new_bufs, edges, mapped(graph.fake_edges), mapped(graph.implied_edges)
+    fake, implied = mapped(graph.fake_edges), mapped(graph.implied_edges)
+    return new_nodes, new_bufs, edges, fake, implied, _placed(graph, buckets, new_nodes, new_bufs,
+                                                              edges + fake + implied)
 
 
 def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, Node, Node]:

@@ -14,9 +14,9 @@ The edited order is valid on the bucketed graph by construction (each new node's
 of the node whose place it takes, or checked), so the bucketed graph is built once, at the end, where the order
 is checked again (`validate`). At level "free" without a budget that is all. At a stricter level, or under a
 budget, a group's collective sequence and the memory of a bucketed graph depend on the whole bucketing, which
-the edit does not see: there a move that shortens the walk is kept only when `confirm` (the plan search's:
-`materialize` and `validate`, exact, about 0.2 s at 16k nodes) finds the edited plan valid. Only the few moves
-that shorten the walk pay for it.
+the edit does not see: there a move that shortens the walk is kept only when `confirm` (the plan search's,
+exact: the collective sequences of the edited plan's bucketed graph at group and global, or the plan built and
+validated, about 0.2 s at 16k nodes) finds the edited plan valid. Only the few moves that shorten the walk pay.
 """
 
 from __future__ import annotations
