@@ -21,6 +21,20 @@ def _apply(bs, edit):
     return tuple(sorted([b for b in bs if b not in gone] + new, key=lambda b: b.members)), order
 
 
+def _every_edit(g, bs, order):
+    """Every move the search could offer from `bs` and `order` (stalled or not: the stall map only orders them;
+    merges at either place) that the layout makes: the layout, the new buckets and order, and `materialize`'s
+    graph of those buckets."""
+    lay = _Layout(g, price, bs, order)
+    pos = {nm: k for k, nm in enumerate(order)}
+    for move in _moves(lay, {}, pos, early=True):
+        edit = move()
+        if edit is None:
+            continue
+        nbs, norder = _apply(bs, edit)
+        yield lay, nbs, norder, materialize(g, list(nbs), price)
+
+
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simulator(seed):
     """From every legal bucketing and a random valid order of it: each move the search would try (splits,
@@ -32,17 +46,8 @@ def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simu
     for bs in all_bucketings(g, 200):
         h = materialize(g, list(bs), price)
         order = [h.names[v] for v in random_valid_order(h, rng, "free")]
-        lay = _Layout(g, price, bs, order)
-        ms, _ = lay.walk(order)
-        assert ms == simulate(h, order).makespan
-        pos = {nm: k for k, nm in enumerate(order)}
-        # every move, stalled or not: the stall map only orders them
-        for move in _moves(lay, {}, pos, early=True):
-            edit = move()
-            if edit is None:
-                continue
-            nbs, norder = _apply(bs, edit)
-            h2 = materialize(g, list(nbs), price)
+        assert _Layout(g, price, bs, order).walk(order)[0] == simulate(h, order).makespan
+        for lay, nbs, norder, h2 in _every_edit(g, bs, order):
             assert sorted(norder) == sorted(h2.names)
             assert validate(Problem(h2, None, "free"), norder) == [], (bs, nbs)
             assert lay.walk(norder)[0] == simulate(h2, norder).makespan
@@ -131,14 +136,7 @@ def test_a_move_is_confirmed_exactly_when_its_plan_is_valid_at_the_level_and_bud
             budget_b = simulate(h, order).peak_memory if tight else None  # the order's own peak: exactly at it
             problem = Problem.of(g, budget_b, level)
             confirm = _confirmer(problem, price)
-            lay = _Layout(g, price, bs, order)
-            pos = {nm: k for k, nm in enumerate(order)}
-            for move in _moves(lay, {}, pos, early=True):
-                edit = move()
-                if edit is None:
-                    continue
-                nbs, norder = _apply(bs, edit)
-                h2 = materialize(g, list(nbs), price)
+            for _, nbs, norder, h2 in _every_edit(g, bs, order):
                 truth = validate(Problem(h2, budget_b, level), norder) == []
                 assert confirm(nbs, norder) == truth, (level, budget_b, bs, nbs)
                 seen[truth] += 1
