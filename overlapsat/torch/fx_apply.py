@@ -154,6 +154,9 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
         plan = Plan(tuple(order), tuple(Bucket(tuple(b)) for b in buckets), g.fingerprint())
         twin = copy.deepcopy(graph)
+        # a deep copy of a Graph has no module, and torch's control-dependency wrapper (the pins' dry run in
+        # `_move`) needs one: the copy reads the original's, which the dry run only reads (its constants)
+        twin.owning_module = graph.owning_module
         h, moved = merge_plan(twin, g, plan, self._importer)
         self._move(twin, h, moved, level="free")
         return _Pending(plan, g, collective_sequence(twin))
