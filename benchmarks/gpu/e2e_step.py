@@ -11,6 +11,15 @@ in backward), forward and backward, and times the step:
 - b_iter  Inductor's iterative pair (sink_waits_iterative, reorder_communication_preserving_peak_memory);
 - b_three Inductor's older three passes (sink_waits, raise_comms, reorder_compute_for_overlap);
 - c       the FX-level OverlapScheduler (aten_distributed_optimizations.enable_overlap_scheduling);
+- c_bkt   the same with its bucketing on (collective_bucketing, and FSDP pre-bucketing where the torch has the
+          switch): torch's best automatic mode (#32). `nccl_kernel_count` shows whether it bucketed;
+- c_lc    c_bkt, then torch's swap of all_gathers to copy-engine ones where its rule allows
+          (enable_low_contention_collectives), where the torch has it;
+- tbb     transformer-block bucketing as a plan: per block and per kind, its collectives in one bucket (`tbb_buckets`),
+          ordered by overlapsat's `optimize`, applied by install_fx(plans=True). Not torch's own
+          manual_overlap_bucketing pass, which needs the modules' stacks in the graph;
+- p       overlapsat's plan: buckets and order together (`solve_store(plans=PROFILE)`), applied by
+          install_fx(plans=True);
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
 - d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
@@ -48,8 +57,10 @@ sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.run_files import kernels_of, trace_events  # noqa: E402
 
-CONFIGS = ("a", "b_iter", "b_three", "c", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern")
+CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
+           "p")
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p")
+PLANS = ("tbb", "p")  # configurations whose stores hold plans (buckets and order)
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
 # compute 1.25 (1.25-1.27 in runs 32 and 47); NCCL 1.36 (H200_STEP)
@@ -198,8 +209,12 @@ def _regather_policy(ctx, op, *args, **kwargs):
     return CheckpointPolicy.PREFER_SAVE
 
 
-def set_config(cfg: str, gpu: bool) -> None:
+def set_config(cfg: str, gpu: bool) -> dict:
+    """Inductor's settings for `cfg`; what was set, by name (a switch this torch lacks is left out and named
+    under "missing")."""
     import torch._inductor.config as icfg
+
+    done: dict = {}
 
     icfg.reorder_for_compute_comm_overlap = cfg in ("b_iter", "b_three")
     if cfg == "b_iter":
@@ -207,10 +222,25 @@ def set_config(cfg: str, gpu: bool) -> None:
                                                         "reorder_communication_preserving_peak_memory"]
     elif cfg == "b_three":
         icfg.reorder_for_compute_comm_overlap_passes = ["sink_waits", "raise_comms", "reorder_compute_for_overlap"]
-    if cfg == "c":
-        icfg.aten_distributed_optimizations.enable_overlap_scheduling = True
-        if not gpu:
-            icfg.aten_distributed_optimizations.compute_estimator = "analytical"
+    if cfg in ("c", "c_bkt", "c_lc"):
+        dist_opts = icfg.aten_distributed_optimizations
+        want = {"enable_overlap_scheduling": True}
+        if cfg in ("c_bkt", "c_lc"):
+            want.update(collective_bucketing=True, pre_bucketing_fsdp_collectives=True)
+        if cfg == "c_lc":
+            want["enable_low_contention_collectives"] = True
+        if not gpu:  # the CPU smoke test: no benchmarking, and no Triton to read a GPU's bandwidth from
+            want.update(compute_estimator="analytical", enable_fusion_regions=False)
+            import torch._inductor.utils as iu
+
+            iu.get_gpu_dram_gbps = lambda: 3350.0  # an H100's, for torch's roofline estimates only
+        for k, v in want.items():
+            if hasattr(dist_opts, k):
+                setattr(dist_opts, k, v)
+                done[k] = v
+            else:
+                done.setdefault("missing", []).append(k)
+    return done
 
 
 def union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -409,8 +439,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     torch.manual_seed(0)
     model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype, a.tp, a.regather)
     x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
-    set_config(cfg, gpu)
-    res: dict = {"config": cfg, "rank": rank}
+    res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu)}
     applied: list = []
     if cfg in OURS:
         from overlapsat.store import solve_store
@@ -435,17 +464,24 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             from overlapsat.cost import H200_STEP
 
             tie = {"interference": H200_STEP} if cfg == "d_tie" else {}
-            if cfg == "d_mem":
-                tie = {"memory_budget": a.memory_budget}
-            outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
-            res["solved"] = [o.as_dict() for o in outs]
+            if cfg == "d_mem" or (cfg in PLANS and a.plan_budget is not None):
+                ratio = a.memory_budget if cfg == "d_mem" else a.plan_budget
+                tie = {"memory_budget": f"{ratio!r}x"}  # a ratio of the captured order's peak (decision 8)
+            if cfg == "tbb":
+                res["solved"] = tbb_store(store, a.collective_order, a.profile, a.solve_s, len(PARAMS_PER_BLOCK),
+                                          tie.get("memory_budget"))
+            else:
+                if cfg == "p":
+                    tie["plans"] = a.profile
+                outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
+                res["solved"] = [o.as_dict() for o in outs]
             if cfg in ("d_hold", "d_kern"):
                 res["hold_polished" if cfg == "d_hold" else "kern_polished"] = polish_store(store, a.collective_order,
                                                                                           cfg)
             res["solve_s"] = time.monotonic() - t0
         dist.barrier()
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
-                       collective_order=a.collective_order, buffer_reuse=not a.no_buffer_reuse)
+                       collective_order=a.collective_order, buffer_reuse=not a.no_buffer_reuse, plans=cfg in PLANS)
         p.on_apply = lambda g, order: applied.append(len(order))
         if rank == 0:  # Inductor's peak after fusion, per graph (after run 33),
             # then the library's own check (decisions.md 21), which install_fx put there
@@ -549,6 +585,51 @@ def after_fusion(nodes, sink: list, save_dir: str | None = None):
     except Exception as e:  # noqa: BLE001
         sink.append(("error", f"{type(e).__name__}: {e}"))
     return nodes
+
+
+PARAMS_PER_BLOCK = ("wq", "wk", "wv", "wo", "w1", "w3", "w2", "n1", "n2")  # Block's parameters, as it gathers them
+
+
+def tbb_buckets(g, per_block: int) -> list[list[str]]:
+    """TBB on a captured graph of this step: per bucket key (kind, group, dtype, reduce op), its collectives in
+    the graph's own order cut into runs of `per_block`, one run per transformer block. Each Block gathers its
+    parameters together (`Block.body`) and backward reduce-scatters one block's gradients before the next's, so a
+    run is one block's; a key whose count is not a multiple of `per_block` (the tensor-parallel all_reduces) is
+    left unbucketed. A graph's runs are checked for legality by the caller."""
+    by_key: dict = {}
+    for c in g.coll_seq:
+        nd = g.nodes[c]
+        if nd.op in ("all_gather", "reduce_scatter"):
+            by_key.setdefault((nd.op, nd.group, nd.bucket_key), []).append(nd.name)
+    out = []
+    for names in by_key.values():
+        if len(names) % per_block == 0:
+            out += [names[i: i + per_block] for i in range(0, len(names), per_block)]
+    return out
+
+
+def tbb_store(store: str, collective_order: str, profile: str, time_limit: float, per_block: int,
+              memory_budget=None) -> list[dict]:
+    """The TBB plan of every captured graph: its block buckets (`tbb_buckets`, the legal ones), ordered by
+    `optimize` on the bucketed graph (priced by `profile`), saved as the graph's plan."""
+    from overlapsat import Problem, load_graph, optimize, save_schedule
+    from overlapsat.cost import cost_model
+    from overlapsat.plan import Bucket, bucket_problems, materialize
+    from overlapsat.store import graph_path, recorded, schedule_path
+
+    price = cost_model(profile).duration
+    out = []
+    for fp in recorded(store):
+        g = load_graph(graph_path(store, fp))
+        prob = Problem.of(g, memory_budget, collective_order)
+        runs = [Bucket(tuple(r)) for r in tbb_buckets(g, per_block)]
+        legal = [b for b in runs if not bucket_problems(prob.relaxed, [b])]
+        r = optimize(prob.on(materialize(prob.relaxed, legal, price)), time_limit=time_limit)
+        save_schedule(schedule_path(store, fp), g, [r.graph.names[i] for i in r.order], buckets=legal,
+                      metrics=r.summary())
+        out.append({"fingerprint": fp, "buckets": len(legal), "runs": len(runs), "status": r.status.value,
+                    "makespan_us": r.makespan, "peak_bytes": r.peak_memory})
+    return out
 
 
 def polish_store(store: str, collective_order: str, cfg: str = "d_hold") -> list[dict]:
@@ -655,12 +736,13 @@ def memory_snapshot(step, out: str, keep: bool = True) -> dict:
     return {"base_allocated_bytes": base, "events": len(events), "modules": sorted(kept)}
 
 
-def predict(store: str, collective_order: str = "group") -> dict:
+def predict(store: str, collective_order: str = "group", profile: str = "h200") -> dict:
     """overlapsat's figures for the captured graphs: their captured order (a) and the solved one (d), whose
     schedule is read at the level it was solved at (a `free` one is invalid at `group`; runs 24 and 26 were
-    predicted after the run for that reason, `--predict`)."""
+    predicted after the run for that reason, `--predict`). A plan (tbb, p) is scored on its bucketed graph,
+    its merged collectives priced by `profile`'s cost model."""
     from overlapsat import load_graph, simulate
-    from overlapsat.cost import H200_HOLD, simulate_held
+    from overlapsat.cost import H200_HOLD, cost_model, simulate_held
     from overlapsat.cost.interference import (
         H200_NVLINK,
         H200_STEP,
@@ -668,18 +750,26 @@ def predict(store: str, collective_order: str = "group") -> dict:
         simulate_contended,
         simulate_with_interference,
     )
-    from overlapsat.store import usable_schedule
+    from overlapsat.plan import materialize
+    from overlapsat.store import usable_stored
 
     out: dict = {"graphs": []}
     for fn in sorted(os.listdir(store)):
         if not fn.endswith(".graph.json"):
             continue
-        g = load_graph(os.path.join(store, fn))
-        order, _why = usable_schedule(store, fn[: -len(".graph.json")], g, collective_order)
-        row = {"file": fn, "nodes": len(g), "collectives": len(g.coll_seq), "compute_us": g.compute_total}
+        g0 = load_graph(os.path.join(store, fn))
+        sched, _why = usable_stored(store, fn[: -len(".graph.json")], g0, collective_order, plans=True)
+        order = sched.order if sched is not None else None
+        row = {"file": fn, "nodes": len(g0), "collectives": len(g0.coll_seq), "compute_us": g0.compute_total}
+        bucketed = None
+        if sched is not None and sched.buckets:
+            bucketed = materialize(g0.relaxed(collective_order), sched.plan.buckets, cost_model(profile).duration)
+            row["buckets"] = len(sched.buckets)
+            row["collectives_after_buckets"] = len(bucketed.coll_seq)
         for label, o in (("captured", None), ("solved", order)):
             if label == "solved" and o is None:
                 continue
+            g = bucketed if label == "solved" and bucketed is not None else g0
             r = simulate(g, o)
             row[label] = {"makespan_us": r.makespan, "exposed_us": r.exposed, "peak_bytes": r.peak_memory}
             for nm, inter in (("nvlink_pre_enqueued", H200_NVLINK), ("issue_alternating", Interference(1.22, 1.47))):
@@ -691,7 +781,7 @@ def predict(store: str, collective_order: str = "group") -> dict:
             rc = simulate_contended(g, o, H200_STEP)  # the contention model, fitted 2026-11-22
             row[label].update(contended_makespan_us=rc.makespan, contended_exposed_us=rc.exposed,
                               contended_compute_us=rc.compute_busy, contended_comm_us=rc.comm_busy)
-        row["primals_bytes"] = g.meta.get("primals_bytes")
+        row["primals_bytes"] = g0.meta.get("primals_bytes")
         out["graphs"].append(row)
     return out
 
@@ -720,6 +810,8 @@ def main() -> None:
     ap.add_argument("--collective-order", default="group", choices=("group", "chain", "free"),
                     help="chain: one issue order over all groups, as Inductor's (for several process groups)")
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
+    ap.add_argument("--plan-budget", type=float, default=None,
+                    help="tbb, p: each graph's peak at most this ratio of its captured order's peak")
     ap.add_argument("--memory-budget", type=float, default=1.1,
                     help="d_mem: each graph's peak at most this ratio of its captured order's peak")
     ap.add_argument("--blas-lt", action="store_true", help="matmuls through cuBLASLt (preferred_blas_library)")
@@ -743,7 +835,7 @@ def main() -> None:
         print(json.dumps(analyse_trace(path, int(steps), skip=a.prof_warmup), indent=1))
         return
     if a.predict:
-        print(json.dumps(predict(a.predict, a.collective_order), indent=1))
+        print(json.dumps(predict(a.predict, a.collective_order, a.profile), indent=1))
         return
     if not a.out:
         ap.error("--out is required")
@@ -794,7 +886,7 @@ def main() -> None:
             # predicted right away, so a run cut short still keeps the store and the prediction
             key = "prediction" if cfg == "d" else f"prediction_{cfg}"  # d_int: on its stretched graphs
             try:
-                results[key] = predict(os.path.join(store, cfg), a.collective_order)
+                results[key] = predict(os.path.join(store, cfg), a.collective_order, a.profile)
             except Exception as e:  # noqa: BLE001 - the timings stand without it
                 results[key] = {"error": f"{type(e).__name__}: {e}"}
             import tarfile

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# #32 on a 2-GPU machine (nvidia-h200-x2, or its H100 stand-in), one device call per step, under 10 minutes:
+#   bash benchmarks/gpu/plan_step.sh comparable|regather|tp
+# comparable: the transport microbenchmark (benchmarks/gpu/transport.py), then the step without re-gather;
+# regather: the step that gathers every weight again in backward; tp: 4 GPUs, 2-way TP x 2-way FSDP.
+# Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
+# (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan). Pricing follows the
+# card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s. Everything comes back as one
+# archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh).
+set -u
+. benchmarks/gpu/device_env.sh
+case_=${1:-comparable}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+profile=h200; case "$gpu" in *H100*) profile=h100_sxm ;; esac
+echo "gpu: $gpu ($(nvidia-smi -L | wc -l) cards), profile $profile"
+work=$(mktemp -d)
+start=$SECONDS
+step() {  # DIR LIMIT [e2e_step options]
+  local dir=$1 limit=$2; shift 2
+  timeout "$limit" python3 benchmarks/gpu/e2e_step.py --out "$work/$dir" --profile "$profile" --steps 30 \
+    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s 15 --keep-traces "$@" 2>&1 \
+    | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
+  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|d|p|p_mem) " "$work/log_$dir.txt" | cut -c1-160
+}
+case "$case_" in
+comparable)
+  timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 | tail -3 | cut -c1-300
+  step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs p c_bkt d tbb a b_iter c_lc ;;
+regather)
+  step regather 560 --world 2 --regather --configs p c_bkt d tbb a b_iter c_lc ;;
+tp)
+  step tp 560 --world 4 --tp 2 --collective-order chain --configs p c_bkt d tbb a b_iter ;;
+esac
+echo "total ${SECONDS}s"
+tar -C "$work" -cJf "$OUT/$case_.tar.xz" .
