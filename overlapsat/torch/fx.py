@@ -164,6 +164,12 @@ def _flops(n: Any) -> float:
         return 0.0
 
 
+def _returns_nothing(n: Any) -> bool:
+    """Whether `n` calls an op whose schema declares no result (it writes into its arguments)."""
+    schema = getattr(n.target, "_schema", None)
+    return schema is not None and not schema.returns
+
+
 def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
               group_sizes: dict[str, int] | None = None, profile: str = "h200",
               launch_us: float | None = None, wait_us: float | None = None, fusion: bool = True,
@@ -192,8 +198,10 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     kind: dict[Any, NodeKind] = {}
     fields: dict[Any, dict[str, Any]] = {}
     # a getitem without one unpacks an output autograd left empty (a None gradient): nothing to count
+    # and an op whose schema has no result (an in-place foreach: torch 2.11's bucket merges copy in with
+    # `_foreach_copy_`, and leave it without one) has nothing to size
     missing = [n.name for n in fx_nodes if n.op in ("call_function", "placeholder") and "val" not in n.meta
-               and n.target is not operator.getitem]
+               and n.target is not operator.getitem and not _returns_nothing(n)]
     if missing:  # sizes are what memory and pricing are made of: no silent zeros
         raise GraphError(f"FX nodes without meta['val'] (trace with fake tensors, or import inside Inductor's "
                          f"post-grad pass): {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")

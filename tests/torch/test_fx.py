@@ -382,3 +382,27 @@ def test_cudnn_attention_backward_workspace_is_counted_at_its_node():
     validate(with_ws, [n.name for n in with_ws.nodes])
     g_cpu, _ = _attention_backward_graph("cpu")
     assert not [b for b in import_fx(g_cpu).buffers if b.name.endswith("#workspace")]
+
+
+def test_an_op_with_no_result_needs_no_val_and_holds_no_memory():
+    """torch 2.11's bucket merge copies a bucket's inputs in with `_foreach_copy_` and leaves that node without
+    meta['val'] (seen on H100s, 2026-11-26): its schema returns nothing, so it has nothing to size and is
+    imported as a kernel with no output. A node that does return something still needs its val."""
+    from overlapsat.torch.fx import import_fx
+
+    def f(a, b):
+        buf = torch.empty(12)
+        dst = list(torch.split(buf, [4, 8]))
+        torch._foreach_copy_(dst, [a, b])
+        return buf * 2
+
+    gm = _trace(f, torch.randn(4), torch.randn(8))
+    (fc,) = [n for n in gm.graph.nodes if "foreach_copy" in str(n.target)]
+    fc.meta.pop("val", None)  # as torch 2.11's merge leaves it
+    g = import_fx(gm)
+    assert fc.name in g.index
+    assert [b for b in g.buffers if b.producer == fc.name and b.size_alloc > 0] == []
+    mul = next(n for n in gm.graph.nodes if n.op == "call_function" and "mul" in str(n.target))
+    mul.meta.pop("val")
+    with pytest.raises(GraphError, match="without meta.*" + mul.name):
+        import_fx(gm)
