@@ -25,9 +25,9 @@ step() {  # DIR LIMIT [e2e_step options]
 case "$case_" in
 comparable)
   timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 | tail -3 | cut -c1-300
-  step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs p c_bkt d tbb a b_iter c_lc ;;
+  step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
 regather)
-  step regather 560 --world 2 --regather --configs p c_bkt d tbb a b_iter c_lc ;;
+  step regather 560 --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
 tp)
   step tp 560 --world 4 --tp 2 --collective-order chain --configs p c_bkt d tbb a b_iter ;;
 esac

@@ -26,6 +26,7 @@ import statistics
 import sys
 import time
 
+HOLD_CYCLES = 10_000_000  # about 5 ms at 1.98 GHz: longer than enqueueing a chain of 11 GEMMs and a transfer
 SHAPES = {"step": (2048, 4096, 4096), "step_ffn": (2048, 4096, 11008), "big": (8192, 8192, 8192)}
 
 
@@ -93,8 +94,11 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int) -> None:
                     symm_mem.rendezvous(sym, group.group_name)
                     sym.copy_(inp)
                     torch.cuda.synchronize()
+                    # symmetric memory comes from its own allocator, which memory_allocated does not count:
+                    # the buffer held is the shard itself, for as long as the input lives there
                     setup = {"copy_engine_setup_s": time.monotonic() - t0,
-                             "copy_engine_held_bytes": torch.cuda.memory_allocated(dev) - before}
+                             "copy_engine_held_bytes": numel * 2,
+                             "caching_allocator_delta_bytes": torch.cuda.memory_allocated(dev) - before}
 
                     def ce(sym=sym):
                         r = torch.ops.symm_mem._low_contention_all_gather(sym, group.group_name)
@@ -112,6 +116,10 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int) -> None:
                 gemm_ms, pair_ms = [], []
                 for it in range(a.warmup + a.iters):
                     s, g, e = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+                    # the GPU held while the host enqueues the transfer and the chain, so both start together
+                    # and the chain's time has no launch latency in it (the first run, without, read the
+                    # copy-engine op's Python launch as GEMM slowdown)
+                    torch.cuda._sleep(HOLD_CYCLES)
                     s.record()
                     if t == "nccl":
                         work = dist.all_gather_into_tensor(out, inp, group=group, async_op=True)
