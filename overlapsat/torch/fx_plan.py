@@ -66,6 +66,12 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Gr
         expand[c_in], expand[coll] = new_nodes[:ci], [new_nodes[ci]]
         expand[wait], expand[c_out] = new_nodes[ci + 1:wi + 1], new_nodes[wi + 1:]
         coll_of[coll] = new_nodes[ci].name
+    if plan.buckets:  # torch's merge puts a bucket after its last member, before which users of the first
+        # member's wait may stand; torch 2.11 leaves them there (2.13 sorts the region), so the node list is
+        # sorted again, keeping its order where it can (the plan's order then places every node)
+        from torch._inductor.pattern_matcher import stable_topological_sort
+
+        stable_topological_sort(fx_graph)
     live = {n.name: n for n in fx_graph.nodes if n.op == "call_function"}
     pos = {n: i for i, n in enumerate(fx_graph.nodes)}
     order: list[str] = []

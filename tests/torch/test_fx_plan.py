@@ -201,3 +201,37 @@ def test_a_plan_whose_order_pins_a_gemm_inside_a_bucket_is_applied():
     inside, applied, gathers, same, warned = row
     assert int(inside) >= 1, row  # the order did pin a GEMM inside the bucket's transfer
     assert (applied, gathers, same, warned) == ("1", "1", "True", ""), row
+
+
+def test_merge_plan_sorts_a_merged_graph_torch_left_out_of_order(monkeypatch):
+    """torch's merge inserts a bucket after its last member; where the first member's users come before that,
+    torch 2.11 (no `_sort_bucket_region`) leaves the graph out of topological order, and the importer refused
+    it: a plan bucketing the re-gathers of two transformer blocks was kept out on 2 H100s (2026-11-26).
+    merge_plan sorts the merged graph before reading it; the plan's order then places every node."""
+    torch = pytest.importorskip("torch")
+    import torch._inductor.fx_passes.bucketing as tb
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat import Problem, optimize, validate
+    from overlapsat.cost import cost_model
+    from overlapsat.plan import Bucket, Plan, materialize
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_plan import is_collective, merge_plan
+    from tests.torch.test_fx import _trace
+
+    if hasattr(tb, "_sort_bucket_region"):  # torch 2.11's merge: no sort after it
+        monkeypatch.setattr(tb, "_sort_bucket_region", lambda *a, **k: None)
+
+    def f(w1, w2, x):
+        h = torch.relu(x @ funcol.all_gather_tensor(w1, 0, dist.group.WORLD).T)  # before the second gather
+        return h @ funcol.all_gather_tensor(w2, 0, dist.group.WORLD)
+
+    gm = _trace(f, torch.randn(8, 16), torch.randn(8, 16), torch.randn(4, 16))
+    g = import_fx(gm)
+    bs = (Bucket(tuple(g.names[c] for c in g.coll_seq)),)
+    h = materialize(g.relaxed("group"), bs, cost_model("h200").duration)
+    order = optimize(Problem.of(h, None, "group"), time_limit=1, deterministic=True).names
+    merged, placed = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint()), import_fx)
+    assert sum(1 for n in gm.graph.nodes if is_collective(n)) == 1
+    assert validate(merged, placed, collective_order="free") == []
