@@ -27,7 +27,7 @@ comparable)
   timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 | tail -3 | cut -c1-300
   step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
 regather)
-  step regather 560 --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
+  step regather ${LIMIT:-560} --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
 tp)
   step tp 560 --world 4 --tp 2 --collective-order chain --configs p c_bkt d tbb a b_iter ;;
 esac
