@@ -440,3 +440,29 @@ def test_the_results_page_verdict_is_what_the_raw_files_give(tmp_path):
     assert all(r["kernels"]["c"] == r["kernels"]["a"] for r in rs if r["kernels"].get("a") and r["kernels"].get("c"))
     committed = (ROOT / "benchmarks" / "results" / "gpu_verdict.md").read_text()
     assert verdict["table"](rs) in committed
+
+
+def test_tbb_buckets_cut_each_kind_into_blocks_and_leave_other_collectives_alone():
+    """The GPU step's TBB plan: per kind, a graph's collectives in its order cut into runs of the block's
+    parameter count (two blocks of three here); a kind whose count is no multiple (an all_reduce) is left
+    unbucketed. Hand-written expectation."""
+    from overlapsat import GraphBuilder
+
+    from benchmarks.gpu.e2e_step import tbb_buckets
+
+    b = GraphBuilder("two_blocks")
+    for i in range(6):
+        b.input(f"p{i}", 8)
+        b.collective(f"ag{i}", op="all_gather", reads=[f"p{i}"], writes={f"f{i}": 16}, nbytes=16)
+        b.wait(f"w{i}", f"ag{i}")
+    b.compute("k", 1.0, reads=[f"f{i}" for i in range(6)], writes={"h": 4})
+    b.collective("ar", op="all_reduce", reads=["h"], writes={"hr": 4}, nbytes=4)
+    b.wait("war", "ar")
+    for i in range(6):
+        b.compute(f"g{i}", 1.0, reads=["hr"], writes={f"gr{i}": 16})
+        b.collective(f"rs{i}", op="reduce_scatter", reads=[f"gr{i}"], writes={f"s{i}": 8}, nbytes=16)
+        b.wait(f"ws{i}", f"rs{i}")
+    g = b.build()
+    assert tbb_buckets(g, 3) == [["ag0", "ag1", "ag2"], ["ag3", "ag4", "ag5"], ["rs0", "rs1", "rs2"],
+                                 ["rs3", "rs4", "rs5"]]
+    assert tbb_buckets(g, 4) == []  # six of each kind: no whole blocks of four

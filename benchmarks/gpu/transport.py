@@ -31,6 +31,8 @@ SHAPES = {"step": (2048, 4096, 4096), "step_ffn": (2048, 4096, 11008), "big": (8
 
 
 def _timed(fn, iters: int, warmup: int) -> list[float]:
+    """Medians' samples of `fn` alone, each started as the pairs are (the GPU held while it is enqueued; run 52
+    timed these without the hold, so its one-GEMM chains alone carry their launch latency, about 25 us)."""
     import torch
 
     for _ in range(warmup):
@@ -39,6 +41,7 @@ def _timed(fn, iters: int, warmup: int) -> list[float]:
     out = []
     for _ in range(iters):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(HOLD_CYCLES)
         s.record()
         fn()
         e.record()

@@ -1,0 +1,104 @@
+"""The plan on real GPUs (#32): the step tables and the transport table, generated from the raw files.
+
+    python benchmarks/gpu/plan_verdict.py [RESULTS_DIR] > benchmarks/results/gpu_plan_verdict.md
+
+Reads every `run*/results.json` and `run*/transport.json` under RESULTS_DIR (default
+benchmarks/results/gpu_2026-11-26). Per step run and configuration: the median step, NCCL kernels and waits on
+NCCL per profiled step, peak memory, the loss against the unscheduled step's (`a`, in the same run, else in
+the other run of the same step) and, for overlapsat's configurations, MODEL.md's makespan and the contended
+estimate (`simulate_contended`, H200_STEP) of the applied schedules, summed over the step's graphs, against
+the measured step.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-26")
+NAMES = {"a": "no reordering", "b_iter": "torch iterative pair", "c_bkt": "torch FX scheduler, bucketing on",
+         "c_lc": "c_bkt + copy-engine swap (absent on 2.11: = c_bkt)", "tbb": "TBB buckets, overlapsat order",
+         "d": "overlapsat order", "p": "overlapsat plan"}
+PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p"}
+
+
+def predicted(res: dict, cfg: str) -> tuple[float, float] | None:
+    """MODEL.md's makespan and the contended estimate of `cfg`'s applied schedules, summed over graphs (ms)."""
+    pr = res.get(PRED.get(cfg, ""), {})
+    gs = pr.get("graphs", [])
+    if not gs or any("solved" not in g for g in gs):
+        return None
+    return (sum(g["solved"]["makespan_us"] for g in gs) / 1e3,
+            sum(g["solved"]["contended_makespan_us"] for g in gs) / 1e3)
+
+
+def step_rows(runs: dict[str, dict]) -> list[str]:
+    out = ["| run | step | configuration | step ms | vs c_bkt | NCCL kernels/step | waits on NCCL ms | peak GB | "
+           "loss vs `a` | graphs applied | predicted ms (plain / contended) | contended vs measured |",
+           "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    loss_a = {}
+    for res in runs.values():
+        a = res["configs"].get("a", {}).get("ranks")
+        if a:
+            loss_a.setdefault(bool(res["meta"]["args"]["regather"]), a[0]["loss_compiled"])
+    for run, res in runs.items():
+        step = "re-gather" if res["meta"]["args"]["regather"] else "comparable"
+        cfgs = res["configs"]
+        base = cfgs.get("c_bkt", {}).get("ranks", [{}])[0].get("step_ms_median")
+        for cfg, v in cfgs.items():
+            if "ranks" not in v:
+                out.append(f"| {run} | {step} | `{cfg}` | error: {v.get('error', '')[:80]} |" + " |" * 9)
+                continue
+            r = v["ranks"][0]
+            prof = r.get("profile", {})
+            ms = r["step_ms_median"]
+            la = loss_a.get(bool(res["meta"]["args"]["regather"]))
+            rel = f"{(r['loss_compiled'] - la) / la:+.1e}" if la else "-"
+            pred = predicted(res, cfg)
+            applied = r.get("applied_graphs") or []
+            n_graphs = len((res.get(PRED.get(cfg, ""), {}) or {}).get("graphs", [])) if cfg in PRED else 0
+            out.append(
+                f"| {run} | {step} | `{cfg}` {NAMES.get(cfg, '')} | {ms:.2f} | "
+                + (f"{100 * (ms / base - 1):+.1f} %" if base else "-")
+                + f" | {prof.get('nccl_kernel_count', '-')} | "
+                + f"{(prof.get('waits_on_nccl_median_step_us') or 0) / 1e3:.2f} | "
+                + f"{r['peak_memory_bytes'] / 1e9:.2f} | {rel} | "
+                + (f"{len(applied)}/{n_graphs}" if cfg in PRED else "-") + " | "
+                + (f"{pred[0]:.2f} / {pred[1]:.2f} | {100 * (pred[1] / ms - 1):+.1f} %" if pred else "- | -") + " |")
+    return out
+
+
+def transport_rows(path: str) -> list[str]:
+    t = json.load(open(path, encoding="utf-8"))
+    out = [f"Transport ({os.path.relpath(path, ROOT)}; {t['meta']['gpu']}, torch {t['meta']['torch']}, NCCL "
+           f"{t['meta']['nccl']}, {t['meta']['world']} ranks):", "",
+           "| GEMM (m, k, n) | all_gather output MB | transport | GEMMs | chain alone ms | transfer alone ms | "
+           "chain beside ms | GEMM slowdown | pair ms | pair / (chain + transfer) | bus GB/s |",
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in t["rows"]:
+        out.append(f"| {tuple(r['gemm_mnk'])} | {r['size_mb']} | {r['transport']} | {r['gemms']} | "
+                   f"{r['gemm_chain_alone_ms']:.3f} | {r['transfer_alone_ms']:.3f} | {r['gemm_chain_beside_ms']:.3f} | "
+                   f"{r['gemm_slowdown']:.2f} | {r['pair_ms']:.3f} | "
+                   f"{r['pair_ms'] / (r['gemm_chain_alone_ms'] + r['transfer_alone_ms']):.2f} | "
+                   f"{r['transfer_busbw_gbs']:.0f} |")
+    return out
+
+
+def main() -> None:
+    d = sys.argv[1] if len(sys.argv) > 1 else DEFAULT
+    runs = {os.path.basename(os.path.dirname(p)): json.load(open(p, encoding="utf-8"))
+            for p in sorted(glob.glob(os.path.join(d, "run*", "results.json")))}
+    print("# The plan on real GPUs: generated tables\n")
+    print(f"Generated by `python benchmarks/gpu/plan_verdict.py` from {os.path.relpath(d, ROOT)}; "
+          "docs/gpu_results.md reads them.\n")
+    print("\n".join(step_rows(runs)))
+    for p in sorted(glob.glob(os.path.join(d, "run*", "transport.json"))):
+        print()
+        print("\n".join(transport_rows(p)))
+
+
+if __name__ == "__main__":
+    main()
