@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# #32 on a 2-GPU machine (nvidia-h200-x2, or its H100 stand-in), one device call per step, under 10 minutes:
-#   bash benchmarks/gpu/plan_step.sh comparable|regather|tp
+# #32 on 2 or 4 GPUs (nvidia-h200-x2/-x4, or their H100 stand-ins), one device call per step, under 10 minutes:
+#   bash benchmarks/gpu/plan_step.sh comparable|regather|fsdp4|tp
 # comparable: the transport microbenchmark (benchmarks/gpu/transport.py), then the step without re-gather;
-# regather: the step that gathers every weight again in backward; tp: 4 GPUs, 2-way TP x 2-way FSDP.
+# regather: the step that gathers every weight again in backward; fsdp4 and tp: 4 GPUs (FSDP; 2-way TP x 2-way
+# FSDP).
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
 # (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan). Pricing follows the
 # card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s. Everything comes back as one
@@ -28,8 +29,10 @@ comparable)
   step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
 regather)
   step regather ${LIMIT:-560} --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
-tp)
-  step tp 560 --world 4 --tp 2 --collective-order chain --configs p c_bkt d tbb a b_iter ;;
+fsdp4)  # 4 GPUs, FSDP over all four
+  step fsdp4 ${LIMIT:-560} --world 4 --configs ${CONFIGS:-p c_bkt d tbb b_iter} ;;
+tp)  # 4 GPUs, 2-way TP x 2-way FSDP, one issue order over both groups
+  step tp ${LIMIT:-560} --world 4 --tp 2 --collective-order chain --configs ${CONFIGS:-p c_bkt d tbb b_iter} ;;
 esac
 echo "total ${SECONDS}s"
 tar -C "$work" -cJf "$OUT/$case_.tar.xz" .
