@@ -87,8 +87,9 @@ def transport_rows(path: str) -> list[str]:
     return out
 
 
-def main() -> None:
-    d = sys.argv[1] if len(sys.argv) > 1 else DEFAULT
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    d = argv[0] if argv else DEFAULT
     runs = {os.path.basename(os.path.dirname(p)): json.load(open(p, encoding="utf-8"))
             for p in sorted(glob.glob(os.path.join(d, "run*", "results.json")))}
     print("# The plan on real GPUs: generated tables\n")

@@ -18,6 +18,7 @@ import statistics
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks",
                     "results")
+RUNS = ("gpu_2026-11-22", "gpu_2026-11-23")  # runs 2-50, the order alone on H200s (plans: plan_verdict.py)
 TORCH = ("b_iter", "b_three", "c")
 SETTING = ("_hp", "nccl_channels")  # a changed NCCL setting: shown, not counted
 
@@ -32,7 +33,8 @@ def step_kind(args: dict) -> str:
 
 def rows(root: str = ROOT) -> list[dict]:
     out = []
-    for path in sorted(glob.glob(os.path.join(root, "gpu_*", "run*", "**", "results.json"), recursive=True)):
+    paths = [p for d in RUNS for p in glob.glob(os.path.join(root, d, "run*", "**", "results.json"), recursive=True)]
+    for path in sorted(paths):
         d = json.load(open(path))
         args, cfgs = d["meta"]["args"], d["configs"]
         med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items() if v.get("ranks") and
