@@ -82,6 +82,30 @@ def _check_outputs(args: argparse.Namespace) -> None:
             check_writable(path)
 
 
+def _output_files(args: argparse.Namespace) -> dict[str, tuple[int, int, int] | None]:
+    """Each output file's (inode, size, mtime) now, None where there is none: what an interrupt compares with."""
+    out: dict[str, tuple[int, int, int] | None] = {}
+    for opt in ("out", "plot", "trace", "csv"):
+        path = getattr(args, opt, None)
+        if path and path != "-":
+            try:
+                st = os.stat(path)
+                out[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                out[path] = None
+    return out
+
+
+def _written_since(args: argparse.Namespace, before: dict[str, tuple[int, int, int] | None]) -> str:
+    """What an interrupted command left behind, read off its output files: each is written whole or not at all
+    (replaced in one rename), so a file that changed since the start is this run's, complete."""
+    now = _output_files(args)
+    wrote = [p for p, st in now.items() if st is not None and st != before.get(p)]
+    if not wrote:
+        return "nothing written"
+    return f"wrote {', '.join(wrote)}; the outputs not yet written were not written"
+
+
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
     """The command's report: on stdout, or on stderr when an output file goes to stdout (`-`)."""
     if args.json:
@@ -770,6 +794,7 @@ def _main(argv: Sequence[str] | None) -> int:
         except GraphError as e:
             print(f"overlapsat: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
+    before = _output_files(args)
     try:
         _check_outputs(args)
         return int(args.fn(args))
@@ -783,8 +808,7 @@ def _main(argv: Sequence[str] | None) -> int:
             return EXIT_INFEASIBLE
         return EXIT_NO_ORDER if isinstance(e, NoValidOrderError) else EXIT_BAD_INPUT
     except KeyboardInterrupt:  # every file is written whole or not at all: say which
-        print("overlapsat: interrupted: " + ("no order was known yet, nothing written" if args.fn is cmd_solve else
-                                             "the outputs not yet written were not written"), file=sys.stderr)
+        print(f"overlapsat: interrupted: {_written_since(args, before)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except OSError as e:  # reading or writing a user's file: the path is theirs, the fix is theirs
         if args.debug:
@@ -794,7 +818,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_BAD_INPUT
     except Exception as e:  # a bug in overlapsat: one line unless --debug
         if _SIGINTS:  # an interrupt that surfaced as another exception
-            print("overlapsat: interrupted: the outputs not yet written were not written", file=sys.stderr)
+            print(f"overlapsat: interrupted: {_written_since(args, before)}", file=sys.stderr)
             return EXIT_INTERRUPTED
         if args.debug:
             raise
