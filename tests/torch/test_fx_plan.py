@@ -57,7 +57,8 @@ def test_two_ranks_apply_a_plan_with_torchs_merges_and_match_eager(tmp_path):
     assert split[1]["warnings"] == [], split[1]
 
 
-FAULT_SCRIPT = r"""
+# one gloo rank in a fresh interpreter, Inductor's caches off, overlapsat's warnings collected; G the world group
+ONE_RANK = r"""
 import logging, os, sys, tempfile
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
 import torch, torch.distributed as dist
@@ -66,11 +67,14 @@ import torch.distributed._functional_collectives as funcol
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 icfg.force_disable_caches = True
 from torch._inductor.utils import run_and_get_code
+""" + CATCH + r"""
+G = dist.group.WORLD
+"""
+
+FAULT_SCRIPT = ONE_RANK + r"""
 import overlapsat.torch.fx_apply as fa
 from overlapsat.torch.fx_apply import install_fx
 from tests.torch.test_fx_plan import _save_plan
-""" + CATCH + r"""
-G = dist.group.WORLD
 def step(w1, w2, w3, x):
     a, b = funcol.all_gather_tensor(w1, 0, G), funcol.all_gather_tensor(w2, 0, G)
     c = funcol.all_gather_tensor(w3, 0, G)
@@ -130,22 +134,12 @@ def test_with_plans_every_compile_takes_part_and_a_bad_option_is_named(tmp_path)
         FxSchedulePass(str(tmp_path), plans="yes")
 
 
-PIN_SCRIPT = r"""
-import logging, os, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
-import torch, torch.distributed as dist
-import torch._inductor.config as icfg
-import torch.distributed._functional_collectives as funcol
-dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-icfg.force_disable_caches = True
-from torch._inductor.utils import run_and_get_code
+PIN_SCRIPT = ONE_RANK + r"""
 from overlapsat import Problem, load_graph, optimize, save_schedule
 from overlapsat.cost import cost_model
 from overlapsat.plan import Bucket, materialize
 from overlapsat.store import graph_path, recorded, schedule_path
 from overlapsat.torch.fx_apply import install_fx
-""" + CATCH + r"""
-G = dist.group.WORLD
 def step(w1, w2, x, y):
     a, b = funcol.all_gather_tensor(w1, 0, G), funcol.all_gather_tensor(w2, 0, G)
     z = torch.relu(y @ y)  # independent of the gathers: the plan hides it behind the bucket's transfer
