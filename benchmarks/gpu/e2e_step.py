@@ -594,8 +594,8 @@ def tbb_buckets(g, per_block: int) -> list[list[str]]:
     """TBB on a captured graph of this step: per bucket key (kind, group, dtype, reduce op), its collectives in
     the graph's own order cut into runs of `per_block`, one run per transformer block. Each Block gathers its
     parameters together (`Block.body`) and backward reduce-scatters one block's gradients before the next's, so a
-    run is one block's; a key whose count is not a multiple of `per_block` (the tensor-parallel all_reduces) is
-    left unbucketed. A graph's runs are checked for legality by the caller."""
+    run is one block's; other kinds (the tensor-parallel all_reduces), and a key whose count is not a multiple of
+    `per_block`, are left unbucketed. A graph's runs are checked for legality by the caller."""
     by_key: dict = {}
     for c in g.coll_seq:
         nd = g.nodes[c]
