@@ -20,6 +20,7 @@ in backward), forward and backward, and times the step:
           manual_overlap_bucketing pass, which needs the modules' stacks in the graph;
 - p       overlapsat's plan: buckets and order together (`solve_store(plans=PROFILE)`), applied by
           install_fx(plans=True);
+- p_mem   the same as p, under a memory budget (`--memory-budget`, as d_mem);
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
 - d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
@@ -58,9 +59,9 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "p")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p")
-PLANS = ("tbb", "p")  # configurations whose stores hold plans (buckets and order)
+           "p", "p_mem")
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem")
+PLANS = ("tbb", "p", "p_mem")  # configurations whose stores hold plans (buckets and order)
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
 # compute 1.25 (1.25-1.27 in runs 32 and 47); NCCL 1.36 (H200_STEP)
@@ -464,14 +465,14 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             from overlapsat.cost import H200_STEP
 
             tie = {"interference": H200_STEP} if cfg == "d_tie" else {}
-            if cfg == "d_mem" or (cfg in PLANS and a.plan_budget is not None):
-                ratio = a.memory_budget if cfg == "d_mem" else a.plan_budget
+            if cfg in ("d_mem", "p_mem") or (cfg in PLANS and a.plan_budget is not None):
+                ratio = a.memory_budget if cfg in ("d_mem", "p_mem") else a.plan_budget
                 tie = {"memory_budget": f"{ratio!r}x"}  # a ratio of the captured order's peak (decision 8)
             if cfg == "tbb":
                 res["solved"] = tbb_store(store, a.collective_order, a.profile, a.solve_s, len(PARAMS_PER_BLOCK),
                                           tie.get("memory_budget"))
             else:
-                if cfg == "p":
+                if cfg in ("p", "p_mem"):
                     tie["plans"] = a.profile
                 outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
                 res["solved"] = [o.as_dict() for o in outs]
@@ -811,9 +812,10 @@ def main() -> None:
                     help="chain: one issue order over all groups, as Inductor's (for several process groups)")
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
     ap.add_argument("--plan-budget", type=float, default=None,
-                    help="tbb, p: each graph's peak at most this ratio of its captured order's peak")
+                    help="tbb, p: each graph's peak at most this ratio of its captured order's peak "
+                         "(p_mem takes --memory-budget)")
     ap.add_argument("--memory-budget", type=float, default=1.1,
-                    help="d_mem: each graph's peak at most this ratio of its captured order's peak")
+                    help="d_mem, p_mem: each graph's peak at most this ratio of its captured order's peak")
     ap.add_argument("--blas-lt", action="store_true", help="matmuls through cuBLASLt (preferred_blas_library)")
     ap.add_argument("--sm-carveout", type=int, default=0, metavar="SMS",
                     help="with --blas-lt: cuBLASLt plans each GEMM for this many SMs fewer (NCCL takes 24 here)")

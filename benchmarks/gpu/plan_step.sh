@@ -5,7 +5,7 @@
 # regather: the step that gathers every weight again in backward; fsdp4 and tp: 4 GPUs (FSDP; 2-way TP x 2-way
 # FSDP).
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
-# (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan). Pricing follows the
+# (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan), p_mem (p under a budget). Pricing follows the
 # card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s. Everything comes back as one
 # archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh).
 set -u
@@ -29,10 +29,12 @@ comparable)
   step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
 regather)
   step regather ${LIMIT:-560} --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
-fsdp4)  # 4 GPUs, FSDP over all four
-  step fsdp4 ${LIMIT:-560} --world 4 --configs ${CONFIGS:-p c_bkt d tbb b_iter} ;;
-tp)  # 4 GPUs, 2-way TP x 2-way FSDP, one issue order over both groups
-  step tp ${LIMIT:-560} --world 4 --tp 2 --collective-order chain --configs ${CONFIGS:-p c_bkt d tbb b_iter} ;;
+fsdp4)  # 4 GPUs, FSDP over all four; p_mem: the plan with each graph's peak at most its captured order's
+  step fsdp4 ${LIMIT:-560} --world 4 --memory-budget 1.0 --configs ${CONFIGS:-p p_mem c_bkt tbb d b_iter a} ;;
+tp)  # 4 GPUs, 2-way TP x 2-way FSDP, one issue order over both groups; first the transport again on 2 of them
+  timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 | tail -3 | cut -c1-300
+  step tp $(( 560 - (SECONDS - start) )) --world 4 --tp 2 --collective-order chain \
+    --configs ${CONFIGS:-p c_bkt tbb d b_iter} ;;
 esac
 echo "total ${SECONDS}s"
 tar -C "$work" -cJf "$OUT/$case_.tar.xz" .

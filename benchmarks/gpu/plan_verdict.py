@@ -21,8 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-26")
 NAMES = {"a": "no reordering", "b_iter": "torch iterative pair", "c_bkt": "torch FX scheduler, bucketing on",
          "c_lc": "c_bkt + copy-engine swap (absent on 2.11: = c_bkt)", "tbb": "TBB buckets, overlapsat order",
-         "d": "overlapsat order", "p": "overlapsat plan"}
-PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p"}
+         "d": "overlapsat order", "p": "overlapsat plan", "p_mem": "overlapsat plan, memory budget"}
+PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p", "p_mem": "prediction_p_mem"}
 
 
 def predicted(res: dict, cfg: str) -> tuple[float, float] | None:
