@@ -7,7 +7,9 @@
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
 # (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan), p_mem (p under a budget). Pricing follows the
 # card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s. Everything comes back as one
-# archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh).
+# archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
+# LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
+# NO_TRANSPORT (tp without the transport run).
 set -u
 . benchmarks/gpu/device_env.sh
 case_=${1:-comparable}
@@ -19,7 +21,7 @@ start=$SECONDS
 step() {  # DIR LIMIT [e2e_step options]
   local dir=$1 limit=$2; shift 2
   timeout "$limit" python3 benchmarks/gpu/e2e_step.py --out "$work/$dir" --profile "$profile" --steps 30 \
-    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s 15 --keep-traces "$@" 2>&1 \
+    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
   grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|d|p|p_mem) " "$work/log_$dir.txt" | cut -c1-160
 }
@@ -32,8 +34,9 @@ regather)
 fsdp4)  # 4 GPUs, FSDP over all four; p_mem: the plan with each graph's peak at most its captured order's
   step fsdp4 ${LIMIT:-560} --world 4 --memory-budget 1.0 --configs ${CONFIGS:-p p_mem c_bkt tbb d b_iter a} ;;
 tp)  # 4 GPUs, 2-way TP x 2-way FSDP, one issue order over both groups; first the transport again on 2 of them
-  timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 | tail -3 | cut -c1-300
-  step tp $(( 560 - (SECONDS - start) )) --world 4 --tp 2 --collective-order chain \
+  [ -n "${NO_TRANSPORT:-}" ] || timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 \
+    | tail -3 | cut -c1-300
+  step tp $(( ${LIMIT:-560} - (SECONDS - start) )) --world 4 --tp 2 --collective-order chain \
     --configs ${CONFIGS:-p c_bkt tbb d b_iter} ;;
 esac
 echo "total ${SECONDS}s"
