@@ -13,16 +13,10 @@ options only.
 from __future__ import annotations
 
 import heapq
-import re
 from dataclasses import replace
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Graph, derived
-
-
-def natural_key(name: str) -> tuple:
-    """'op9' before 'op10': numbers compare as numbers, so generated names keep their natural order."""
-    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", name)) + ((2, 0, name),)
+from overlapsat.graph import Graph, derived, natural_key
 
 
 def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -38,6 +39,11 @@ class NodeKind(str, Enum):
 
 
 _KIND_CODE = {NodeKind.COMPUTE: COMPUTE, NodeKind.COLLECTIVE: COLLECTIVE, NodeKind.WAIT: WAIT}
+
+
+def natural_key(name: str) -> tuple:
+    """'op9' before 'op10': numbers compare as numbers, so generated names keep their natural order."""
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", name)) + ((2, 0, name),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,6 +364,37 @@ class Graph:
                     self._cache[key] = replace(self, fake_edges=tuple(self.fake_edges) + tuple(sorted(add)),
                                                meta=dict(self.meta))
         return self._cache[key]
+
+    def structural_group_names(self) -> dict[str, str]:
+        """Each process group's name -> "g0", "g1", ... in the natural order of the group's first collective's
+        name: the same on every SPMD rank, whose graphs differ only in the groups' rank-local names (a
+        2-D mesh's ranks sit in different groups of the same shape; decisions.md 48)."""
+        first: dict[str, tuple] = {}
+        for nd in self.nodes:
+            if nd.kind is NodeKind.COLLECTIVE and nd.group is not None:
+                k = natural_key(nd.name)
+                if nd.group not in first or k < first[nd.group]:
+                    first[nd.group] = k
+        return {grp: f"g{i}" for i, grp in enumerate(sorted(first, key=first.__getitem__))}
+
+    def with_group_names(self, names: dict[str, str]) -> Graph:
+        """A copy whose groups are renamed by `names` (old -> new; others kept); `meta["process_groups"]`
+        records new -> old, so the names torch gave stay readable in a graph file."""
+        kept = {nd.group for nd in self.nodes if nd.group is not None and nd.group not in names}
+        new = list(names.values())
+        if len(set(new)) != len(new) or kept & set(new):
+            raise GraphError(f"with_group_names: two groups would share a name: {names} (kept: {sorted(kept)})")
+        nodes = [replace(nd, group=names[nd.group]) if nd.group in names else nd for nd in self.nodes]
+        meta = dict(self.meta)
+        before = dict(meta.get("process_groups", {}))
+        meta["process_groups"] = {names[g]: before.get(g, g) for g in sorted(names, key=names.__getitem__)
+                                  if any(nd.group == g for nd in self.nodes)}
+        return replace(self, nodes=tuple(nodes), meta=meta)
+
+    def with_structural_groups(self) -> Graph:
+        """The graph under `structural_group_names`: what the torch bridge records and looks up, so that every
+        rank of an SPMD program finds one graph, one store file and one plan."""
+        return self.with_group_names(self.structural_group_names())
 
     def with_comm_scale(self, factor: float) -> Graph:
         """A copy whose transfers take `factor` times as long: collectives priced as they run beside compute

@@ -443,7 +443,7 @@ def test_the_results_page_verdict_is_what_the_raw_files_give(tmp_path):
 
 
 def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
-    """docs/gpu_results.md's plan verdict (runs 51-54) and the committed generated tables come from the raw
+    """docs/gpu_results.md's plan verdict (runs 51-57) and the committed generated tables come from the raw
     files: each step time, margin and prediction the page prints is recomputed here."""
     import json
     import runpy
@@ -459,7 +459,9 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
 
     page = (ROOT / "docs" / "gpu_results.md").read_text()
     for name, cells in (("run52_comparable", ("p", "c_bkt", "tbb", "d", "b_iter")),
-                        ("run54_regather", ("p", "c_bkt", "d", "b_iter"))):
+                        ("run54_regather", ("p", "c_bkt", "d", "b_iter")),
+                        ("run55_fsdp4", ("p", "c_bkt", "tbb", "d", "b_iter", "a")),
+                        ("run56_tp", ("p", "c_bkt", "tbb"))):
         res = run(name)
         for cfg in cells:
             assert f"{ms(res, cfg):.2f}" in page, (name, cfg)
@@ -469,7 +471,14 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
         assert f"{100 * (contended / ms(res, 'p') - 1):.1f} %" in page
         kept = [c for c, v in res["configs"].items() if c in ("p", "tbb", "d")]
         assert all(len(res["configs"][c]["ranks"][0]["applied_graphs"]) == 2 for c in kept), name
-    assert f"{100 * (ms(run('run52_comparable'), 'p') / ms(run('run52_comparable'), 'tbb') - 1):.1f} %" in page
+    for name in ("run52_comparable", "run55_fsdp4", "run56_tp"):
+        assert f"{100 * (ms(run(name), 'p') / ms(run(name), 'tbb') - 1):.1f} %" in page, name
+    # the budgeted plan: MODEL.md's peak of each graph within 1.0x its captured order's, as the page says
+    r55 = run("run55_fsdp4")
+    assert r55["meta"]["args"]["memory_budget"] == 1.0
+    for g in r55["prediction_p_mem"]["graphs"]:
+        assert g["solved"]["peak_bytes"] <= g["captured"]["peak_bytes"]
+        assert f"{g['solved']['peak_bytes'] / 1e6:,.1f}" in page
     pv["main"]([])
     assert capsys.readouterr().out == (ROOT / "benchmarks" / "results" / "gpu_plan_verdict.md").read_text()
 

@@ -549,8 +549,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             res["profile"] = analyse_trace(tr, a.prof_warmup + a.prof_steps, skip=a.prof_warmup)
         except Exception as e:  # noqa: BLE001 - the step timings stand without it
             res["profile"] = {"error": f"{type(e).__name__}: {e}"}
-        if rank == 0 and cfg in a.keep_traces:
-            with open(tr, "rb") as fi, gzip.open(os.path.join(out, f"trace_{cfg}.json.gz"), "wb") as fo:
+        if (rank == 0 or a.trace_all_ranks) and cfg in a.keep_traces:  # the same host clock on every rank
+            name = f"trace_{cfg}.json.gz" if rank == 0 else f"trace_{cfg}_rank{rank}.json.gz"
+            with open(tr, "rb") as fi, gzip.open(os.path.join(out, name), "wb") as fo:
                 fo.write(fi.read())
     else:
         t0 = time.monotonic()
@@ -826,6 +827,8 @@ def main() -> None:
     ap.add_argument("--no-buffer-reuse", action="store_true",
                     help="Inductor's allow_buffer_reuse off: no freed buffer held until a later one takes it over")
     ap.add_argument("--keep-traces", nargs="*", default=["d"])
+    ap.add_argument("--trace-all-ranks", action="store_true",
+                    help="keep every rank's trace of --keep-traces, not rank 0's alone (waits between ranks, run 57)")
     ap.add_argument("--predict", metavar="STORE_DIR",
                     help="print the predictions for one configuration's stored graphs and schedules "
                          "(at --collective-order) and stop")

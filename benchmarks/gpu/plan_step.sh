@@ -9,7 +9,7 @@
 # card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s. Everything comes back as one
 # archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
-# NO_TRANSPORT (tp without the transport run).
+# ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (tp without the transport run).
 set -u
 . benchmarks/gpu/device_env.sh
 case_=${1:-comparable}
@@ -21,7 +21,7 @@ start=$SECONDS
 step() {  # DIR LIMIT [e2e_step options]
   local dir=$1 limit=$2; shift 2
   timeout "$limit" python3 benchmarks/gpu/e2e_step.py --out "$work/$dir" --profile "$profile" --steps 30 \
-    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} "$@" 2>&1 \
+    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} ${ALL_RANKS:+--trace-all-ranks} "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
   grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|d|p|p_mem) " "$work/log_$dir.txt" | cut -c1-160
 }

@@ -31,21 +31,47 @@ def predicted(res: dict, cfg: str) -> tuple[float, float] | None:
     gs = pr.get("graphs", [])
     if not gs or any("solved" not in g for g in gs):
         return None
-    return (sum(g["solved"]["makespan_us"] for g in gs) / 1e3,
-            sum(g["solved"]["contended_makespan_us"] for g in gs) / 1e3)
+    # a store of several ranks' graphs (runs 56-57 on a 2-D mesh recorded each rank's under its own group
+    # names, decisions.md 48) holds each graph once per rank: one rank's step is the mean over copies of a shape
+    by_shape: dict[tuple, list[dict]] = {}
+    for g in gs:
+        by_shape.setdefault((g["nodes"], g["collectives"]), []).append(g)
+
+    def total(key: str) -> float:
+        return sum(sum(g["solved"][key] for g in c) / len(c) for c in by_shape.values()) / 1e3
+
+    return total("makespan_us"), total("contended_makespan_us")
+
+
+def step_of(res: dict) -> str:
+    """The step a run timed: its shape and its ranks."""
+    a = res["meta"]["args"]
+    name = "re-gather" if a["regather"] else "comparable"
+    world, tp = a.get("world", 2), a.get("tp", 1)
+    if tp > 1:
+        return f"{name}, {tp}-way TP x {world // tp}-way FSDP"
+    return name if world == 2 else f"{name}, FSDP x{world}"
+
+
+def reference_losses(runs: dict[str, dict]) -> dict[str, tuple[str, float]]:
+    """Per step: the unscheduled step's loss (`a`), else torch's bucketed scheduler's (`c_bkt`), from any run."""
+    ref: dict[str, tuple[str, float]] = {}
+    for cfg in ("c_bkt", "a"):  # `a` last: it wins where both ran
+        for res in runs.values():
+            r = res["configs"].get(cfg, {}).get("ranks")
+            if r:
+                ref[step_of(res)] = (cfg, r[0]["loss_compiled"])
+    return ref
 
 
 def step_rows(runs: dict[str, dict]) -> list[str]:
     out = ["| run | step | configuration | step ms | vs c_bkt | NCCL kernels/step | waits on NCCL ms | peak GB | "
-           "loss vs `a` | graphs applied | predicted ms (plain / contended) | contended vs measured |",
+           "loss vs `a` (`c_bkt` where no `a` ran) | graphs applied | predicted ms (plain / contended) | "
+           "contended vs measured |",
            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    loss_a = {}
-    for res in runs.values():
-        a = res["configs"].get("a", {}).get("ranks")
-        if a:
-            loss_a.setdefault(bool(res["meta"]["args"]["regather"]), a[0]["loss_compiled"])
+    ref = reference_losses(runs)
     for run, res in runs.items():
-        step = "re-gather" if res["meta"]["args"]["regather"] else "comparable"
+        step = step_of(res)
         cfgs = res["configs"]
         base = cfgs.get("c_bkt", {}).get("ranks", [{}])[0].get("step_ms_median")
         for cfg, v in cfgs.items():
@@ -55,11 +81,12 @@ def step_rows(runs: dict[str, dict]) -> list[str]:
             r = v["ranks"][0]
             prof = r.get("profile", {})
             ms = r["step_ms_median"]
-            la = loss_a.get(bool(res["meta"]["args"]["regather"]))
-            rel = f"{(r['loss_compiled'] - la) / la:+.1e}" if la else "-"
+            rc, la = ref.get(step, ("", None))
+            rel = f"{(r['loss_compiled'] - la) / la:+.1e}" + ("" if rc == "a" else f" (vs `{rc}`)") if la else "-"
             pred = predicted(res, cfg)
             applied = r.get("applied_graphs") or []
             n_graphs = len((res.get(PRED.get(cfg, ""), {}) or {}).get("graphs", [])) if cfg in PRED else 0
+            n_graphs = len({(g["nodes"], g["collectives"]) for g in res.get(PRED.get(cfg, ""), {}).get("graphs", [])})
             out.append(
                 f"| {run} | {step} | `{cfg}` {NAMES.get(cfg, '')} | {ms:.2f} | "
                 + (f"{100 * (ms / base - 1):+.1f} %" if base else "-")
@@ -69,6 +96,30 @@ def step_rows(runs: dict[str, dict]) -> list[str]:
                 + (f"{len(applied)}/{n_graphs}" if cfg in PRED else "-") + " | "
                 + (f"{pred[0]:.2f} / {pred[1]:.2f} | {100 * (pred[1] / ms - 1):+.1f} %" if pred else "- | -") + " |")
     return out
+
+
+def memory_rows(runs: dict[str, dict]) -> list[str]:
+    """Budgeted configurations (p_mem, d_mem): each graph's peak in MODEL.md against its budget (the ratio of
+    its captured order's peak), and the measured peak against the unscheduled step's in the same run."""
+    out = ["| run | configuration | budget | graph | captured peak MB | budget MB | plan's peak MB | within | "
+           "measured peak GB (`a` GB) |", "| --- | --- | ---: | --- | ---: | ---: | ---: | --- | --- |"]
+    for run, res in runs.items():
+        ratio = res["meta"]["args"].get("memory_budget")
+        for cfg in ("p_mem", "d_mem"):
+            v = res["configs"].get(cfg, {})
+            gs = (res.get(PRED[cfg] if cfg in PRED else "prediction_d_mem") or {}).get("graphs", [])
+            if "ranks" not in v or not gs:
+                continue
+            measured = v["ranks"][0]["peak_memory_bytes"] / 1e9
+            a = res["configs"].get("a", {}).get("ranks")
+            a_peak = f"{a[0]['peak_memory_bytes'] / 1e9:.3f}" if a else "-"
+            for g in gs:
+                cap, got = g["captured"]["peak_bytes"], g["solved"]["peak_bytes"]
+                budget = ratio * cap
+                out.append(f"| {run} | `{cfg}` | {ratio}x | {g['file'][:8]} ({g['nodes']} nodes) | {cap / 1e6:.1f} | "
+                           f"{budget / 1e6:.1f} | {got / 1e6:.1f} | {'yes' if got <= budget else 'NO'} | "
+                           f"{measured:.3f} ({a_peak}) |")
+    return out if len(out) > 2 else []
 
 
 def transport_rows(path: str) -> list[str]:
@@ -96,6 +147,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Generated by `python benchmarks/gpu/plan_verdict.py` from {os.path.relpath(d, ROOT)}; "
           "docs/gpu_results.md reads them.\n")
     print("\n".join(step_rows(runs)))
+    mem = memory_rows(runs)
+    if mem:
+        print("\nMemory budgets (MODEL.md's peak per graph, the budget a ratio of the captured order's peak):\n")
+        print("\n".join(mem))
     for p in sorted(glob.glob(os.path.join(d, "run*", "transport.json"))):
         print()
         print("\n".join(transport_rows(p)))

@@ -200,7 +200,8 @@ class SchedulePass:
             return snodes
 
     def _reorder(self, snodes: list[Any]) -> list[Any]:
-        g = import_snodes(snodes, name=_graph_name(), durations=self._pricing())
+        # groups by structure, not by their rank-local names: every rank of a 2-D mesh finds the same graph
+        g = import_snodes(snodes, name=_graph_name(), durations=self._pricing()).with_structural_groups()
         fp = g.fingerprint()
         if self.mode == "capture":
             self._record(g, fp)

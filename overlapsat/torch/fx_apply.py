@@ -146,7 +146,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def _importer(self, fx_graph: Any) -> Graph:
         from overlapsat.torch.fx import import_fx
 
-        return import_fx(fx_graph, name="fx graph", profile=self.profile)
+        # groups by structure, not by their rank-local names: every rank of a 2-D mesh finds the same graph
+        return import_fx(fx_graph, name="fx graph", profile=self.profile).with_structural_groups()
 
     def _dry_run(self, graph: Any, g: Graph, order: list[str], buckets: list[list[str]]) -> _Pending:
         """Merge and order a copy of the graph: what the plan would make, checked before the graph is touched."""

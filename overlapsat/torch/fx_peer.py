@@ -117,7 +117,8 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, c
 
     from overlapsat.torch.fx import import_fx
 
-    sizes = {nd.group: nd.group_size for nd in graph.nodes if nd.group}
+    torch_names = graph.meta.get("process_groups", {})  # a graph the bridge renamed: torch's names back
+    sizes = {torch_names.get(nd.group, nd.group): nd.group_size for nd in graph.nodes if nd.group}
     dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
     try:
         with _on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(_autofix_cycles()):
@@ -127,6 +128,8 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, c
                 compute_estimator="analytical",
                 custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
         h = import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
+        if torch_names:  # the same names as `graph`'s, so that its plans and this graph compare
+            h = h.with_group_names({t: s for s, t in torch_names.items()})
         if buckets is not None:
             buckets += [ms for nm, ms in merges.items() if nm in h.index and len(ms) >= 2]
         return h

@@ -98,3 +98,50 @@ def test_fx_pass_applies_the_solved_order_and_survives_a_fault():
     assert res[-1] == "0"
     assert lines["PINNED"] == ["True", "True", "True", "0"], p.stdout  # pointwise kernels kept in the solved order
     assert lines["FAULT"] == ["True", "1"], p.stdout
+
+
+GROUPS_SCRIPT = r"""
+import os, tempfile
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+import torch, torch.distributed as dist
+import torch._inductor.config as icfg
+import torch.distributed._functional_collectives as funcol
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+icfg.force_disable_caches = True
+from overlapsat.store import recorded, solve_store
+from overlapsat.torch.fx_apply import install_fx
+G = dist.group.WORLD
+# two "tensor-parallel" groups of one shape, as two ranks of a 2-D mesh hold them: the same program, other names
+tp_a, tp_b = dist.new_group([0]), dist.new_group([0])
+def make(tp):
+    def step(w1, w2, x):
+        a = funcol.all_gather_tensor(w1, 0, G)
+        h = funcol.all_reduce(torch.relu(x @ a.T), "sum", tp)
+        b = funcol.all_gather_tensor(w2, 0, G)
+        return (torch.tanh(h) @ b).sum()
+    return step
+args = tuple(torch.randn(16, 16) for _ in range(3))
+ref = make(tp_a)(*args)
+store = tempfile.mkdtemp()
+install_fx("capture", store)
+torch.compile(make(tp_a))(*args)
+solve_store(store, time_limit=2)
+applied = []
+p = install_fx("apply", store)
+p.on_apply = lambda g, order: applied.append(sorted({nd.group for nd in g.nodes if nd.group}))
+torch._dynamo.reset()
+out = torch.compile(make(tp_b))(*args)
+print("RESULT", tp_a.group_name != tp_b.group_name, len(recorded(store)), applied,
+      bool(torch.allclose(out, ref, atol=1e-4)))
+"""
+
+
+@pytest.mark.compile
+def test_a_rank_whose_groups_have_other_names_applies_the_plan_solved_for_its_peer():
+    """TP run, 2026-11-26 (4 x H100, 2-way TP x 2-way FSDP): each rank's graphs named its own process groups,
+    so 4 ranks recorded 8 graphs and each rank ran its own solve; tensor-parallel peers issued their
+    all_reduces after different compute and waited on each other. Groups are now named by structure."""
+    pytest.importorskip("torch")
+    p = run_script(GROUPS_SCRIPT)
+    res = next(ln.split(maxsplit=1)[1] for ln in p.stdout.splitlines() if ln.startswith("RESULT"))
+    assert res == "True 1 [['g0', 'g1']] True", p.stdout  # one graph recorded, applied by the other name's rank

@@ -115,7 +115,7 @@ def _overlap_graph():
 
     b = GraphBuilder()
     b.compute("k", 5.0)
-    b.collective("c", group="g", duration=5.0)
+    b.collective("c", group="g0", duration=5.0)  # the name the pass gives its only group (decisions.md 48)
     b.wait("w", "c")
     return b.build()
 
