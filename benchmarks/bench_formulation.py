@@ -10,6 +10,7 @@ import time
 
 from ortools.sat.python import cp_model
 
+from overlapsat import Problem
 from overlapsat.bounds import _grow
 from overlapsat.examples import generate
 from overlapsat.heuristics import best
@@ -45,7 +46,7 @@ def main() -> None:
             ts = choose_scale(g)
             horizon = model_units(g, h.order, ts)
             variant = {} if form == "interval" else {"model_cls": PairwiseModel}
-            md = build(g, ts, h.order, horizon=horizon, **variant)
+            md = build(Problem(g), ts, h.order, horizon=horizon, **variant)
             tb = time.perf_counter() - t
             s = cp_model.CpSolver()
             s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve

@@ -9,7 +9,7 @@ import pytest
 from ortools.sat.python import cp_model
 
 import overlapsat as osat
-from overlapsat import GraphBuilder, GraphError, simulate
+from overlapsat import GraphBuilder, GraphError, Problem, simulate
 from overlapsat.bounds import comm_load, comm_runs, critical_path, lower_bound
 from overlapsat.io import graph_from_dict, graph_to_dict
 from overlapsat.solver import build, choose_scale, model_units
@@ -114,7 +114,7 @@ def test_model_units_bracket_the_simulation():
 
 def _solve(g, extra):
     ts = choose_scale(g)
-    md = build(g, ts, list(range(len(g))), horizon=safe_horizon(g, ts))
+    md = build(Problem(g), ts, list(range(len(g))), horizon=safe_horizon(g, ts))
     md.m.clear_hints()
     extra(md, ts)
     s = cp_model.CpSolver()

@@ -116,14 +116,13 @@ def contained_solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int |
     return None
 
 
-def solve_window(g: Graph, ts: TimeScale, order: list[int], i: int, j: int, *, budget: int | None,
-                 collective_order: str, work: float, deterministic: bool, workers: int,
-                 max_time: float, walk: UnitWalk | None = None) -> tuple[list[int] | None, float, bool]:
+def solve_window(problem: Problem, ts: TimeScale, order: list[int], i: int, j: int, *, work: float,
+                 deterministic: bool, workers: int, max_time: float,
+                 walk: UnitWalk | None = None) -> tuple[list[int] | None, float, bool]:
     """A better re-ordering of order[i:j] with no worse exit state, or None; the work spent; and
     whether the clock, not the work limit, ended the solve."""
-    walk = walk if walk is not None else unit_walk(g, order, ts)
-    md = build(g, ts, order, horizon=walk.makespan, scope=Scope(i, j), collective_order=collective_order,
-               memory_budget=budget, walk=walk)
+    walk = walk if walk is not None else unit_walk(problem.graph, order, ts)
+    md = build(problem, ts, order, horizon=walk.makespan, scope=Scope(i, j), walk=walk)
     s = cp_model.CpSolver()
     p = s.parameters
     p.max_time_in_seconds = max(0.01, max_time)
@@ -174,7 +173,7 @@ def _sweep(problem: Problem, ts: TimeScale, best: list[int], best_ms: float, wal
            on_improve: Callable[[list[int], float], bool | None] | None,
            stats: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
     """The sweeps of `lns`; each accepted order is also stored in `stats["best"]` for an interrupt."""
-    g, budget, level = problem.graph, problem.budget, problem.collective_order
+    g = problem.graph
     n = len(best)
     while window <= params.lns_max_window:
         start_ms = best_ms
@@ -184,11 +183,12 @@ def _sweep(problem: Problem, ts: TimeScale, best: list[int], best_ms: float, wal
             if tb.exhausted(params.deterministic) or (work_cap is not None and stats["work"] >= work_cap):
                 return best, stats
             i, j = widen_to_atomic(g, best, i0, j0)
-            cand, spent, cut = solve_window(g, ts, best, i, j, budget=budget, collective_order=level,
-                                       work=min(params.lns_window_work * window / params.lns_window, tb.work_left(),
-                                                work_cap - stats["work"] if work_cap is not None else math.inf),
-                                      deterministic=params.deterministic, workers=params.n_workers,
-                                      max_time=tb.wall_left(), walk=walk)
+            cand, spent, cut = solve_window(problem, ts, best, i, j,
+                                            work=min(params.lns_window_work * window / params.lns_window,
+                                                     tb.work_left(),
+                                                     work_cap - stats["work"] if work_cap is not None else math.inf),
+                                            deterministic=params.deterministic, workers=params.n_workers,
+                                            max_time=tb.wall_left(), walk=walk)
             spent += WORK_PER_NODE * n + WORK_PER_WINDOW_NODE * (j - i)  # the Python side, deterministically
             tb.spend(spent)
             if cut and params.deterministic:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
+from overlapsat.problem import Problem
 from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
 
 RELAX, RESTRICT = "relax", "restrict"  # how bytes round when counted coarser than one (memory_quantum)
@@ -367,10 +368,10 @@ def memory_quantum(total_bytes: int, span_units: int) -> int:
     return q
 
 
-def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
-          collective_order: str = "group", memory_budget: int | None = None, walk: UnitWalk | None = None,
-          model_cls: type[Model] = Model, memory_rounding: str = RESTRICT) -> Model:
-    """The model of `scope` (default: the whole graph) warm-started from `ref` (`walk`: its unit walk, if known).
+def build(problem: Problem, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope | None = None,
+          walk: UnitWalk | None = None, model_cls: type[Model] = Model, memory_rounding: str = RESTRICT) -> Model:
+    """The model of `problem` (its relaxed graph, budget and level) over `scope` (default: the whole graph),
+    warm-started from `ref` (`walk`: its unit walk, if known).
 
     `memory_rounding` matters only where bytes must be counted coarser than one (`memory_quantum`): RESTRICT
     rounds sizes up (every solution is within the budget; an infeasibility or a bound proves nothing), RELAX
@@ -378,8 +379,8 @@ def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope
     may exceed the budget). `md.memory_quantum` says whether it did (1: exact).
     `model_cls` swaps in a variant with other constraint families (benchmarks/bench_formulation.py).
     """
-    g = g.relaxed(collective_order)  # same node ids; Inductor's chain edges bind at the "chain" level only
-    md = model_cls(g, ts, ref, scope or Scope.whole(g), horizon, walk, collective_order)
+    g = problem.relaxed  # same node ids; Inductor's chain edges bind at the "chain" level only
+    md = model_cls(g, ts, ref, scope or Scope.whole(g), horizon, walk, problem.collective_order)
     md.memory_rounding = memory_rounding
     md.add_compute_stream()
     md.add_dependencies()
@@ -387,8 +388,8 @@ def build(g: Graph, ts: TimeScale, ref: list[int], *, horizon: int, scope: Scope
     md.add_collective_order()
     md.add_waits()
     md.add_atomic_groups()
-    if memory_budget is not None:
-        md.add_memory_budget(memory_budget)
+    if problem.budget is not None:
+        md.add_memory_budget(problem.budget)
     if not md.whole:
         md.add_exit_state()
     md.set_objective()

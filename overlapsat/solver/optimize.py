@@ -565,15 +565,14 @@ def _solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget,
                  on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
                  stats: dict[str, Any], work: float) -> _Outcome:
     """One CP-SAT solve of the whole graph (the window model's other scope) with `work` units of work."""
-    g, budget, level = problem.graph, problem.budget, problem.collective_order
+    g = problem.graph
     n = len(g.nodes)
     ref = incumbent.order if incumbent is not None else list(range(n))
     # with a valid incumbent, no better order ends later; without one, no order at all can end later
     walk = unit_walk(g, ref, ts)
     horizon = walk.makespan if incumbent is not None else safe_horizon(g, ts)
     t_build = tb.elapsed()
-    md = build(g, ts, ref, horizon=horizon, collective_order=level, memory_budget=budget, walk=walk,
-               memory_rounding=RELAX)
+    md = build(problem, ts, ref, horizon=horizon, walk=walk, memory_rounding=RELAX)
     stats["build_s"] = tb.elapsed() - t_build
     if md.memory_quantum == 1:  # bytes exact: one model, whose every answer is a proof
         return _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work)
@@ -584,8 +583,7 @@ def _solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget,
     if relaxed.infeasible or relaxed.error or (relaxed.order is not None and not validate(
             problem, relaxed.order, limit=1)):
         return relaxed
-    md = build(g, ts, ref, horizon=horizon, collective_order=level, memory_budget=budget, walk=walk,
-               memory_rounding=RESTRICT)
+    md = build(problem, ts, ref, horizon=horizon, walk=walk, memory_rounding=RESTRICT)
     restricted = _solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, max(0.01, work / 2))
     # its infeasibility and its bound prove nothing (sizes rounded up): only its order is kept
     return _Outcome(restricted.order, relaxed.bound_us, error=restricted.error)

@@ -15,7 +15,7 @@ from tests.helpers import graphs, random_valid_order
 
 
 def window(g, order, i, j, budget=None):
-    cand, work, _ = solve_window(g, choose_scale(g), order, i, j, budget=budget, collective_order="group", work=2.0,
+    cand, work, _ = solve_window(Problem(g, budget, "group"), choose_scale(g), order, i, j, work=2.0,
                                  deterministic=True, workers=1, max_time=10.0)
     return cand, work
 

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from ortools.sat.python import cp_model
 
-from overlapsat import GraphBuilder, GraphError, simulate
+from overlapsat import GraphBuilder, GraphError, Problem, simulate
 from overlapsat.solver import Scope, build, choose_scale, model_units
 from overlapsat.solver.units import safe_horizon
 from tests.helpers import graphs, random_valid_order
@@ -18,8 +18,7 @@ def solve_fixed(g, order=None, *, budget=None, collective_order="group", scope=N
     """Status of the model with the issue order forced to `order` (None: free)."""
     ts = choose_scale(g) if units is None else choose_scale(g, units)
     ref = list(range(len(g))) if ref is None else ref
-    md = build(g, ts, ref, horizon=safe_horizon(g, ts), scope=scope, collective_order=collective_order,
-               memory_budget=budget)
+    md = build(Problem(g, budget, collective_order), ts, ref, horizon=safe_horizon(g, ts), scope=scope)
     md.m.clear_hints()
     if order is not None:
         inside = [v for v in order if v in md.in_scope]
@@ -198,7 +197,7 @@ def test_hint_is_complete_and_feasible(g, seed, co):
     order = random_valid_order(g, random.Random(seed), collective_order=co)
     budget = simulate(g, order).peak_memory
     ts = choose_scale(g)
-    md = build(g, ts, order, horizon=model_units(g, order, ts), memory_budget=budget, collective_order=co)
+    md = build(Problem(g, budget, co), ts, order, horizon=model_units(g, order, ts))
     s = cp_model.CpSolver()
     s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.fix_variables_to_their_hinted_value = True
@@ -215,7 +214,7 @@ def test_hint_is_complete_and_feasible(g, seed, co):
 def test_extracted_order_never_worse_than_objective(g):
     ts = choose_scale(g)
     ref = list(range(len(g)))
-    md = build(g, ts, ref, horizon=model_units(g, ref, ts))
+    md = build(Problem(g), ts, ref, horizon=model_units(g, ref, ts))
     s = cp_model.CpSolver()
     s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.num_workers = 1
@@ -266,7 +265,7 @@ def test_window_memory_constant_matches_every_buffer():
         if any(0 < sum(order.index(v) in range(i, j) for v in grp) < len(grp) for grp in g.atomic):
             continue
         ts = choose_scale(g, 2000)
-        md = build(g, ts, order, horizon=safe_horizon(g, ts), scope=Scope(i, j), collective_order="free")
+        md = build(Problem(g, None, "free"), ts, order, horizon=safe_horizon(g, ts), scope=Scope(i, j))
         assert md._live_at_entry() == sum(md._before_entry(b) for b in range(len(g.buffers)))
         post_alloc, _ = memory_curve(g, order)
         peak_inside = max(post_alloc[i:j])

@@ -79,11 +79,12 @@ def test_or_tools_aborts_without_the_guard():
     p = run_child(INFEASIBLE_SETUP + """
     from ortools.sat.python import cp_model
     from overlapsat.canonical import canonical_graph
+    from overlapsat import Problem
     from overlapsat.solver import build, choose_scale
     from overlapsat.solver.units import safe_horizon
     cg = canonical_graph(g, co)
     ts = choose_scale(cg)
-    md = build(cg, ts, list(range(len(cg))), horizon=safe_horizon(cg, ts), memory_budget=budget, collective_order=co)
+    md = build(Problem(cg, budget, co), ts, list(range(len(cg))), horizon=safe_horizon(cg, ts))
     s = cp_model.CpSolver()
     s.parameters.catch_sigint_signal = False  # OR-Tools' handler would outlive the solve
     s.parameters.num_workers = 2

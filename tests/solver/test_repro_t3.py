@@ -126,7 +126,7 @@ g = canonical_graph(osat.graph_from_dict(json.load(open({path!r}))["graph"]).rel
 h = [h for h in run_all(g, memory_budget=budget, collective_order=co) if h.valid][0]
 ts = choose_scale(g, SEARCH_UNITS)
 walk = unit_walk(g, h.order, ts)
-md = M.build(g, ts, h.order, horizon=walk.makespan, collective_order=co, memory_budget=budget, walk=walk)
+md = M.build(osat.Problem(g, budget, co), ts, h.order, horizon=walk.makespan, walk=walk)
 s = cp_model.CpSolver()
 s.parameters.num_workers = 2
 s.parameters.interleave_search = True
