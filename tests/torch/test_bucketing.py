@@ -79,3 +79,23 @@ def test_torchs_scheduler_buckets_are_recorded_as_a_plan_of_the_unbucketed_graph
     from overlapsat.plan import Bucket
 
     assert bucket_problems(g, [Bucket(tuple(b)) for b in out]) == []  # one key, no member depends on another
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_torchs_bucketed_graph_of_a_renamed_graph_takes_its_names():
+    """A graph the bridge renamed (decisions.md 48) gives torch's bucketed peer under the same structural group
+    names, sized from torch's own names, so that its plan and the peer's graph compare."""
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_peer import available, bucketed
+
+    if not available():
+        pytest.skip("this torch has no OverlapScheduler")
+    plain = import_fx(_fsdp_step(6))
+    g = plain.with_structural_groups()
+    torch_name = next(iter({nd.group for nd in plain.nodes if nd.group}))
+    assert g.meta["process_groups"] == {"g0": torch_name}
+    h0, h = bucketed(_fsdp_step(6), plain), bucketed(_fsdp_step(6), g)
+    assert h0 is not None and h is not None
+    assert {nd.group for nd in h.nodes if nd.group} == {"g0"}
+    assert sorted(nd.group_size for nd in h.nodes if nd.group) == sorted(nd.group_size for nd in h0.nodes if nd.group)
+    assert h.fingerprint() == h0.with_group_names({torch_name: "g0"}).fingerprint()
