@@ -109,22 +109,23 @@ class _Node:
         return self.name
 
 
-def _overlap_graph():
-    """k runs before c in Inductor's order; issuing c first hides its transfer (a schedule worth applying)."""
+def _overlap_graph(group="g0"):
+    """k runs before c in Inductor's order; issuing c first hides its transfer (a schedule worth applying).
+    "g0": the name the pass gives its only group (decisions.md 48), so the fingerprints below are the pass's."""
     from overlapsat import GraphBuilder
 
     b = GraphBuilder()
     b.compute("k", 5.0)
-    b.collective("c", group="g0", duration=5.0)  # the name the pass gives its only group (decisions.md 48)
+    b.collective("c", group=group, duration=5.0)
     b.wait("w", "c")
     return b.build()
 
 
-def _pass_on(monkeypatch, tmp_path, **kw):
+def _pass_on(monkeypatch, tmp_path, group="g0", **kw):
     import importlib
 
     apply = importlib.import_module("overlapsat.torch.apply")
-    g = _overlap_graph()
+    g = _overlap_graph(group)
     monkeypatch.setattr(apply, "import_snodes", lambda s, **kw: g)
     return SchedulePass(str(tmp_path), **kw), g, [_Node(n) for n in g.input_order]
 
@@ -203,3 +204,14 @@ def test_install_sets_inductors_config_and_creates_the_store(tmp_path):
         p = install("capture", str(store))
         assert store.is_dir() and p.mode == "capture"
         assert icfg.reorder_for_compute_comm_overlap and icfg.reorder_for_compute_comm_overlap_passes == [p]
+
+
+def test_a_rank_whose_group_has_another_name_applies_its_peers_schedule(monkeypatch, tmp_path):
+    """The scheduler-node pass names groups by structure too (decisions.md 48): a schedule solved on a graph
+    whose group torch named "7" is applied where the same graph's group is named "9", and the store holds one
+    schedule."""
+    solve, _, snodes = _pass_on(monkeypatch, tmp_path, group="7", mode="solve", time_limit=5)
+    assert [s.get_name() for s in solve(snodes)] == ["c", "k", "w"]
+    other, _, snodes = _pass_on(monkeypatch, tmp_path, group="9", mode="apply")
+    assert [s.get_name() for s in other(snodes)] == ["c", "k", "w"]  # the stored schedule, not Inductor's order
+    assert len(list(tmp_path.glob("*.schedule.json"))) == 1
