@@ -380,7 +380,8 @@ class Graph:
     def with_group_names(self, names: dict[str, str]) -> Graph:
         """A copy whose groups are renamed by `names` (old -> new; others kept); `meta["process_groups"]`
         records new -> old, so the names torch gave stay readable in a graph file."""
-        kept = {nd.group for nd in self.nodes if nd.group is not None and nd.group not in names}
+        present = {nd.group for nd in self.nodes if nd.group is not None}
+        kept = present - set(names)
         new = list(names.values())
         if len(set(new)) != len(new) or kept & set(new):
             raise GraphError(f"with_group_names: two groups would share a name: {names} (kept: {sorted(kept)})")
@@ -388,7 +389,7 @@ class Graph:
         meta = dict(self.meta)
         before = dict(meta.get("process_groups", {}))
         meta["process_groups"] = {names[g]: before.get(g, g) for g in sorted(names, key=names.__getitem__)
-                                  if any(nd.group == g for nd in self.nodes)}
+                                  if g in present}
         return replace(self, nodes=tuple(nodes), meta=meta)
 
     def with_structural_groups(self) -> Graph:

@@ -62,6 +62,7 @@ CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie"
            "p", "p_mem")
 OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem")
 PLANS = ("tbb", "p", "p_mem")  # configurations whose stores hold plans (buckets and order)
+BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
 # compute 1.25 (1.25-1.27 in runs 32 and 47); NCCL 1.36 (H200_STEP)
@@ -465,8 +466,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             from overlapsat.cost import H200_STEP
 
             tie = {"interference": H200_STEP} if cfg == "d_tie" else {}
-            if cfg in ("d_mem", "p_mem") or (cfg in PLANS and a.plan_budget is not None):
-                ratio = a.memory_budget if cfg in ("d_mem", "p_mem") else a.plan_budget
+            if cfg in BUDGETED or (cfg in PLANS and a.plan_budget is not None):
+                ratio = a.memory_budget if cfg in BUDGETED else a.plan_budget
                 tie = {"memory_budget": f"{ratio!r}x"}  # a ratio of the captured order's peak (decision 8)
             if cfg == "tbb":
                 res["solved"] = tbb_store(store, a.collective_order, a.profile, a.solve_s, len(PARAMS_PER_BLOCK),
@@ -610,13 +611,21 @@ def tbb_buckets(g, per_block: int) -> list[list[str]]:
     return out
 
 
+def legal_tbb(relaxed, per_block: int) -> tuple[list, int]:
+    """The legal buckets of `tbb_buckets` on a problem's relaxed graph, and how many runs it made."""
+    from overlapsat.plan import Bucket, bucket_problems
+
+    runs = [Bucket(tuple(r)) for r in tbb_buckets(relaxed, per_block)]
+    return [b for b in runs if not bucket_problems(relaxed, [b])], len(runs)
+
+
 def tbb_store(store: str, collective_order: str, profile: str, time_limit: float, per_block: int,
               memory_budget=None) -> list[dict]:
     """The TBB plan of every captured graph: its block buckets (`tbb_buckets`, the legal ones), ordered by
     `optimize` on the bucketed graph (priced by `profile`), saved as the graph's plan."""
     from overlapsat import Problem, load_graph, optimize, save_schedule
     from overlapsat.cost import cost_model
-    from overlapsat.plan import Bucket, bucket_problems, materialize
+    from overlapsat.plan import materialize
     from overlapsat.store import graph_path, recorded, schedule_path
 
     price = cost_model(profile).duration
@@ -624,12 +633,11 @@ def tbb_store(store: str, collective_order: str, profile: str, time_limit: float
     for fp in recorded(store):
         g = load_graph(graph_path(store, fp))
         prob = Problem.of(g, memory_budget, collective_order)
-        runs = [Bucket(tuple(r)) for r in tbb_buckets(g, per_block)]
-        legal = [b for b in runs if not bucket_problems(prob.relaxed, [b])]
+        legal, runs = legal_tbb(prob.relaxed, per_block)
         r = optimize(prob.on(materialize(prob.relaxed, legal, price)), time_limit=time_limit)
         save_schedule(schedule_path(store, fp), g, [r.graph.names[i] for i in r.order], buckets=legal,
                       metrics=r.summary())
-        out.append({"fingerprint": fp, "buckets": len(legal), "runs": len(runs), "status": r.status.value,
+        out.append({"fingerprint": fp, "buckets": len(legal), "runs": runs, "status": r.status.value,
                     "makespan_us": r.makespan, "peak_bytes": r.peak_memory})
     return out
 

@@ -5,9 +5,9 @@
 # regather: the step that gathers every weight again in backward; fsdp4 and tp: 4 GPUs (FSDP; 2-way TP x 2-way
 # FSDP).
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
-# (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan), p_mem (p under a budget). Pricing follows the
-# card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s. Everything comes back as one
-# archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
+# (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan), p_mem (p under a
+# budget). Pricing follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
+# Everything comes back as one archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
 # ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (tp without the transport run).
 set -u

@@ -22,7 +22,17 @@ DEFAULT = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-26")
 NAMES = {"a": "no reordering", "b_iter": "torch iterative pair", "c_bkt": "torch FX scheduler, bucketing on",
          "c_lc": "c_bkt + copy-engine swap (absent on 2.11: = c_bkt)", "tbb": "TBB buckets, overlapsat order",
          "d": "overlapsat order", "p": "overlapsat plan", "p_mem": "overlapsat plan, memory budget"}
-PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p", "p_mem": "prediction_p_mem"}
+PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p", "p_mem": "prediction_p_mem",
+        "d_mem": "prediction_d_mem"}
+
+
+def graphs_by_shape(res: dict, cfg: str) -> dict[tuple, list[dict]]:
+    """`cfg`'s predicted graphs by shape (nodes, collectives): a store of several ranks' graphs (runs 56-57 on a
+    2-D mesh recorded each rank's under its own group names, decisions.md 48) holds each graph once per rank."""
+    by_shape: dict[tuple, list[dict]] = {}
+    for g in res.get(PRED.get(cfg, ""), {}).get("graphs", []):
+        by_shape.setdefault((g["nodes"], g["collectives"]), []).append(g)
+    return by_shape
 
 
 def predicted(res: dict, cfg: str) -> tuple[float, float] | None:
@@ -31,11 +41,7 @@ def predicted(res: dict, cfg: str) -> tuple[float, float] | None:
     gs = pr.get("graphs", [])
     if not gs or any("solved" not in g for g in gs):
         return None
-    # a store of several ranks' graphs (runs 56-57 on a 2-D mesh recorded each rank's under its own group
-    # names, decisions.md 48) holds each graph once per rank: one rank's step is the mean over copies of a shape
-    by_shape: dict[tuple, list[dict]] = {}
-    for g in gs:
-        by_shape.setdefault((g["nodes"], g["collectives"]), []).append(g)
+    by_shape = graphs_by_shape(res, cfg)  # one rank's step: the mean over a shape's copies
 
     def total(key: str) -> float:
         return sum(sum(g["solved"][key] for g in c) / len(c) for c in by_shape.values()) / 1e3
@@ -85,8 +91,7 @@ def step_rows(runs: dict[str, dict]) -> list[str]:
             rel = f"{(r['loss_compiled'] - la) / la:+.1e}" + ("" if rc == "a" else f" (vs `{rc}`)") if la else "-"
             pred = predicted(res, cfg)
             applied = r.get("applied_graphs") or []
-            n_graphs = len((res.get(PRED.get(cfg, ""), {}) or {}).get("graphs", [])) if cfg in PRED else 0
-            n_graphs = len({(g["nodes"], g["collectives"]) for g in res.get(PRED.get(cfg, ""), {}).get("graphs", [])})
+            n_graphs = len(graphs_by_shape(res, cfg))
             out.append(
                 f"| {run} | {step} | `{cfg}` {NAMES.get(cfg, '')} | {ms:.2f} | "
                 + (f"{100 * (ms / base - 1):+.1f} %" if base else "-")
@@ -107,7 +112,7 @@ def memory_rows(runs: dict[str, dict]) -> list[str]:
         ratio = res["meta"]["args"].get("memory_budget")
         for cfg in ("p_mem", "d_mem"):
             v = res["configs"].get(cfg, {})
-            gs = (res.get(PRED[cfg] if cfg in PRED else "prediction_d_mem") or {}).get("graphs", [])
+            gs = res.get(PRED[cfg], {}).get("graphs", [])
             if "ranks" not in v or not gs:
                 continue
             measured = v["ranks"][0]["peak_memory_bytes"] / 1e9

@@ -4,6 +4,7 @@ the generated code issues collectives, waits and extern kernels in the solved or
 import pytest
 
 from tests.torch.scripts import CATCH_WARNINGS, run_script
+from tests.torch.test_fx_plan import ONE_RANK
 
 SCRIPT = r"""
 import importlib, logging, os, re, sys, tempfile
@@ -100,17 +101,9 @@ def test_fx_pass_applies_the_solved_order_and_survives_a_fault():
     assert lines["FAULT"] == ["True", "1"], p.stdout
 
 
-GROUPS_SCRIPT = r"""
-import os, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
-import torch, torch.distributed as dist
-import torch._inductor.config as icfg
-import torch.distributed._functional_collectives as funcol
-dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-icfg.force_disable_caches = True
+GROUPS_SCRIPT = ONE_RANK + r"""
 from overlapsat.store import recorded, solve_store
 from overlapsat.torch.fx_apply import install_fx
-G = dist.group.WORLD
 # two "tensor-parallel" groups of one shape, as two ranks of a 2-D mesh hold them: the same program, other names
 tp_a, tp_b = dist.new_group([0]), dist.new_group([0])
 def make(tp):

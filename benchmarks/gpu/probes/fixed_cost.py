@@ -79,16 +79,12 @@ def main(argv: list[str] | None = None) -> None:
                 row[key] += simulate(h, sched.order).makespan / 1e3
             row["buckets"] += len(bs)
             row["collectives"] += len(h.coll_seq)
-            if a.solve_s and cfg == "p":
-                from benchmarks.gpu.e2e_step import PARAMS_PER_BLOCK, tbb_buckets
-                from overlapsat.plan import bucket_problems
+            if a.solve_s and cfg == "p":  # `g`: the last pricing above, the higher one
+                from benchmarks.gpu.e2e_step import PARAMS_PER_BLOCK, legal_tbb
                 from overlapsat.solver.plan_search import optimize_plan
 
-                g = relaxed.with_durations({nd.name: higher(nd) for nd in relaxed.nodes
-                                            if nd.kind is NodeKind.COLLECTIVE})
                 prob = Problem.of(g, None, order)
-                runs = [Bucket(tuple(r)) for r in tbb_buckets(g, len(PARAMS_PER_BLOCK))]
-                legal = [b for b in runs if not bucket_problems(prob.relaxed, [b])]
+                legal, _ = legal_tbb(prob.relaxed, len(PARAMS_PER_BLOCK))
                 pr = optimize_plan(prob, higher, time_limit=a.solve_s, starts={"tbb": legal})
                 row.setdefault("resolved", []).append({"buckets": len(pr.plan.buckets),
                                                        "collectives": len(pr.bucketed.coll_seq),
