@@ -38,11 +38,14 @@ class Bucket:
 
 @dataclass(frozen=True)
 class Plan:
-    """Buckets and an order (names of the bucketed graph's nodes), for the graph of `fingerprint`."""
+    """Buckets and an order (names of the bucketed graph's nodes), for the graph of `fingerprint`;
+    `transports`: the bucketed graph's collectives that move their data by copy engine (MODEL.md "Transport"),
+    the rest by NCCL."""
 
     order: tuple[str, ...]
     buckets: tuple[Bucket, ...] = ()
     fingerprint: str = ""
+    transports: tuple[str, ...] = ()
 
 
 def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:
@@ -72,6 +75,29 @@ def bucketable_by_key(graph: Graph) -> dict[tuple, list[int]]:
         if not member_problems(graph, c):
             by_key.setdefault(bucket_key(graph.nodes[c]), []).append(c)
     return {k: cs for k, cs in by_key.items() if len(cs) >= 2}
+
+
+def transport_problems(graph: Graph, copy_engine: Sequence[str]) -> list[str]:
+    """Every way `copy_engine` (collectives of `graph`, a bucketed graph, moved by copy engine) breaks MODEL.md's
+    transport rules; [] means legal: each names one all_gather, once, and all share one process group."""
+    problems: list[str] = []
+    groups: dict[str, str] = {}
+    for nm in dict.fromkeys(copy_engine):
+        v = graph.index.get(nm)
+        nd = graph.nodes[v] if v is not None else None
+        if nd is None or nd.kind is not NodeKind.COLLECTIVE:
+            problems.append(f"{nm!r} is no collective of the graph")
+        elif nd.op != "all_gather":
+            problems.append(f"{nm!r} is {nd.op!r}; the copy engine moves only all_gathers")
+        else:
+            groups.setdefault(str(nd.group), nm)
+    if len(copy_engine) != len(set(copy_engine)):
+        problems.append("a collective is named twice")
+    if len(groups) > 1:
+        problems.append("copy-engine collectives of more than one process group ("
+                        + ", ".join(f"{g!r} ({nm!r})" for g, nm in groups.items())
+                        + "): they share one stream per rank, so their groups' sequences would interleave")
+    return problems
 
 
 def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
@@ -279,7 +305,12 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing) -> tuple[Graph, list[
     nodes = list(graph.nodes)
     notes: list[str] = []
     for cs in bucketable_by_key(graph).values():
-        rate = _least_rate(graph.nodes[cs[0]], [graph.nodes[c].nbytes for c in cs], price, notes)
+        like = graph.nodes[cs[0]]
+        base, floor = getattr(price, "base", None), getattr(price, "floor", None)
+        if base is not None and floor is not None:  # a transport's pricing: NCCL's rate times its least share
+            rate = _least_rate(like, [graph.nodes[c].nbytes for c in cs], base, notes) * float(floor(like))
+        else:
+            rate = _least_rate(like, [graph.nodes[c].nbytes for c in cs], price, notes)
         for c in cs:
             nd = nodes[c]
             nodes[c] = replace(nd, duration=min(nd.duration, nd.nbytes * rate), launch=0.0)
@@ -373,4 +404,5 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
 
 
 __all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_nodes", "bucketable_by_key",
-           "bucket_problems", "collective_sequence", "crossing_buckets", "materialize", "member_problems"]
+           "bucket_problems", "collective_sequence", "crossing_buckets", "materialize", "member_problems",
+           "transport_problems"]

@@ -15,11 +15,12 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
 from overlapsat.io import SCHEDULE_FORMAT, VERSION, _field, atomic_write_text, read_json
-from overlapsat.plan import Bucket, Plan, bucket_problems, materialize
+from overlapsat.plan import Bucket, Plan, bucket_problems, materialize, transport_problems
 from overlapsat.simulate import check_permutation
 from overlapsat.validate import assert_valid
 
 BUCKETS_VERSION = 2  # a schedule with buckets (a plan); one without is written as version 1, as before
+TRANSPORTS_VERSION = 3  # a plan with copy-engine transports: a reader that ignored them would apply NCCL's
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,21 @@ class Schedule:
     metrics: dict[str, Any] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     buckets: list[list[str]] = field(default_factory=list)
+    transports: list[str] = field(default_factory=list)  # collectives moved by copy engine (MODEL.md "Transport")
 
     @property
     def plan(self) -> Plan:
-        return Plan(tuple(self.order), tuple(Bucket(tuple(b)) for b in self.buckets), self.graph_fingerprint)
+        return Plan(tuple(self.order), tuple(Bucket(tuple(b)) for b in self.buckets), self.graph_fingerprint,
+                    tuple(self.transports))
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"format": SCHEDULE_FORMAT, "version": BUCKETS_VERSION if self.buckets else VERSION,
+        version = TRANSPORTS_VERSION if self.transports else BUCKETS_VERSION if self.buckets else VERSION
+        d = {"format": SCHEDULE_FORMAT, "version": version,
              "graph": self.graph_name, "graph_fingerprint": self.graph_fingerprint, "order": list(self.order)}
         if self.buckets:
             d["buckets"] = [list(b) for b in self.buckets]
+        if self.transports:
+            d["transports"] = {"copy_engine": list(self.transports)}
         return {**d, "metrics": self.metrics, "meta": self.meta}
 
 
@@ -53,15 +59,19 @@ def unpriced(nd: Node) -> float:
 
 def save_schedule(path: str | os.PathLike[str], graph: Graph, order: Sequence[str | int], *,
                   metrics: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
-                  buckets: Sequence[Bucket | Sequence[str]] = ()) -> Schedule:
-    """Validate `order` against `graph` (with `buckets`: against the bucketed graph), then write it atomically."""
+                  buckets: Sequence[Bucket | Sequence[str]] = (), transports: Sequence[str] = ()) -> Schedule:
+    """Validate `order` against `graph` (with `buckets`: against the bucketed graph), and `transports` (the
+    collectives moved by copy engine) against the rules of MODEL.md "Transport", then write it atomically."""
     bs = [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in buckets]
     target = materialize(graph.relaxed("free"), bs, unpriced) if bs else graph  # (Inductor's chain edges are
     # a level's, not the graph's: buckets are judged without them, decision 39)
     assert_valid(target, order, collective_order="free")
+    bad = transport_problems(target, transports)
+    if bad:
+        raise GraphError.from_problems(f"transports of graph {graph.name!r}", bad)
     names = [target.names[i] for i in target.order_indices(order)]
     sched = Schedule(names, graph.fingerprint(), graph.name, dict(metrics or {}), dict(meta or {}),
-                     [list(b.members) for b in bs])
+                     [list(b.members) for b in bs], list(transports))
     atomic_write_text(path, json.dumps(sched.to_dict(), indent=1))
     return sched
 
@@ -74,22 +84,31 @@ def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> S
     if data.get("format") != SCHEDULE_FORMAT:
         raise GraphError(f"{where}: field 'format' must be {SCHEDULE_FORMAT!r}, got {data.get('format')!r}")
     version = data.get("version")
-    if version not in (VERSION, BUCKETS_VERSION):
+    if version not in (VERSION, BUCKETS_VERSION, TRANSPORTS_VERSION):
         raise GraphError(f"{where}: unsupported version {version!r}")
     unknown = sorted(set(data) - {"format", "version", "graph", "graph_fingerprint", "order", "metrics", "meta",
-                                  "buckets"})
+                                  "buckets", "transports"})
     if unknown:
         raise GraphError(f"{where}: unknown field(s) {unknown}")
     order = _field(data, "order", where, list)
     if not all(isinstance(x, str) for x in order):
         raise GraphError(f"{where}.order: expected a list of node names")
     buckets = _field(data, "buckets", where, list, [])
-    if buckets and version != BUCKETS_VERSION:
-        raise GraphError(f"{where}: buckets need version {BUCKETS_VERSION}, the file says {version}")
+    if buckets and version == VERSION:
+        raise GraphError(f"{where}: buckets need version {BUCKETS_VERSION} or {TRANSPORTS_VERSION}, the file says "
+                         f"{version}")
     if not all(isinstance(b, list) and all(isinstance(x, str) for x in b) for b in buckets):
         raise GraphError(f"{where}.buckets: expected a list of lists of collective names")
+    tr = _field(data, "transports", where, dict, {})
+    if tr and version != TRANSPORTS_VERSION:
+        raise GraphError(f"{where}: transports need version {TRANSPORTS_VERSION}, the file says {version}")
+    if set(tr) - {"copy_engine"} or not all(isinstance(x, str) for x in tr.get("copy_engine", [])) \
+            or not isinstance(tr.get("copy_engine", []), list):
+        raise GraphError(f"{where}.transports: expected {{\"copy_engine\": [collective names]}}, got {tr!r}")
+    transports = list(tr.get("copy_engine", []))
     sched = Schedule(order, _field(data, "graph_fingerprint", where, str), _field(data, "graph", where, str, "graph"),
-                     _field(data, "metrics", where, dict, {}), _field(data, "meta", where, dict, {}), buckets)
+                     _field(data, "metrics", where, dict, {}), _field(data, "meta", where, dict, {}), buckets,
+                     transports)
     if graph is not None:
         fp = graph.fingerprint()
         if fp != sched.graph_fingerprint:
@@ -100,10 +119,14 @@ def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> S
         bad = bucket_problems(bare, bs)
         if bad:
             raise GraphError.from_problems(f"{where}: illegal buckets for graph {graph.name!r}", bad)
-        problems = check_permutation(materialize(bare, bs, unpriced), order)
+        target = materialize(bare, bs, unpriced)
+        problems = check_permutation(target, order)
         if problems:
             raise GraphError.from_problems(f"{where}: not a schedule of graph {graph.name!r}"
                                            + (" bucketed" if bs else ""), problems)
+        bad = transport_problems(target, transports)
+        if bad:
+            raise GraphError.from_problems(f"{where}: transports of graph {graph.name!r}", bad)
     return sched
 
 

@@ -70,6 +70,8 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "grou
     except GraphError as e:
         return None, f"corrupt schedule: {e}"
     target = graph
+    if sched.transports and not plans:
+        return None, "a plan with copy-engine transports (install_fx(plans=True) applies it)"
     if sched.buckets:
         if not plans:
             return None, "a bucketed plan (the scheduler-node pass applies orders only; install_fx(plans=True) " \
@@ -204,7 +206,8 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     `optimize`; without `workers`, each solve gets an equal share of the cores.
     `plans="h200"` (a profile) writes plans instead of orders (`optimize_plan`,
     merged collectives priced by that profile's cost model): apply them with
-    `install_fx(..., plans=True)`.
+    `install_fx(..., plans=True)`. With it, `transport="h100"` (a copy-engine
+    table) lets each plan move all_gathers by copy engine where that is cheaper.
     """
     if executor not in EXECUTORS:
         raise GraphError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
@@ -213,11 +216,17 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     from overlapsat.solver import SolveParams
 
     SolveParams.from_kwargs(time_limit=time_limit, **{k: v for k, v in options.items()
-                                                      if k not in ("memory_budget", "plans")})
+                                                      if k not in ("memory_budget", "plans", "transport")})
     if options.get("plans") is not None:
         from overlapsat.cost import cost_model
 
         cost_model(options["plans"])  # an unknown profile fails here, not in every task
+    if options.get("transport") is not None:
+        if options.get("plans") is None:
+            raise GraphError("transport is a choice of plans: pass plans=PROFILE with it")
+        from overlapsat.cost.transport import copy_engine
+
+        options["transport"] = copy_engine(options["transport"])  # an unknown table fails here too
     # (bad options fail here, not in every task; a budget is resolved per graph by optimize)
     options.setdefault("workers", max(1, min(8, (os.cpu_count() or 1) // jobs)))
     todo: list[str] = []

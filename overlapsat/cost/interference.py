@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,7 +197,8 @@ class _Walk:
 
 
 def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
-                       interference: Interference = H200_STEP) -> ContendedResult:
+                       interference: Interference = H200_STEP, *, copy_engine: Collection[str] = (),
+                       copy_engine_share: float = 1.0) -> ContendedResult:
     """Walk `order` with overlapping work slowed at the given rates (see the module's docstring).
 
     The stream visits the order as MODEL.md says: a compute node is work; a collective's launch is work,
@@ -205,9 +206,18 @@ def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
     a wait stalls until its transfer ends, then does its own work. Between two events every rate is
     constant, so the walk jumps from one finish to the next: O(events x groups). Every rate lies in
     [1/max(f), 1] (f over both factors and the GEMM table), so the makespan lies between the plain walk's and
-    max(f) times it (tested)."""
+    max(f) times it (tested).
+
+    `copy_engine`: collectives (a plan's `transports`) that move their data without SMs. While only they run,
+    compute slows by `copy_engine_share` of its factor's excess (a `CopyEngine`'s `contention_share`)."""
     ids = order_array(graph, order).tolist()
     kcs, kn = interference.compute_factors(graph), float(interference.comm_slowdown)
+    if not (isinstance(copy_engine_share, (int, float)) and 0.0 <= copy_engine_share <= 1.0):
+        raise GraphError(f"copy_engine_share must be in [0, 1], got {copy_engine_share!r}")
+    ce = {graph.index[nm] for nm in copy_engine if nm in graph.index}
+    if len(ce) != len(set(copy_engine)):
+        raise GraphError(f"copy_engine names no collective of graph {graph.name!r}: "
+                         f"{sorted(set(copy_engine) - set(graph.index))[:3]}")
     w = _Walk(graph)
     exposed = busy = comm_busy = 0.0
     k = 0
@@ -243,7 +253,10 @@ def simulate_contended(graph: Graph, order: Sequence[int | str] | None = None,
                 continue
         run = w.running()
         working = cur >= 0 and not stalled
-        rs = 1.0 / kcs[cur] if run and working else 1.0
+        rs = 1.0
+        if run and working:
+            f = kcs[cur] if not ce or any(c not in ce for c in run) else 1.0 + (kcs[cur] - 1.0) * copy_engine_share
+            rs = 1.0 / f
         rt = 1.0 / kn if working else 1.0
         dt = min([work / rs] if working else [], default=float("inf"))
         dt = min([dt, *(w.left[c] / rt for c in run)])

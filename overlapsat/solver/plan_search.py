@@ -124,10 +124,11 @@ class PlanResult:
                 "joint_model": self.stats.get("joint")}
 
     def save(self, path: str, graph: Graph) -> None:
-        """Write the plan as a schedule file of version 2 for `graph`, the graph as given (its fingerprint)."""
+        """Write the plan as a schedule file (version 2, or 3 with transports) for `graph`, the graph as given (its
+        fingerprint)."""
         from overlapsat.schedules import save_schedule
 
-        save_schedule(path, graph, list(self.plan.order), buckets=self.plan.buckets,
+        save_schedule(path, graph, list(self.plan.order), buckets=self.plan.buckets, transports=self.plan.transports,
                       metrics={**self.result.summary(), **self.summary(),
                                "bound_scope": "bound_us: the schedules of this bucketing; plan_bound_us: every "
                                               "bucketing and order" + (", each bucketing ordered under the budget"
@@ -137,11 +138,36 @@ class PlanResult:
 
 
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
-                  max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
-                  starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
-                  unbucketed: Result | None = None,
-                  solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
-                  joint: bool = True, **options: Any) -> PlanResult:
+                  transport: Any = None, **options: Any) -> PlanResult:
+    """Buckets and an order for `problem` (see `_optimize_plan` for the options). `transport`: a copy-engine
+    table (`overlapsat.cost.transport.copy_engine`'s argument: "h100", a transport.json, a `CopyEngine`), under
+    which each all_gather the table offers takes the cheaper transport (MODEL.md "Transport", decision 50): the
+    plan is searched, bounded and proven on those prices, and `plan.transports` names the collectives of its
+    bucketed graph that take the copy engine."""
+    if transport is None:
+        return _optimize_plan(problem, price, params, **options)
+    from overlapsat.cost.transport import copy_engine
+
+    table = copy_engine(transport)
+    if options.get("unbucketed") is not None or options.get("solved"):
+        raise GraphError("optimize_plan: `unbucketed` and `solved` were priced without the transport; with "
+                         "`transport`, leave them out")
+    group = table.group_of(problem.graph)
+    inner = Problem(table.repriced(problem.graph, group), problem.budget, problem.collective_order)
+    pr = _optimize_plan(inner, table.pricing(price, group), params, **options)
+    chosen = table.chosen(pr.bucketed, group)
+    pr.plan = replace(pr.plan, fingerprint=problem.graph.fingerprint(), transports=chosen)
+    pr.stats["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
+                             "offered": sum(table.offered(nd, group) for nd in pr.bucketed.nodes)}
+    return pr
+
+
+def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
+                   max_evaluations: int | None = None, on_phase: Callable[[Progress], None] | None = None,
+                   starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
+                   unbucketed: Result | None = None,
+                   solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
+                   joint: bool = True, **options: Any) -> PlanResult:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size

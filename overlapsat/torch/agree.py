@@ -40,7 +40,8 @@ _EXCHANGES = itertools.count()  # process-wide: every rank counts the same compi
 
 
 def collective_sequence(graph: Any) -> list[str]:
-    """The FX graph's collectives (every c10d op but the wait) in node order: what this rank will issue."""
+    """The FX graph's collectives (every c10d op but the wait, and symmetric memory's ops) in node order: what
+    this rank will issue."""
     seq = []
     for n in graph.nodes:
         if n.op != "call_function":
@@ -49,6 +50,8 @@ def collective_sequence(graph: Any) -> list[str]:
         ns, _, op = target.partition("::")
         if "c10d" in ns and not op.startswith("wait_tensor"):
             seq.append(n.name)
+        elif ns == "symm_mem":  # a copy-engine collective (a plan's transport): its op is part of what is issued
+            seq.append(f"{n.name} ({op})")
     return seq
 
 

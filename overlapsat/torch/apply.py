@@ -25,6 +25,7 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
 from overlapsat.io import atomic_write_text, save_graph
+from overlapsat.plan import Plan
 from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_stored
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
 from overlapsat.torch.installing import installed_by, name_pricing, note, swap_config
@@ -83,14 +84,14 @@ def open_store(store: str) -> None:
 
 
 def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: float, collective_order: str,
-                     plans: bool = False) -> tuple[list[str] | None, str, dict[str, Any], list[list[str]]]:
+                     plans: bool = False) -> tuple[list[str] | None, str, dict[str, Any], Plan | None]:
     """The usable stored order of `g`, or in "solve" mode one solved inline and stored; else (None, why not).
     Third: the metrics the order was solved with (a stored schedule's; an inline solve has no budget). Fourth:
-    a stored plan's buckets (only with `plans`; the order is then of the bucketed graph); an inline solve
-    orders without buckets."""
+    a stored plan (only with `plans`, and only one with buckets or transports; the order is then of the bucketed
+    graph); an inline solve orders without buckets."""
     sched, why = usable_stored(store, fp, g, collective_order, plans=plans)
     order, metrics = (sched.order, sched.metrics) if sched is not None else (None, {})
-    buckets = sched.buckets if sched is not None else []
+    plan = sched.plan if sched is not None and (sched.buckets or sched.transports) else None
     if order is None and mode == "solve":
         from overlapsat.solver import optimize
 
@@ -99,7 +100,7 @@ def stored_or_solved(store: str, g: Graph, fp: str, *, mode: str, time_limit: fl
             raise GraphError("the inline solve was cut by the wall clock; raise time_limit or solve offline")
         r.save(schedule_path(store, fp))
         order = r.names
-    return order, why, metrics, buckets
+    return order, why, metrics, plan
 
 
 _VERIFIED: dict[str, tuple[int, int, int] | None] = {}  # recorded files this process knows hold their graph

@@ -28,18 +28,18 @@ import logging
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from overlapsat.errors import GraphError
 from overlapsat.graph import COMPUTE, Graph
-from overlapsat.plan import Bucket, Plan
+from overlapsat.plan import Plan
 from overlapsat.store import schedules_digest
 from overlapsat.torch import after_fusion
 from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
-from overlapsat.torch.fx_plan import merge_plan
+from overlapsat.torch.fx_plan import apply_transports, merge_plan, transport_nodes
 from overlapsat.torch.installing import chained, installed_by, name_pricing, note, swap_config
 from overlapsat.validate import validate
 
@@ -132,15 +132,22 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                         "collective sequence: %s", why)
             return False
         try:
-            h, order = merge_plan(graph, pending.graph, pending.plan, self._importer)
+            h, order, ce = merge_plan(graph, pending.graph, pending.plan, self._importer)
             moved = self._move(graph, h, order, level="free")
-            if collective_sequence(graph) != pending.sequence:
-                raise GraphError("the graph issues another collective sequence than its dry run did")
+            gathers = transport_nodes(graph, ce)
         except Exception as e:  # noqa: BLE001 - the dry run on a copy passed, so this is a bug; say so
             log.error("overlapsat: applying an agreed plan to this FX graph failed after its dry run passed "
                       "(%s: %s); the graph may hold torch's merged buckets in torch's placement", type(e).__name__, e)
             return False
         self._pin(graph, *moved)
+        try:  # after the pins: their control dependencies name the gathers, and now read the new nodes
+            apply_transports(graph, gathers)
+            if collective_sequence(graph) != pending.sequence:
+                raise GraphError("the graph issues another collective sequence than its dry run did")
+        except Exception as e:  # noqa: BLE001 - as above: the dry run passed
+            log.error("overlapsat: moving this plan's all_gathers to the copy engine failed after its dry run "
+                      "passed (%s: %s)", type(e).__name__, e)
+            return False
         return True
 
     def _importer(self, fx_graph: Any) -> Graph:
@@ -149,17 +156,32 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         # groups by structure, not by their rank-local names: every rank of a 2-D mesh finds the same graph
         return import_fx(fx_graph, name="fx graph", profile=self.profile).with_structural_groups()
 
-    def _dry_run(self, graph: Any, g: Graph, order: list[str], buckets: list[list[str]]) -> _Pending:
-        """Merge and order a copy of the graph: what the plan would make, checked before the graph is touched."""
+    def _dry_run(self, graph: Any, g: Graph, plan: Plan) -> _Pending:
+        """Merge, order and move to the copy engine a copy of the graph: what the plan would make, checked before
+        the graph is touched. Copy-engine transports that cannot apply here (no CUDA, no symmetric memory for
+        the group) stay on NCCL with one warning; the buckets and order stand."""
         import copy
 
-        plan = Plan(tuple(order), tuple(Bucket(tuple(b)) for b in buckets), g.fingerprint())
-        twin = copy.deepcopy(graph)
-        # a deep copy of a Graph has no module, and torch's control-dependency wrapper (the pins' dry run in
-        # `_move`) needs one: the copy reads the original's, which the dry run only reads (its constants)
-        twin.owning_module = graph.owning_module
-        h, moved = merge_plan(twin, g, plan, self._importer)
+        def twin_of() -> Any:
+            twin = copy.deepcopy(graph)
+            # a deep copy of a Graph has no module, and torch's control-dependency wrapper (the pins' dry run in
+            # `_move`) needs one: the copy reads the original's, which the dry run only reads (its constants)
+            twin.owning_module = graph.owning_module
+            return twin
+
+        twin = twin_of()
+        h, moved, ce = merge_plan(twin, g, plan, self._importer)
         self._move(twin, h, moved, level="free")
+        if ce:
+            try:
+                apply_transports(twin, transport_nodes(twin, ce))
+            except Exception as e:  # noqa: BLE001 - NCCL moves the same data: the plan stands without them
+                log.warning("overlapsat: this plan's %d copy-engine all_gathers stay on NCCL: %s: %s", len(ce),
+                            type(e).__name__, e)
+                plan = replace(plan, transports=())
+                twin = twin_of()
+                h, moved, ce = merge_plan(twin, g, plan, self._importer)
+                self._move(twin, h, moved, level="free")
         return _Pending(plan, g, collective_sequence(twin))
 
     def _run(self, graph: Any) -> Moved | _Pending | None:
@@ -169,13 +191,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             g = g.with_comm_scale(self.comm_slowdown)
         fp = g.fingerprint()
         if self.mode != "capture":
-            order, why, metrics, buckets = stored_or_solved(self.store, g, fp, mode=self.mode,
-                                                            time_limit=self.time_limit,
-                                                            collective_order=self.collective_order, plans=self.plans)
-            if order is not None and buckets:
-                pending = self._dry_run(graph, g, order, buckets)
+            order, why, metrics, plan = stored_or_solved(self.store, g, fp, mode=self.mode,
+                                                         time_limit=self.time_limit,
+                                                         collective_order=self.collective_order, plans=self.plans)
+            if order is not None and plan is not None:
+                pending = self._dry_run(graph, g, plan)
                 self._budget = _budget_of(fp, metrics)
-                note("fx", g.name, fp, "applied", f"a plan: {len(buckets)} buckets, {len(order)} nodes")
+                note("fx", g.name, fp, "applied", f"a plan: {len(plan.buckets)} buckets, "
+                     f"{len(pending.plan.transports)} by copy engine, {len(order)} nodes")
                 return pending
             if order is not None:
                 moved = self._move(graph, g, order)

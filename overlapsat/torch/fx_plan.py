@@ -40,10 +40,13 @@ def is_collective(n: Any) -> bool:
     return name is not None and name != "wait_tensor"
 
 
-def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Graph]) -> tuple[Graph, list[str]]:
+def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
+               importer: Callable[[Any], Graph]) -> tuple[Graph, list[str], list[str]]:
     """Merge `plan`'s buckets in `fx_graph` (in place), then: the graph `importer` makes of the merged FX graph,
-    and the plan's order in its node names. Raises GraphError where the merged graph and the plan disagree (the
-    order is then not valid on the merged graph, or misses one of its nodes)."""
+    the plan's order in its node names, and the names of the all_gathers its transports move by copy engine
+    (`transport_nodes` finds them, `apply_transports` moves them once the order is applied). Raises GraphError
+    where the merged graph and the plan disagree (the order is then not valid on the merged graph, or misses
+    one of its nodes)."""
     import torch._inductor.fx_passes.bucketing as tb
 
     by_name = {n.name: n for n in fx_graph.nodes if n.op == "call_function"}
@@ -96,7 +99,54 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan, importer: Callable[[Any], Gr
     got = [nm for nm in order if h.node(nm).kind is NodeKind.COLLECTIVE]
     if got != want:
         raise GraphError("the merged FX graph issues its collectives in another sequence than the plan's")
-    return h, order
+    ce = [coll_of.get(nm, nm) for nm in plan.transports]  # the FX names of the copy-engine all_gathers
+    return h, order, ce
 
 
-__all__ = ["MERGERS", "is_collective", "is_wait", "merge_plan"]
+GATHERS = ("all_gather_into_tensor", "all_gather_into_tensor_out")
+
+
+def transport_nodes(fx_graph: Any, names: list[str]) -> list[Any]:
+    """The FX all_gathers of `names` (`merge_plan`'s third answer). Raises GraphError naming one that is missing,
+    is no all_gather, or whose output is not on a CUDA device (the copy engine moves CUDA memory only)."""
+    by_name = {n.name: n for n in fx_graph.nodes if n.op == "call_function"}
+    out = []
+    for nm in names:
+        n = by_name.get(nm)
+        if n is None or _functional_name(n) not in GATHERS:
+            raise GraphError(f"transport of {nm!r}: the FX graph has no all_gather of that name")
+        val = n.meta.get("val")
+        if getattr(getattr(val, "device", None), "type", None) != "cuda":
+            raise GraphError(f"transport of {nm!r}: its output is not on a CUDA device "
+                             f"({getattr(val, 'device', 'unknown')}); the copy engine moves CUDA memory only")
+        out.append(n)
+    return out
+
+
+def apply_transports(fx_graph: Any, nodes: list[Any]) -> list[Any]:
+    """Replace each all_gather of `nodes` by torch's copy-engine all_gather (symmetric memory's
+    `_low_contention_all_gather`, which torch's Inductor lowers as a collective with its wait), in its place: its
+    input and group stay, its wait and every other user read the new node. Enables symmetric memory for the
+    groups first, so that a group that cannot be enabled raises before anything changes. The new nodes."""
+    if not nodes:
+        return []
+    import torch
+    import torch.distributed._symmetric_memory as symm  # registers the op
+
+    for g in dict.fromkeys(n.args[2] for n in nodes):
+        if not symm.is_symm_mem_enabled_for_group(g):
+            symm.enable_symm_mem_for_group(g)
+    target = torch.ops.symm_mem._low_contention_all_gather.default
+    new_nodes = []
+    for n in nodes:
+        with fx_graph.inserting_before(n):
+            new = fx_graph.call_function(target, (n.args[0], n.args[2]))
+        new.meta.update(n.meta)
+        n.replace_all_uses_with(new)
+        fx_graph.erase_node(n)
+        new_nodes.append(new)
+    fx_graph.lint()
+    return new_nodes
+
+
+__all__ = ["GATHERS", "MERGERS", "apply_transports", "is_collective", "is_wait", "merge_plan", "transport_nodes"]

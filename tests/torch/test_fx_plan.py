@@ -226,6 +226,33 @@ def test_merge_plan_sorts_a_merged_graph_torch_left_out_of_order(monkeypatch):
     bs = (Bucket(tuple(g.names[c] for c in g.coll_seq)),)
     h = materialize(g.relaxed("group"), bs, cost_model("h200").duration)
     order = optimize(Problem.of(h, None, "group"), time_limit=1, deterministic=True).names
-    merged, placed = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint()), import_fx)
+    merged, placed, _ = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint()), import_fx)
     assert sum(1 for n in gm.graph.nodes if is_collective(n)) == 1
     assert validate(merged, placed, collective_order="free") == []
+
+
+def test_a_copy_engine_transport_swaps_the_gather_in_place_and_is_refused_off_cuda():
+    """`apply_transports` puts torch's copy-engine all_gather where the gather was, with its input and group: the
+    wait reads it, and the agreed sequence names its op (a rank that kept NCCL's would disagree). On CPU
+    tensors `transport_nodes` refuses, naming the node and the device."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat import GraphError
+    from overlapsat.torch.agree import collective_sequence
+    from overlapsat.torch.fx_plan import apply_transports, is_wait, transport_nodes
+    from tests.torch.test_fx import _trace
+
+    def f(w, x):
+        return x @ funcol.all_gather_tensor(w, 0, dist.group.WORLD).T
+
+    gm = _trace(f, torch.randn(8, 16), torch.randn(4, 16))
+    (ag,) = [n for n in gm.graph.nodes if "all_gather_into_tensor" in str(n.target)]
+    inp, group = ag.args[0], ag.args[2]
+    with pytest.raises(GraphError, match=f"transport of '{ag.name}': its output is not on a CUDA device"):
+        transport_nodes(gm.graph, [ag.name])
+    (new,) = apply_transports(gm.graph, [ag])
+    assert new.target is torch.ops.symm_mem._low_contention_all_gather.default and new.args == (inp, group)
+    assert [u for u in new.users if is_wait(u)] and ag not in gm.graph.nodes
+    assert collective_sequence(gm.graph) == [f"{new.name} (_low_contention_all_gather)"]

@@ -1,0 +1,205 @@
+"""Copy-engine all_gathers: the transport a plan may choose per collective (MODEL.md "Transport").
+
+torch's symmetric-memory `_low_contention_all_gather` moves an all_gather's
+data with copy engines, not NCCL's kernels, so it takes no SMs from the
+GEMMs beside it. Its time alone, as a share of NCCL's, was measured by size
+(`benchmarks/gpu/transport.py`); a `CopyEngine` table prices it as that share
+of the cost model's NCCL price. Where the share is below 1 the copy engine is
+the cheaper transport, and because no start time in MODEL.md's walk grows
+when a duration shrinks, the cheaper one is the best choice for every
+bucketing and order: the choice needs no search (decision 50).
+
+Only sizes and group sizes that were measured are offered, only all_gathers
+(what was measured), and only in one process group: every copy-engine
+collective of a rank runs on one backend stream, whose sequence is then that
+group's agreed sequence.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from overlapsat.errors import GraphError
+from overlapsat.graph import Graph, Node, NodeKind, derived, natural_key
+
+TRANSPORTS = ("nccl", "copy_engine")
+Pricing = Callable[[Node], float]
+
+
+@dataclass(frozen=True)
+class CopyEngine:
+    """Measured copy-engine time over NCCL's, by all_gather output bytes, per group size: `ratios` holds
+    (group size, ((bytes, ratio), ...)) with bytes strictly increasing, interpolated in log(bytes) and held flat
+    above the largest; sizes below the smallest are not offered. `contention_share`: how much of NCCL's slowdown
+    of the compute beside it a copy-engine transfer causes (for `simulate_contended`)."""
+
+    ratios: tuple[tuple[int, tuple[tuple[float, float], ...]], ...]
+    contention_share: float = 1.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for n, pts in self.ratios:
+            if not (isinstance(n, int) and n >= 2) or not pts:
+                raise GraphError(f"CopyEngine: group size {n!r} needs an int >= 2 and at least one point")
+            for i, (x, y) in enumerate(pts):
+                if not (0 < x < math.inf and 0 < y < math.inf) or (i and x <= pts[i - 1][0]):
+                    raise GraphError(f"CopyEngine: group size {n}: bytes must be positive and increase, ratios "
+                                     f"positive and finite; got {pts!r}")
+        if not (0.0 <= self.contention_share <= 1.0):
+            raise GraphError(f"CopyEngine.contention_share must be in [0, 1], got {self.contention_share!r}")
+
+    def ratio(self, nbytes: float, group_size: int) -> float | None:
+        """Copy-engine time over NCCL's at this size; None where not measured (not offered)."""
+        pts = dict(self.ratios).get(group_size)
+        if pts is None or nbytes < pts[0][0]:
+            return None
+        if nbytes >= pts[-1][0]:
+            return float(pts[-1][1])
+        i = bisect.bisect_right([x for x, _ in pts], nbytes)
+        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+        t = (math.log(nbytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
+        return float(y0 + t * (y1 - y0))
+
+    def floor(self, group_size: int) -> float:
+        """No copy-engine price of this group size falls below this share of NCCL's (1.0: none offered)."""
+        pts = dict(self.ratios).get(group_size)
+        return min(1.0, min(y for _, y in pts)) if pts else 1.0
+
+    def offered(self, nd: Node, group: str | None) -> bool:
+        """Whether `nd` may take the copy engine: an all_gather of `group` at a measured group size."""
+        return (nd.kind is NodeKind.COLLECTIVE and nd.op == "all_gather" and group is not None
+                and nd.group == group and dict(self.ratios).get(nd.group_size) is not None)
+
+    def chooses(self, nd: Node, group: str | None) -> bool:
+        """Whether the copy engine is the cheaper transport for `nd` (ties: NCCL)."""
+        if not self.offered(nd, group):
+            return False
+        r = self.ratio(nd.nbytes, nd.group_size)
+        return r is not None and r < 1.0
+
+    def group_of(self, graph: Graph) -> str | None:
+        """The one group offered the copy engine: the one whose offerable all_gathers carry the most bytes
+        (ties: the first in natural order); None when no all_gather is offerable."""
+        by: dict[str, int] = {}
+        for nd in graph.nodes:
+            if nd.kind is NodeKind.COLLECTIVE and nd.op == "all_gather" and nd.group is not None \
+                    and dict(self.ratios).get(nd.group_size) is not None:
+                by[nd.group] = by.get(nd.group, 0) + nd.nbytes
+        if not by:
+            return None
+        return min(by, key=lambda g: (-by[g], natural_key(g)))
+
+    def pricing(self, price: Pricing, group: str | None) -> TransportPricing:
+        """`price` with each offered all_gather at the cheaper transport's price."""
+        return TransportPricing(self, price, group)
+
+    def repriced(self, graph: Graph, group: str | None) -> Graph:
+        """`graph` with each offered all_gather at the cheaper transport's duration (its own duration is
+        NCCL's)."""
+        nodes = list(graph.nodes)
+        changed = False
+        for v, nd in enumerate(nodes):
+            if self.chooses(nd, group):
+                r = self.ratio(nd.nbytes, nd.group_size)
+                nodes[v] = replace(nd, duration=nd.duration * r)  # type: ignore[operator]
+                changed = True
+        if not changed:
+            return graph
+        with derived():
+            return Graph(tuple(nodes), graph.buffers, graph.edges, graph.atomic_groups, graph.name, graph.meta,
+                         graph.fake_edges, graph.implied_edges, (), graph.chain_is_decided)
+
+    def chosen(self, graph: Graph, group: str | None) -> tuple[str, ...]:
+        """The collectives of `graph` (a bucketed graph) that take the copy engine, in node order."""
+        return tuple(nd.name for nd in graph.nodes if self.chooses(nd, group))
+
+
+@dataclass(frozen=True)
+class TransportPricing:
+    """A pricing (node -> us) at the cheaper transport. `base` is the NCCL price, and `floor(node)` a share of it
+    that no price of `node`'s key falls below: the bound over every bucketing reads its rate from `base`
+    (nondecreasing) and scales it by the floor (MODEL.md "Bounds over every bucketing")."""
+
+    table: CopyEngine
+    base: Pricing
+    group: str | None
+
+    def __call__(self, nd: Node) -> float:
+        d = float(self.base(nd))
+        if self.table.chooses(nd, self.group):
+            d *= self.table.ratio(nd.nbytes, nd.group_size)  # type: ignore[operator]
+        return d
+
+    def floor(self, nd: Node) -> float:
+        return self.table.floor(nd.group_size) if self.table.offered(nd, self.group) else 1.0
+
+
+def copy_engine_from_rows(rows: Iterable[dict], world: int, source: str = "") -> CopyEngine:
+    """The table of `benchmarks/gpu/transport.py`'s rows: per output size, the median over GEMM shapes of the
+    copy engine's time alone over NCCL's; the contention share is the median, over pairs where NCCL slowed the
+    GEMM chain by 10 % or more, of the copy engine's slowdown over NCCL's (each less 1)."""
+    by = {(r["shape"], r["size_mb"], r["transport"]): r for r in rows}
+    sizes = sorted({mb for (_, mb, t) in by if t == "copy_engine"})
+    pts, shares = [], []
+    for mb in sizes:
+        rs = [by[(sh, mb, "copy_engine")]["transfer_alone_ms"] / n["transfer_alone_ms"]
+              for (sh, m, t), n in sorted(by.items()) if m == mb and t == "nccl" and (sh, mb, "copy_engine") in by]
+        if rs:
+            pts.append((float(mb * 2**20), round(statistics.median(rs), 4)))
+    for (sh, mb, t), n in sorted(by.items()):
+        c = by.get((sh, mb, "copy_engine"))
+        if t == "nccl" and c is not None and n["gemm_slowdown"] >= 1.1:
+            shares.append((c["gemm_slowdown"] - 1.0) / (n["gemm_slowdown"] - 1.0))
+    if not pts:
+        raise GraphError(f"{source or 'rows'}: no copy-engine rows with an NCCL row beside them")
+    share = round(min(1.0, max(0.0, statistics.median(shares))), 4) if shares else 1.0
+    return CopyEngine(((world, tuple(pts)),), share, source)
+
+
+def load_copy_engine(path: str) -> CopyEngine:
+    """The table of a `transport.json` written by `benchmarks/gpu/transport.py`."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+        return copy_engine_from_rows(d["rows"], int(d["meta"]["world"]), path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise GraphError(f"{path}: not a transport measurement ({type(e).__name__}: {e})") from e
+
+
+# 2 x H100 80GB HBM3 (NVLink), torch 2.11 + NCCL 2.28.9, 2026-11-26 (run 56): copy_engine_from_rows of
+# benchmarks/results/gpu_2026-11-26/run56_tp/transport.json (a test rebuilds it from that file)
+H100_COPY_ENGINE = CopyEngine(
+    ((2, ((8 * 2.0**20, 0.9888), (32 * 2.0**20, 0.8313), (128 * 2.0**20, 0.8561), (512 * 2.0**20, 0.8899))),),
+    contention_share=0.3224, source="run 56, 2 x H100")
+COPY_ENGINES = {"h100": H100_COPY_ENGINE}
+
+
+def copy_engine(name: str | CopyEngine) -> CopyEngine:
+    """A built-in table by name (`COPY_ENGINES`), a `transport.json` path, or a table as given."""
+    if isinstance(name, CopyEngine):
+        return name
+    if not isinstance(name, str):
+        raise GraphError(f"transport must be a CopyEngine, a built-in name or a transport.json path; got {name!r}")
+    if name in COPY_ENGINES:
+        return COPY_ENGINES[name]
+    if name.endswith(".json"):
+        return load_copy_engine(name)
+    raise GraphError(f"unknown copy-engine table {name!r}: expected one of {', '.join(COPY_ENGINES)} or a "
+                     "transport.json")
+
+
+def chosen_ids(graph: Graph, names: Sequence[str]) -> frozenset[int]:
+    """Node ids of `names` in `graph` (the contended walk's copy-engine transfers)."""
+    bad = [nm for nm in names if nm not in graph.index or graph.nodes[graph.index[nm]].kind is not NodeKind.COLLECTIVE]
+    if bad:
+        raise GraphError(f"copy-engine transports name no collective of graph {graph.name!r}: {bad[:3]}")
+    return frozenset(graph.index[nm] for nm in names)
+
+
+__all__ = ["COPY_ENGINES", "H100_COPY_ENGINE", "TRANSPORTS", "CopyEngine", "TransportPricing", "chosen_ids",
+           "copy_engine", "copy_engine_from_rows", "load_copy_engine"]
