@@ -21,6 +21,8 @@ in backward), forward and backward, and times the step:
 - p       overlapsat's plan: buckets and order together (`solve_store(plans=PROFILE)`), applied by
           install_fx(plans=True);
 - p_mem   the same as p, under a memory budget (`--memory-budget`, as d_mem);
+- p_ce    the same as p, with each all_gather the measured copy-engine table offers moved by copy engine where
+          that is cheaper (`solve_store(transport=--transport)`, MODEL.md "Transport");
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
 - d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
@@ -59,9 +61,9 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "p", "p_mem")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem")
-PLANS = ("tbb", "p", "p_mem")  # configurations whose stores hold plans (buckets and order)
+           "p", "p_mem", "p_ce")
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce")
+PLANS = ("tbb", "p", "p_mem", "p_ce")  # configurations whose stores hold plans (buckets and order)
 BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
@@ -473,8 +475,10 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
                 res["solved"] = tbb_store(store, a.collective_order, a.profile, a.solve_s, len(PARAMS_PER_BLOCK),
                                           tie.get("memory_budget"))
             else:
-                if cfg in ("p", "p_mem"):
+                if cfg in ("p", "p_mem", "p_ce"):
                     tie["plans"] = a.profile
+                if cfg == "p_ce":
+                    tie["transport"] = a.transport
                 outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
                 res["solved"] = [o.as_dict() for o in outs]
             if cfg in ("d_hold", "d_kern"):
@@ -746,11 +750,12 @@ def memory_snapshot(step, out: str, keep: bool = True) -> dict:
     return {"base_allocated_bytes": base, "events": len(events), "modules": sorted(kept)}
 
 
-def predict(store: str, collective_order: str = "group", profile: str = "h200") -> dict:
+def predict(store: str, collective_order: str = "group", profile: str = "h200", transport: str = "h100") -> dict:
     """overlapsat's figures for the captured graphs: their captured order (a) and the solved one (d), whose
     schedule is read at the level it was solved at (a `free` one is invalid at `group`; runs 24 and 26 were
     predicted after the run for that reason, `--predict`). A plan (tbb, p) is scored on its bucketed graph,
-    its merged collectives priced by `profile`'s cost model."""
+    its merged collectives priced by `profile`'s cost model; a plan with copy-engine transports (p_ce) by the
+    `transport` table too, and its contended walk slows compute beside them by the table's share."""
     from overlapsat import load_graph, simulate
     from overlapsat.cost import H200_HOLD, cost_model, simulate_held
     from overlapsat.cost.interference import (
@@ -771,9 +776,18 @@ def predict(store: str, collective_order: str = "group", profile: str = "h200") 
         sched, _why = usable_stored(store, fn[: -len(".graph.json")], g0, collective_order, plans=True)
         order = sched.order if sched is not None else None
         row = {"file": fn, "nodes": len(g0), "collectives": len(g0.coll_seq), "compute_us": g0.compute_total}
-        bucketed = None
-        if sched is not None and sched.buckets:
-            bucketed = materialize(g0.relaxed(collective_order), sched.plan.buckets, cost_model(profile).duration)
+        bucketed, ce = None, {}
+        if sched is not None and (sched.buckets or sched.transports):
+            price, base = cost_model(profile).duration, g0
+            if sched.transports:
+                from overlapsat.cost.transport import copy_engine
+
+                table = copy_engine(transport)
+                group = table.group_of(g0)
+                price, base = table.pricing(price, group), table.repriced(g0, group)
+                ce = {"copy_engine": sched.transports, "copy_engine_share": table.contention_share}
+                row["copy_engine"] = len(sched.transports)
+            bucketed = materialize(base.relaxed(collective_order), sched.plan.buckets, price)
             row["buckets"] = len(sched.buckets)
             row["collectives_after_buckets"] = len(bucketed.coll_seq)
         for label, o in (("captured", None), ("solved", order)):
@@ -788,7 +802,7 @@ def predict(store: str, collective_order: str = "group", profile: str = "h200") 
                 row[label][f"exposed_with_{nm}_us"] = ri.exposed
             row[label]["boundary_exposed_us"] = simulate_held(g, o, 1.0).exposed  # the transfer-start rule, runs 19-26
             row[label]["hold_exposed_us"] = simulate_held(g, o, H200_HOLD).exposed  # the partial hold since run 27
-            rc = simulate_contended(g, o, H200_STEP)  # the contention model, fitted 2026-11-22
+            rc = simulate_contended(g, o, H200_STEP, **(ce if label == "solved" else {}))  # fitted 2026-11-22
             row[label].update(contended_makespan_us=rc.makespan, contended_exposed_us=rc.exposed,
                               contended_compute_us=rc.compute_busy, contended_comm_us=rc.comm_busy)
         row["primals_bytes"] = g0.meta.get("primals_bytes")
@@ -825,6 +839,8 @@ def main() -> None:
                          "(p_mem takes --memory-budget)")
     ap.add_argument("--memory-budget", type=float, default=1.1,
                     help="d_mem, p_mem: each graph's peak at most this ratio of its captured order's peak")
+    ap.add_argument("--transport", default="h100",
+                    help="p_ce: the copy-engine table (a built-in name, or a transport.json of this machine)")
     ap.add_argument("--blas-lt", action="store_true", help="matmuls through cuBLASLt (preferred_blas_library)")
     ap.add_argument("--sm-carveout", type=int, default=0, metavar="SMS",
                     help="with --blas-lt: cuBLASLt plans each GEMM for this many SMs fewer (NCCL takes 24 here)")
@@ -899,7 +915,7 @@ def main() -> None:
             # predicted right away, so a run cut short still keeps the store and the prediction
             key = "prediction" if cfg == "d" else f"prediction_{cfg}"  # d_int: on its stretched graphs
             try:
-                results[key] = predict(os.path.join(store, cfg), a.collective_order, a.profile)
+                results[key] = predict(os.path.join(store, cfg), a.collective_order, a.profile, a.transport)
             except Exception as e:  # noqa: BLE001 - the timings stand without it
                 results[key] = {"error": f"{type(e).__name__}: {e}"}
             import tarfile

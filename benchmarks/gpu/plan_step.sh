@@ -6,7 +6,8 @@
 # FSDP).
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
 # (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan), p_mem (p under a
-# budget). Pricing follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
+# budget), p_ce (p with copy-engine all_gathers where the measured table prices them cheaper). Pricing
+# follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
 # Everything comes back as one archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
 # ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (tp without the transport run).
@@ -23,7 +24,7 @@ step() {  # DIR LIMIT [e2e_step options]
   timeout "$limit" python3 benchmarks/gpu/e2e_step.py --out "$work/$dir" --profile "$profile" --steps 30 \
     --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} ${ALL_RANKS:+--trace-all-ranks} "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
-  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|d|p|p_mem) " "$work/log_$dir.txt" | cut -c1-160
+  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|d|p|p_mem|p_ce) " "$work/log_$dir.txt" | cut -c1-160
 }
 case "$case_" in
 comparable)
