@@ -60,7 +60,9 @@ def _two_groups():
 def test_one_group_is_offered_and_its_large_gathers_are_repriced_by_hand():
     g = _two_groups()
     t = H100_COPY_ENGINE
-    assert t.group_of(g) == "dp"  # 36 MiB of measured-size gathers against tp's 16 (w4's size is not measured)
+    assert t.group_of(g) == "tp"  # dp also reduce-scatters (left to NCCL); w4's group size is not measured
+    only_gathers = Graph(tuple(nd for nd in g.nodes if nd.name not in ("rs", "wr")), g.buffers[:0], name="g")
+    assert t.group_of(only_gathers) == "dp"  # 36 MiB of measured-size gathers against tp's 16
     h = t.repriced(g, "dp")
     d = {nd.name: nd.duration for nd in h.nodes}
     assert d["ag"] == pytest.approx(100.0 * 0.8313)  # 32 MiB: the measured ratio
@@ -185,14 +187,16 @@ def test_the_plan_with_transports_never_claims_more_than_brute_force_over_every_
 
 
 def test_a_plan_with_transports_is_no_longer_than_without_and_a_priced_start_is_refused():
+    """The forward half of an FSDP step (gathers only: a group that also reduce-scatters is left to NCCL), its
+    gathers 24-96 MiB, where the measured copy engine is cheaper."""
+    from overlapsat.cost import cost_model, reprice
     from overlapsat.examples.models import fsdp_transformer
     from overlapsat.solver.plan_search import optimize_plan
 
     g = fsdp_transformer(layers=2, hidden=1024, seq=256, world=2)
-    g = Graph(tuple(replace(nd, nbytes=nd.nbytes * 64) if nd.kind is K else nd for nd in g.nodes), g.buffers,
-              g.edges, name=g.name)  # gathers of 24-96 MiB, where the measured copy engine is cheaper
-    from overlapsat.cost import cost_model, reprice
-
+    assert H100_COPY_ENGINE.group_of(g) is None  # it reduce-scatters too
+    g = Graph(tuple(replace(nd, nbytes=nd.nbytes * 64, op="all_gather") if nd.kind is K else nd
+                    for nd in g.nodes), g.buffers, g.edges, name=g.name)
     m = cost_model("h100_sxm")
     g = reprice(g, m)
     pb = Problem.of(g, None, "group")

@@ -10,9 +10,11 @@ when a duration shrinks, the cheaper one is the best choice for every
 bucketing and order: the choice needs no search (decision 50).
 
 Only sizes and group sizes that were measured are offered, only all_gathers
-(what was measured), and only in one process group: every copy-engine
-collective of a rank runs on one backend stream, whose sequence is then that
-group's agreed sequence.
+(what was measured), only in one process group (every copy-engine collective
+of a rank runs on one backend stream, whose sequence is then that group's
+agreed sequence), and only in a group that issues nothing but all_gathers in
+the graph (run 58: NCCL's reduce_scatters beside the copy engine's transfers
+slowed a step more than the copy engine saved).
 """
 
 from __future__ import annotations
@@ -83,12 +85,16 @@ class CopyEngine:
         return r is not None and r < 1.0
 
     def group_of(self, graph: Graph) -> str | None:
-        """The one group offered the copy engine: the one whose offerable all_gathers carry the most bytes
-        (ties: the first in natural order); None when no all_gather is offerable."""
+        """The one group offered the copy engine: among the groups whose every collective in `graph` is an
+        all_gather, the one whose offerable all_gathers carry the most bytes (ties: the first in natural order);
+        None when there is none. A group that also reduces is left to NCCL: its NCCL collectives run beside the
+        copy engine's transfers (another stream, the same links) and slow down more than the copy engine saves
+        (run 58, decision 50)."""
         by: dict[str, int] = {}
+        reduces = {nd.group for nd in graph.nodes if nd.kind is NodeKind.COLLECTIVE and nd.op != "all_gather"}
         for nd in graph.nodes:
             if nd.kind is NodeKind.COLLECTIVE and nd.op == "all_gather" and nd.group is not None \
-                    and dict(self.ratios).get(nd.group_size) is not None:
+                    and nd.group not in reduces and dict(self.ratios).get(nd.group_size) is not None:
                 by[nd.group] = by.get(nd.group, 0) + nd.nbytes
         if not by:
             return None
