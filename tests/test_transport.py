@@ -18,18 +18,22 @@ from overlapsat.plan import Bucket, bucket_problems, materialize, transport_prob
 from tests.test_plan import _PRICES, _gathers, replace_dur
 
 C, K, W = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
-RAW = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results", "gpu_2026-11-26", "run56_tp",
-                   "transport.json")
+RUNS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "results", "gpu_2026-11-26")
+RAW = os.path.join(RUNS, "run60_transport", "transport.json")  # the copy engine as the FX pass issues it
+SYMMETRIC = os.path.join(RUNS, "run56_tp", "transport.json")  # its input already in symmetric memory
 MIB = 2.0**20
 # small sizes, so the brute-force graphs (1-24 kB gathers) cross every case: not offered below 2 kB, dearer up to
 # about 3 kB, then cheaper, least at 4 kB
 SMALL = CopyEngine(((2, ((2000.0, 1.3), (4000.0, 0.5), (16000.0, 0.8))),), contention_share=0.25, source="test")
 
 
-def test_the_built_in_table_is_what_run_56s_raw_file_gives():
-    """Independent of the constant: rebuilt from the run's rows (medians over the three GEMM shapes)."""
+def test_the_built_in_table_is_what_run_60s_raw_file_gives():
+    """Independent of the constant: rebuilt from the run's rows of the compiled copy engine (medians over the two
+    GEMM shapes); run 56's symmetric-input rows give another table, cheaper at every size."""
     t = load_copy_engine(RAW)
     assert t.ratios == H100_COPY_ENGINE.ratios and t.contention_share == H100_COPY_ENGINE.contention_share
+    assert load_copy_engine(RAW, "copy_engine_ws").ratios != t.ratios
+    assert max(y for _, y in load_copy_engine(SYMMETRIC, "copy_engine").ratios[0][1][1:]) < 0.9
     assert copy_engine("h100") is H100_COPY_ENGINE
     with pytest.raises(GraphError, match="unknown copy-engine table 'a100'"):
         copy_engine("a100")
@@ -37,12 +41,14 @@ def test_the_built_in_table_is_what_run_56s_raw_file_gives():
 
 def test_ratios_are_offered_only_where_measured_and_interpolated_in_log_bytes():
     t = H100_COPY_ENGINE
-    assert t.ratio(8 * MIB - 1, 2) is None  # below the smallest size measured
-    assert t.ratio(8 * MIB, 2) == 0.9888
-    assert t.ratio(16 * MIB, 2) == pytest.approx((0.9888 + 0.8313) / 2)  # halfway in log(bytes) from 8 to 32
-    assert t.ratio(2**40, 2) == 0.8899  # flat above the largest
+    assert t.ratio(32 * MIB - 1, 2) is None  # below the smallest size measured
+    assert t.ratio(32 * MIB, 2) == 0.9937
+    assert t.ratio(64 * MIB, 2) == pytest.approx((0.9937 + 1.018) / 2)  # halfway in log(bytes) from 32 to 128
+    assert t.ratio(2**40, 2) == 1.018  # flat above the largest
     assert t.ratio(64 * MIB, 4) is None  # a group size not measured
-    assert t.floor(2) == 0.8313 and t.floor(4) == 1.0
+    assert t.floor(2) == 0.9937 and t.floor(4) == 1.0
+    assert not t.chooses(Node("big", K, 1.0, group="dp", op="all_gather", nbytes=int(128 * MIB), group_size=2),
+                         "dp")  # dearer than NCCL at 128 MiB: NCCL stays
 
 
 def _two_groups():
@@ -62,15 +68,15 @@ def test_one_group_is_offered_and_its_large_gathers_are_repriced_by_hand():
     t = H100_COPY_ENGINE
     assert t.group_of(g) == "tp"  # dp also reduce-scatters (left to NCCL); w4's group size is not measured
     only_gathers = Graph(tuple(nd for nd in g.nodes if nd.name not in ("rs", "wr")), g.buffers[:0], name="g")
-    assert t.group_of(only_gathers) == "dp"  # 36 MiB of measured-size gathers against tp's 16
+    assert t.group_of(only_gathers) == "dp"  # 36 MiB of gathers at a measured group size against tp's 16
     h = t.repriced(g, "dp")
     d = {nd.name: nd.duration for nd in h.nodes}
-    assert d["ag"] == pytest.approx(100.0 * 0.8313)  # 32 MiB: the measured ratio
+    assert d["ag"] == pytest.approx(100.0 * 0.9937)  # 32 MiB: the measured ratio
     assert (d["small"], d["rs"], d["tp"], d["w4"]) == (5.0, 100.0, 50.0, 50.0)  # too small, not a gather, other
     assert t.chosen(h, "dp") == ("ag",)
     price = t.pricing(lambda nd: 7.0, "dp")
-    assert price(g.node("ag")) == pytest.approx(7.0 * 0.8313) and price(g.node("tp")) == 7.0
-    assert price.floor(g.node("ag")) == 0.8313 and price.floor(g.node("rs")) == 1.0
+    assert price(g.node("ag")) == pytest.approx(7.0 * 0.9937) and price(g.node("tp")) == 7.0
+    assert price.floor(g.node("ag")) == 0.9937 and price.floor(g.node("rs")) == 1.0
 
 
 @pytest.mark.parametrize("names, culprit", [
@@ -188,7 +194,7 @@ def test_the_plan_with_transports_never_claims_more_than_brute_force_over_every_
 
 def test_a_plan_with_transports_is_no_longer_than_without_and_a_priced_start_is_refused():
     """The forward half of an FSDP step (gathers only: a group that also reduce-scatters is left to NCCL), its
-    gathers 24-96 MiB, where the measured copy engine is cheaper."""
+    gathers 24-96 MiB, priced by run 56's table (input in symmetric memory), where the copy engine is cheaper."""
     from overlapsat.cost import cost_model, reprice
     from overlapsat.examples.models import fsdp_transformer
     from overlapsat.solver.plan_search import optimize_plan
@@ -201,7 +207,8 @@ def test_a_plan_with_transports_is_no_longer_than_without_and_a_priced_start_is_
     g = reprice(g, m)
     pb = Problem.of(g, None, "group")
     plain = optimize_plan(pb, m.duration, time_limit=2, max_evaluations=10)
-    ce = optimize_plan(pb, m.duration, time_limit=2, max_evaluations=10, transport="h100")
+    ce = optimize_plan(pb, m.duration, time_limit=2, max_evaluations=10,
+                       transport=load_copy_engine(SYMMETRIC, "copy_engine"))
     assert ce.plan.transports and all(ce.bucketed.node(nm).op == "all_gather" for nm in ce.plan.transports)
     assert ce.makespan <= plain.makespan + 1e-9 and ce.bound <= plain.bound + 1e-9
     assert ce.stats["transport"]["copy_engine"] == len(ce.plan.transports)

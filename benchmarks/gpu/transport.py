@@ -7,6 +7,10 @@ Per GEMM shape and all_gather output size, on `world` GPUs (one process each, NC
 - the GEMM chain alone, and each transport's all_gather alone;
 - the GEMM chain with an all_gather of each transport launched just before it on another stream.
 
+`--variants copy_engine_ws copy_engine_compiled` adds the copy engine as a plan's FX pass issues it: on an
+input outside symmetric memory (the op copies it into the group's workspace first), and inside a compiled
+function (on a torch without Inductor's lowering for the op, a fallback kernel); run 60.
+
 Transports: `nccl` (NCCL's kernels, which take SMs) and `copy_engine` (torch's symmetric-memory
 `_low_contention_all_gather`: peers' buffers pulled by copies, no SMs once the input lives in symmetric
 memory; two barrier kernels of one block). The chain is as many GEMMs as last about as long as the
@@ -69,6 +73,9 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int) -> None:
             symm_mem.enable_symm_mem_for_group(group.group_name)
     except Exception as e:  # noqa: BLE001 - the NCCL rows stand without it
         ce_error = f"{type(e).__name__}: {e}"
+    gname = group.group_name
+    lc = torch.ops.symm_mem._low_contention_all_gather if ce_error is None else None
+    compiled = torch.compile(lambda t: lc(t, gname), fullgraph=True) if lc is not None else None
     torch.manual_seed(rank)
     for shape in a.shapes:
         m, k, n = SHAPES[shape]
@@ -103,13 +110,22 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int) -> None:
                              "copy_engine_held_bytes": numel * 2,
                              "caching_allocator_delta_bytes": torch.cuda.memory_allocated(dev) - before}
 
-                    def ce(sym=sym):
-                        r = torch.ops.symm_mem._low_contention_all_gather(sym, group.group_name)
-                        torch.ops._c10d_functional.wait_tensor(r)
+                    issue = {"copy_engine": lambda sym=sym: lc(sym, group.group_name),
+                             # what a plan's FX pass issues: the input where the graph put it, so the op first
+                             # copies it into the group's symmetric workspace; and that op inside a compiled
+                             # graph (on a torch without Inductor's lowering for it, a fallback kernel)
+                             "copy_engine_ws": lambda inp=inp: lc(inp, group.group_name),
+                             "copy_engine_compiled": lambda inp=inp: compiled(inp)}
+                    for t, f in issue.items():
+                        if t != "copy_engine" and t not in a.variants:
+                            continue
 
-                    ce()
-                    torch.cuda.synchronize()
-                    transports["copy_engine"] = ce
+                        def ce(f=f):
+                            torch.ops._c10d_functional.wait_tensor(f())
+
+                        ce()
+                        torch.cuda.synchronize()
+                        transports[t] = ce
                 except Exception as e:  # noqa: BLE001
                     ce_error = f"{type(e).__name__}: {e}"
             alone = {t: statistics.median(_timed(f, a.iters, a.warmup)) for t, f in transports.items()}
@@ -127,7 +143,7 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int) -> None:
                     if t == "nccl":
                         work = dist.all_gather_into_tensor(out, inp, group=group, async_op=True)
                     else:
-                        r = torch.ops.symm_mem._low_contention_all_gather(sym, group.group_name)
+                        r = issue[t]()
                     chain(reps)
                     g.record()
                     if t == "nccl":
@@ -145,7 +161,7 @@ def worker(rank: int, world: int, a: argparse.Namespace, port: int) -> None:
                              "gemm_chain_beside_ms": gm, "pair_ms": pm,
                              "gemm_slowdown": gm / chain_alone, "pair_over_longer": pm / max(chain_alone, alone[t]),
                              "transfer_busbw_gbs": mb * 2**20 * (world - 1) / world / (alone[t] * 1e-3) / 1e9,
-                             **(setup if t == "copy_engine" else {})})
+                             **(setup if t.startswith("copy_engine") else {})})
                 if rank == 0:
                     print(json.dumps(rows[-1]), flush=True)
             dist.barrier()
@@ -165,6 +181,8 @@ def main() -> None:
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--shapes", nargs="+", default=["step", "step_ffn", "big"], choices=list(SHAPES))
     ap.add_argument("--sizes-mb", nargs="+", type=int, default=[8, 32, 128, 512])
+    ap.add_argument("--variants", nargs="*", default=[], choices=["copy_engine_ws", "copy_engine_compiled"],
+                    help="also the copy engine on a plain input (workspace copy), and inside torch.compile")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     a = ap.parse_args()

@@ -145,20 +145,22 @@ class TransportPricing:
         return self.table.floor(nd.group_size) if self.table.offered(nd, self.group) else 1.0
 
 
-def copy_engine_from_rows(rows: Iterable[dict], world: int, source: str = "") -> CopyEngine:
-    """The table of `benchmarks/gpu/transport.py`'s rows: per output size, the median over GEMM shapes of the
-    copy engine's time alone over NCCL's; the contention share is the median, over pairs where NCCL slowed the
-    GEMM chain by 10 % or more, of the copy engine's slowdown over NCCL's (each less 1)."""
+def copy_engine_from_rows(rows: Iterable[dict], world: int, source: str = "",
+                          transport: str = "copy_engine_compiled") -> CopyEngine:
+    """The table of `benchmarks/gpu/transport.py`'s rows of `transport` (by default the copy engine as a plan's
+    FX pass issues it: inside a compiled graph, on an input outside symmetric memory): per output size, the
+    median over GEMM shapes of its time alone over NCCL's; the contention share is the median, over pairs where
+    NCCL slowed the GEMM chain by 10 % or more, of its slowdown over NCCL's (each less 1)."""
     by = {(r["shape"], r["size_mb"], r["transport"]): r for r in rows}
-    sizes = sorted({mb for (_, mb, t) in by if t == "copy_engine"})
+    sizes = sorted({mb for (_, mb, t) in by if t == transport})
     pts, shares = [], []
     for mb in sizes:
-        rs = [by[(sh, mb, "copy_engine")]["transfer_alone_ms"] / n["transfer_alone_ms"]
-              for (sh, m, t), n in sorted(by.items()) if m == mb and t == "nccl" and (sh, mb, "copy_engine") in by]
+        rs = [by[(sh, mb, transport)]["transfer_alone_ms"] / n["transfer_alone_ms"]
+              for (sh, m, t), n in sorted(by.items()) if m == mb and t == "nccl" and (sh, mb, transport) in by]
         if rs:
             pts.append((float(mb * 2**20), round(statistics.median(rs), 4)))
     for (sh, mb, t), n in sorted(by.items()):
-        c = by.get((sh, mb, "copy_engine"))
+        c = by.get((sh, mb, transport))
         if t == "nccl" and c is not None and n["gemm_slowdown"] >= 1.1:
             shares.append((c["gemm_slowdown"] - 1.0) / (n["gemm_slowdown"] - 1.0))
     if not pts:
@@ -167,21 +169,23 @@ def copy_engine_from_rows(rows: Iterable[dict], world: int, source: str = "") ->
     return CopyEngine(((world, tuple(pts)),), share, source)
 
 
-def load_copy_engine(path: str) -> CopyEngine:
-    """The table of a `transport.json` written by `benchmarks/gpu/transport.py`."""
+def load_copy_engine(path: str, transport: str = "copy_engine_compiled") -> CopyEngine:
+    """The table of a `transport.json` written by `benchmarks/gpu/transport.py`, from its rows of `transport`."""
     try:
         with open(path) as f:
             d = json.load(f)
-        return copy_engine_from_rows(d["rows"], int(d["meta"]["world"]), path)
+        return copy_engine_from_rows(d["rows"], int(d["meta"]["world"]), path, transport)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise GraphError(f"{path}: not a transport measurement ({type(e).__name__}: {e})") from e
 
 
-# 2 x H100 80GB HBM3 (NVLink), torch 2.11 + NCCL 2.28.9, 2026-11-26 (run 56): copy_engine_from_rows of
-# benchmarks/results/gpu_2026-11-26/run56_tp/transport.json (a test rebuilds it from that file)
-H100_COPY_ENGINE = CopyEngine(
-    ((2, ((8 * 2.0**20, 0.9888), (32 * 2.0**20, 0.8313), (128 * 2.0**20, 0.8561), (512 * 2.0**20, 0.8899))),),
-    contention_share=0.3224, source="run 56, 2 x H100")
+# 2 x H100 80GB HBM3 (NVLink), torch 2.11 + NCCL 2.28.9, 2026-11-26 (run 60): the copy engine as the FX pass
+# issues it (compiled, input outside symmetric memory), copy_engine_from_rows of
+# benchmarks/results/gpu_2026-11-26/run60_transport/transport.json (a test rebuilds it from that file). Its input
+# is first copied into the group's workspace, which costs what the copy engine saves: run 56 measured 0.83-0.89
+# of NCCL's time with the input already in symmetric memory, which neither torch 2.11 nor the FX pass arranges
+H100_COPY_ENGINE = CopyEngine(((2, ((32 * 2.0**20, 0.9937), (128 * 2.0**20, 1.018))),), contention_share=0.4564,
+                              source="run 60, 2 x H100, compiled, input outside symmetric memory")
 COPY_ENGINES = {"h100": H100_COPY_ENGINE}
 
 
