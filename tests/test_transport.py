@@ -3,6 +3,7 @@ plan's transports keep, their file, the contended walk, and the plan's claims ag
 bucketing and every transport of each all_gather."""
 
 import itertools
+import json
 import os
 import random
 from dataclasses import replace
@@ -35,6 +36,14 @@ def test_the_built_in_table_is_what_run_60s_raw_file_gives():
     assert load_copy_engine(RAW, "copy_engine_ws").ratios != t.ratios
     assert max(y for _, y in load_copy_engine(SYMMETRIC, "copy_engine").ratios[0][1][1:]) < 0.9
     assert copy_engine("h100") is H100_COPY_ENGINE
+    per_gather = []  # the overhead: each step's extra time per copy-engine gather against p in the same call
+    for run in ("run59_regather", "run61_regather"):
+        with open(os.path.join(RUNS, run, "results.json")) as f:
+            d = json.load(f)
+        ms = {c: d["configs"][c]["ranks"][0]["step_ms_median"] for c in ("p_ce", "p")}
+        n = sum(g.get("copy_engine", 0) for g in d["prediction_p_ce"]["graphs"])
+        per_gather.append((ms["p_ce"] - ms["p"]) * 1000 / n)
+    assert H100_COPY_ENGINE.overhead_us == round(min(per_gather), 1)
     with pytest.raises(GraphError, match="unknown copy-engine table 'a100'"):
         copy_engine("a100")
 
@@ -69,13 +78,16 @@ def test_one_group_is_offered_and_its_large_gathers_are_repriced_by_hand():
     assert t.group_of(g) == "tp"  # dp also reduce-scatters (left to NCCL); w4's group size is not measured
     only_gathers = Graph(tuple(nd for nd in g.nodes if nd.name not in ("rs", "wr")), g.buffers[:0], name="g")
     assert t.group_of(only_gathers) == "dp"  # 36 MiB of gathers at a measured group size against tp's 16
-    h = t.repriced(g, "dp")
+    h = replace(t, overhead_us=0.0).repriced(g, "dp")
     d = {nd.name: nd.duration for nd in h.nodes}
     assert d["ag"] == pytest.approx(100.0 * 0.9937)  # 32 MiB: the measured ratio
     assert (d["small"], d["rs"], d["tp"], d["w4"]) == (5.0, 100.0, 50.0, 50.0)  # too small, not a gather, other
-    assert t.chosen(h, "dp") == ("ag",)
-    price = t.pricing(lambda nd: 7.0, "dp")
-    assert price(g.node("ag")) == pytest.approx(7.0 * 0.9937) and price(g.node("tp")) == 7.0
+    assert SMALL.chosen(g, "dp", lambda nd: nd.duration) == ("ag", "small")  # its share, 0.8, held above 16 kB
+    no_overhead = replace(t, overhead_us=0.0)
+    assert no_overhead.chosen(g, "dp", lambda nd: nd.duration) == ("ag",)
+    assert t.chosen(g, "dp", lambda nd: nd.duration) == ()  # 0.6 % of 100 us saved, 86.3 us paid: NCCL
+    price = t.pricing(lambda nd: 20000.0, "dp")  # an NCCL price at which 0.63 % saved (126 us) beats 86.3 paid
+    assert price(g.node("ag")) == pytest.approx(20000.0 * 0.9937 + 86.3) and price(g.node("tp")) == 20000.0
     assert price.floor(g.node("ag")) == 0.9937 and price.floor(g.node("rs")) == 1.0
 
 
@@ -94,8 +106,6 @@ def test_transport_rules_hold_and_a_broken_one_is_named(names, culprit):
 
 
 def test_a_plan_file_with_transports_is_version_3_and_a_broken_one_is_refused(tmp_path):
-    import json
-
     from overlapsat.schedules import load_schedule, save_schedule
 
     g = _two_groups()
@@ -147,6 +157,7 @@ def test_the_plan_with_transports_never_claims_more_than_brute_force_over_every_
     from tests.brute import brute_force
 
     g, co = _gathers(seed), ("group", "global", "free")[seed % 3]
+    table = SMALL if seed % 4 < 2 else replace(SMALL, overhead_us=0.5)  # a fixed cost per copy-engine gather
     rnd = random.Random(seed)
     g = Graph(tuple(replace(nd, nbytes=rnd.choice([1000, 3000, 4000, 8000, 12000])) if nd.kind is K else nd
                     for nd in g.nodes), g.buffers, g.edges, name=g.name)
@@ -164,13 +175,13 @@ def test_the_plan_with_transports_never_claims_more_than_brute_force_over_every_
             if len(members) != len(set(members)):
                 continue
             h = materialize(rg, list(bs), price)
-            offered = [v for v, nd in enumerate(h.nodes) if SMALL.offered(nd, "dp")
-                       and SMALL.ratio(nd.nbytes, 2) is not None]
+            offered = [v for v, nd in enumerate(h.nodes) if table.offered(nd, "dp")
+                       and table.ratio(nd.nbytes, 2) is not None]
             for modes in itertools.product((False, True), repeat=len(offered)):
                 nodes = list(h.nodes)
                 for v, ce in zip(offered, modes):
                     if ce:
-                        nodes[v] = replace(nodes[v], duration=nodes[v].duration * SMALL.ratio(nodes[v].nbytes, 2))
+                        nodes[v] = replace(nodes[v], duration=table.price(nodes[v], nodes[v].duration))
                 hv = Graph(tuple(nodes), h.buffers, h.edges, h.atomic_groups, h.name, h.meta, h.fake_edges,
                            h.implied_edges)
                 truth = brute_force(hv, co)
@@ -182,10 +193,13 @@ def test_the_plan_with_transports_never_claims_more_than_brute_force_over_every_
         pytest.skip("no plan brute force can list")
     if seed % 2:
         monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
-    r = optimize_plan(pb, price, time_limit=5, max_evaluations=20, transport=SMALL)
+    r = optimize_plan(pb, price, time_limit=5, max_evaluations=20, transport=table)
     assert validate(Problem(r.bucketed, None, co), list(r.plan.order)) == []
     assert transport_problems(r.bucketed, r.plan.transports) == []
-    assert r.plan.transports == SMALL.chosen(r.bucketed, "dp") and r.plan.fingerprint == g.fingerprint()
+    nccl = {nd.name: nd.duration for nd in g.nodes}  # a bucket's merged collective: `price`, by hand
+    want = [nd.name for nd in r.bucketed.nodes if table.offered(nd, "dp") and table.ratio(nd.nbytes, 2) is not None
+            and table.price(nd, n := nccl.get(nd.name, price(nd))) < n]
+    assert list(r.plan.transports) == want and r.plan.fingerprint == g.fingerprint()
     assert r.makespan >= best_any - 1e-9
     assert r.bound <= best_any * (1 + 1e-9)
     if r.proven:

@@ -38,11 +38,14 @@ class CopyEngine:
     """Measured copy-engine time over NCCL's, by all_gather output bytes, per group size: `ratios` holds
     (group size, ((bytes, ratio), ...)) with bytes strictly increasing, interpolated in log(bytes) and held flat
     above the largest; sizes below the smallest are not offered. `contention_share`: how much of NCCL's slowdown
-    of the compute beside it a copy-engine transfer causes (for `simulate_contended`)."""
+    of the compute beside it a copy-engine transfer causes (for `simulate_contended`). `overhead_us`: what each
+    copy-engine collective costs a step beyond its transfer, added to its price (measured in steps: its
+    barriers wait on the peer, and its input is copied into the symmetric workspace)."""
 
     ratios: tuple[tuple[int, tuple[tuple[float, float], ...]], ...]
     contention_share: float = 1.0
     source: str = ""
+    overhead_us: float = 0.0
 
     def __post_init__(self) -> None:
         for n, pts in self.ratios:
@@ -52,6 +55,8 @@ class CopyEngine:
                 if not (0 < x < math.inf and 0 < y < math.inf) or (i and x <= pts[i - 1][0]):
                     raise GraphError(f"CopyEngine: group size {n}: bytes must be positive and increase, ratios "
                                      f"positive and finite; got {pts!r}")
+        if not (0.0 <= self.overhead_us < math.inf):
+            raise GraphError(f"CopyEngine.overhead_us must be a finite number >= 0, got {self.overhead_us!r}")
         if not (0.0 <= self.contention_share <= 1.0):
             raise GraphError(f"CopyEngine.contention_share must be in [0, 1], got {self.contention_share!r}")
 
@@ -77,12 +82,19 @@ class CopyEngine:
         return (nd.kind is NodeKind.COLLECTIVE and nd.op == "all_gather" and group is not None
                 and nd.group == group and dict(self.ratios).get(nd.group_size) is not None)
 
-    def chooses(self, nd: Node, group: str | None) -> bool:
-        """Whether the copy engine is the cheaper transport for `nd` (ties: NCCL)."""
+    def price(self, nd: Node, nccl_us: float) -> float | None:
+        """The copy engine's price of `nd`, whose NCCL price is `nccl_us`; None where not offered by size."""
+        r = self.ratio(nd.nbytes, nd.group_size)
+        return None if r is None else nccl_us * r + self.overhead_us
+
+    def chooses(self, nd: Node, group: str | None, nccl_us: float | None = None) -> bool:
+        """Whether the copy engine is the cheaper transport for `nd` (ties: NCCL); `nccl_us`: its NCCL price,
+        by default its duration."""
         if not self.offered(nd, group):
             return False
-        r = self.ratio(nd.nbytes, nd.group_size)
-        return r is not None and r < 1.0
+        d = nd.duration if nccl_us is None else nccl_us
+        ce = self.price(nd, d)
+        return ce is not None and ce < d
 
     def group_of(self, graph: Graph) -> str | None:
         """The one group offered the copy engine: among the groups whose every collective in `graph` is an
@@ -111,8 +123,7 @@ class CopyEngine:
         changed = False
         for v, nd in enumerate(nodes):
             if self.chooses(nd, group):
-                r = self.ratio(nd.nbytes, nd.group_size)
-                nodes[v] = replace(nd, duration=nd.duration * r)  # type: ignore[operator]
+                nodes[v] = replace(nd, duration=self.price(nd, nd.duration))
                 changed = True
         if not changed:
             return graph
@@ -120,9 +131,10 @@ class CopyEngine:
             return Graph(tuple(nodes), graph.buffers, graph.edges, graph.atomic_groups, graph.name, graph.meta,
                          graph.fake_edges, graph.implied_edges, (), graph.chain_is_decided)
 
-    def chosen(self, graph: Graph, group: str | None) -> tuple[str, ...]:
-        """The collectives of `graph` (a bucketed graph) that take the copy engine, in node order."""
-        return tuple(nd.name for nd in graph.nodes if self.chooses(nd, group))
+    def chosen(self, graph: Graph, group: str | None, nccl_us: Callable[[Node], float]) -> tuple[str, ...]:
+        """The collectives of `graph` (a bucketed graph) that take the copy engine, in node order; `nccl_us`
+        gives each one's NCCL price."""
+        return tuple(nd.name for nd in graph.nodes if self.chooses(nd, group, nccl_us(nd)))
 
 
 @dataclass(frozen=True)
@@ -137,8 +149,8 @@ class TransportPricing:
 
     def __call__(self, nd: Node) -> float:
         d = float(self.base(nd))
-        if self.table.chooses(nd, self.group):
-            d *= self.table.ratio(nd.nbytes, nd.group_size)  # type: ignore[operator]
+        if self.table.chooses(nd, self.group, d):
+            d = self.table.price(nd, d)  # type: ignore[assignment]
         return d
 
     def floor(self, nd: Node) -> float:
@@ -184,8 +196,11 @@ def load_copy_engine(path: str, transport: str = "copy_engine_compiled") -> Copy
 # benchmarks/results/gpu_2026-11-26/run60_transport/transport.json (a test rebuilds it from that file). Its input
 # is first copied into the group's workspace, which costs what the copy engine saves: run 56 measured 0.83-0.89
 # of NCCL's time with the input already in symmetric memory, which neither torch 2.11 nor the FX pass arranges
+# overhead_us: in the re-gather step (runs 59 and 61), the plan with copy-engine gathers in its forward graph took
+# 86.3 and 95.8 us longer per copy-engine gather than the same plan on NCCL, in the same call; the lesser
 H100_COPY_ENGINE = CopyEngine(((2, ((32 * 2.0**20, 0.9937), (128 * 2.0**20, 1.018))),), contention_share=0.4564,
-                              source="run 60, 2 x H100, compiled, input outside symmetric memory")
+                              source="runs 59-61, 2 x H100, compiled, input outside symmetric memory",
+                              overhead_us=86.3)
 COPY_ENGINES = {"h100": H100_COPY_ENGINE}
 
 

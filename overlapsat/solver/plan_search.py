@@ -155,7 +155,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     group = table.group_of(problem.graph)
     inner = Problem(table.repriced(problem.graph, group), problem.budget, problem.collective_order)
     pr = _optimize_plan(inner, table.pricing(price, group), params, **options)
-    chosen = table.chosen(pr.bucketed, group)
+    given = {nd.name: nd.duration for nd in problem.graph.nodes}  # an unbucketed collective's NCCL price
+    chosen = table.chosen(pr.bucketed, group, lambda nd: given[nd.name] if nd.name in given else float(price(nd)))
     pr.plan = replace(pr.plan, fingerprint=problem.graph.fingerprint(), transports=chosen)
     pr.stats["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
                              "offered": sum(table.offered(nd, group) for nd in pr.bucketed.nodes)}
