@@ -409,18 +409,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise GraphError("plan: a merged collective is priced by a cost model: give --profile (e.g. h200) or "
                          "--calibration")
     model = cost_model(args.profile, calibration=args.calibration)
+    transport = None
+    if args.transport is not None:
+        from overlapsat.cost.transport import copy_engine
+
+        transport = copy_engine(args.transport)  # a bad table is named before any work
     g = _load(args.graph)
     priced = g.reprice(model)
     tick = _Ticker(not (args.json or args.no_progress))
     try:
         pb = Problem.of(priced, args.memory_budget, args.collective_order)
-        r = optimize_plan(pb, model.duration, **_search(args), workers=args.workers, on_phase=tick.phase)
+        r = optimize_plan(pb, model.duration, **_search(args), workers=args.workers, on_phase=tick.phase,
+                          transport=transport)
     finally:
         tick.done()
     res = r.result
     # the bucket lists last: `r.summary()` has "buckets" too, as a count
     payload = {"graph": g.name, "out": args.out, "starts_us": r.starts, "moves": r.moves, **res.summary(),
-               **r.summary(), "buckets": [list(b.members) for b in r.buckets]}
+               **r.summary(), "buckets": [list(b.members) for b in r.buckets],
+               "transports": {"copy_engine": list(r.plan.transports)}}
     lines = [
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",
@@ -428,6 +435,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         + (f"every one of the {r.stats['every_bucketing']} legal bucketings ordered" if "every_bucketing" in r.stats
            else f"{r.stats['bucketings_scored']} bucketings scored, {r.moves['accepted']} moves kept"),
         *([_joint_line(r.stats["joint"])] if "joint" in r.stats else []),
+        *([f"  transport: {len(r.plan.transports)} of {r.stats['transport']['offered']} offered all_gathers "
+           f"(group {r.stats['transport']['group']}) by copy engine, where its price ({transport.source}) is below "
+           "NCCL's"] if transport is not None else []),
         *(["  warm starts (best scoring pass on each bucketed graph): "
            + ", ".join(f"{k} {fmt_us(v)}" for k, v in r.starts.items())] if r.starts else []),
         f"  makespan {fmt_us(res.makespan)}, exposed {fmt_us(res.exposed)}, peak memory "
@@ -710,9 +720,11 @@ def build_parser() -> argparse.ArgumentParser:
     _pricing_args(sp)
     sp.add_argument("--out", required=True, metavar="SCHEDULE", help="schedule JSON to write")
     sp = add("plan", cmd_plan, "choose buckets and an order together, and write the plan (a schedule file of "
-                               "version 2)")
+                               "version 2; 3 with copy-engine transports)")
     _solver_args(sp)
     _pricing_args(sp)
+    sp.add_argument("--transport", metavar="TABLE", help="let each all_gather move by copy engine where that is "
+                    "cheaper: a measured table, h100 or a transport.json (docs/MODEL.md, Transport)")
     sp.add_argument("--out", required=True, metavar="PLAN", help="plan JSON to write")
     sp = sub.add_parser("bench", help="compare over a corpus of graphs, one row per graph plus a summary",
                         description="compare over a corpus of graphs, one row per graph plus a summary")

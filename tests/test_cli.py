@@ -189,6 +189,21 @@ def test_plan_writes_a_plan_that_loads_and_refuses_without_a_cost_model(tmp_path
     assert not (tmp_path / "x.json").exists()
 
 
+def test_plan_with_a_transport_table_says_what_took_the_copy_engine_and_a_bad_table_is_named(tmp_path):
+    """fsdp_small's gathers span 8 ranks, a group size the built-in table did not measure: nothing is offered,
+    and the CLI says so. A table that is neither built in nor a file is refused before any work."""
+    out = tmp_path / "plan.json"
+    r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "1", "--transport", "h100", "--out", str(out),
+            "--no-progress")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "transport:" in ln)
+    assert "0 of 0 offered all_gathers" in line and "runs 59-61" in line, line
+    assert json.loads(out.read_text())["version"] in (1, 2)  # no transports: no version 3
+    r = run("plan", "fsdp_small", "--profile", "h200", "--transport", "a100", "--out", str(tmp_path / "x.json"))
+    assert r.returncode == 2 and "unknown copy-engine table 'a100'" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_plan_says_what_the_joint_model_did(tmp_path):
     """ddp_small has six gathers of one key (203 bucketings, too many to order each): the joint model runs over
     every legal bucket, and the CLI and the plan file say so; the bound it reports is no higher than the plan."""

@@ -181,12 +181,16 @@ def copy_engine_from_rows(rows: Iterable[dict], world: int, source: str = "",
     return CopyEngine(((world, tuple(pts)),), share, source)
 
 
-def load_copy_engine(path: str, transport: str = "copy_engine_compiled") -> CopyEngine:
-    """The table of a `transport.json` written by `benchmarks/gpu/transport.py`, from its rows of `transport`."""
+def load_copy_engine(path: str, transport: str | None = None) -> CopyEngine:
+    """The table of a `transport.json` written by `benchmarks/gpu/transport.py`, from its rows of `transport`
+    (by default the compiled copy engine's where the file has them, else the plain `copy_engine` rows)."""
     try:
         with open(path) as f:
             d = json.load(f)
-        return copy_engine_from_rows(d["rows"], int(d["meta"]["world"]), path, transport)
+        if transport is None:
+            have = {r.get("transport") for r in d["rows"]}
+            transport = "copy_engine_compiled" if "copy_engine_compiled" in have else "copy_engine"
+        return copy_engine_from_rows(d["rows"], int(d["meta"]["world"]), f"{path} ({transport})", transport)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise GraphError(f"{path}: not a transport measurement ({type(e).__name__}: {e})") from e
 
