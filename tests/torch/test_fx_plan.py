@@ -256,3 +256,35 @@ def test_a_copy_engine_transport_swaps_the_gather_in_place_and_is_refused_off_cu
     assert new.target is torch.ops.symm_mem._low_contention_all_gather.default and new.args == (inp, group)
     assert [u for u in new.users if is_wait(u)] and ag not in gm.graph.nodes
     assert collective_sequence(gm.graph) == [f"{new.name} (_low_contention_all_gather)"]
+
+
+CE_SCRIPT = PIN_SCRIPT.split("c_in, coll, wait, c_out")[0] + r"""
+c_in, coll, wait, c_out = bs[0].nodes
+save_schedule(schedule_path(store, fp), g, list(r.names), buckets=bs, transports=[coll])
+applied = []
+p = install_fx("apply", store, plans=True)
+p.on_apply = lambda gr, o: applied.append(len(o))
+torch._dynamo.reset()
+out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
+code = codes[0][codes[0].find("def call("):]
+n_gathers = sum("_c10d_functional.all_gather_into_tensor" in ln and not ln.strip().startswith(("assert", "#"))
+                for ln in code.splitlines())
+print("result", len(applied), n_gathers, "low_contention" in code, bool(torch.allclose(out, ref, atol=1e-3)),
+      " // ".join(warnings), sep="\t")
+"""
+
+
+@pytest.mark.compile
+def test_a_plan_whose_copy_engine_cannot_apply_stands_on_nccl_with_one_warning():
+    """A version-3 plan (a bucket whose gather takes the copy engine) on CPU tensors: the copy engine moves CUDA
+    memory only, so the dry run keeps the gather on NCCL, one warning says so, and the plan's bucket and order
+    are applied with eager's numbers."""
+    pytest.importorskip("torch")
+    from tests.torch.scripts import run_script
+
+    p = run_script(CE_SCRIPT)
+    (row,) = [ln.split("\t")[1:] for ln in p.stdout.splitlines() if ln.startswith("result\t")]
+    applied, gathers, swapped, same, warned = row
+    assert (applied, gathers, swapped, same) == ("1", "1", "False", "True"), row
+    assert warned.count("copy-engine all_gathers stay on NCCL") == 1 and "not on a CUDA device" in warned, row
+    assert "//" not in warned, row
