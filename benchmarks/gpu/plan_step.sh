@@ -10,7 +10,7 @@
 # follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
 # Everything comes back as one archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
-# ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (tp without the transport run).
+# ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (comparable and tp without the transport run).
 set -u
 . benchmarks/gpu/device_env.sh
 case_=${1:-comparable}
@@ -28,7 +28,8 @@ step() {  # DIR LIMIT [e2e_step options]
 }
 case "$case_" in
 comparable)
-  timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 | tail -3 | cut -c1-300
+  [ -n "${NO_TRANSPORT:-}" ] || timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 \
+    | tail -3 | cut -c1-300
   step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
 regather)
   step regather ${LIMIT:-560} --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
