@@ -30,7 +30,7 @@ case "$case_" in
 comparable)
   [ -n "${NO_TRANSPORT:-}" ] || timeout 120 python3 benchmarks/gpu/transport.py --out "$work/transport" --world 2 2>&1 \
     | tail -3 | cut -c1-300
-  step comparable $(( 570 - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
+  step comparable $(( ${LIMIT:-570} - (SECONDS - start) )) --world 2 --configs ${CONFIGS:-p c_bkt d tbb a b_iter c_lc} ;;
 regather)
   step regather ${LIMIT:-560} --world 2 --regather --configs ${CONFIGS:-p c_bkt d tbb a b_iter} ;;
 fsdp4)  # 4 GPUs, FSDP over all four; p_mem: the plan with each graph's peak at most its captured order's
