@@ -23,6 +23,7 @@ def quiet():
     logging.disable(logging.NOTSET)
 
 
+@pytest.mark.slow
 def test_no_false_claim_on_the_seeded_sample():
     totals: dict[str, int] = {}
     failures: list[str] = []
