@@ -23,7 +23,6 @@ def quiet():
     logging.disable(logging.NOTSET)
 
 
-@pytest.mark.slow
 def test_no_false_claim_on_the_seeded_sample():
     totals: dict[str, int] = {}
     failures: list[str] = []

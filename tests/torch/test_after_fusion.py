@@ -149,7 +149,6 @@ def fake_world():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
-@pytest.mark.slow
 def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, caplog):
     """The re-gather step, small, at `free` under 1.3 x the captured peak (the CPU check of
     docs/gpu_results.md). The check warns exactly where an independent import of the fused nodes
@@ -252,7 +251,6 @@ def test_nothing_pending_without_a_budget():
     assert af._take() is None
 
 
-@pytest.mark.slow
 def test_buffer_reuse_off_is_validated_and_frees_at_last_use(fake_world):
     """install_fx(buffer_reuse=False) turns Inductor's buffer reuse off: the code holds no freed buffer for a
     later one (fewer `# reuse` lines; what remains is a kernel writing over its own dead input), and by the
