@@ -30,6 +30,18 @@ from overlapsat.graph import COLLECTIVE, COMPUTE, Graph
 from overlapsat.simulate import SimResult, order_array, simulate
 
 
+def interp_log_x(pts: Sequence[tuple[float, float]], x: float) -> float:
+    """y at x > 0 on (x, y) points with x increasing: linear in log(x) between points, flat beyond the ends."""
+    if x <= pts[0][0]:
+        return float(pts[0][1])
+    if x >= pts[-1][0]:
+        return float(pts[-1][1])
+    i = bisect.bisect_right([p for p, _ in pts], x)
+    (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+    t = (math.log(x) - math.log(x0)) / (math.log(x1) - math.log(x0))
+    return float(y0 + t * (y1 - y0))
+
+
 def _factor_ok(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 1.0 <= v < 100
 
@@ -64,17 +76,9 @@ class Interference:
 
     def gemm_factor(self, flops: float) -> float:
         """The slowdown of a GEMM of `flops` (compute_slowdown when no table or no size)."""
-        pts = self.gemm_slowdown
-        if not pts or flops <= 0:
+        if not self.gemm_slowdown or flops <= 0:
             return float(self.compute_slowdown)
-        if flops <= pts[0][0]:
-            return float(pts[0][1])
-        if flops >= pts[-1][0]:
-            return float(pts[-1][1])
-        i = bisect.bisect_right([x for x, _ in pts], flops)
-        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
-        t = (math.log(flops) - math.log(x0)) / (math.log(x1) - math.log(x0))
-        return float(y0 + t * (y1 - y0))
+        return interp_log_x(self.gemm_slowdown, flops)
 
     def compute_factors(self, graph: Graph) -> list[float]:
         """Per node: the slowdown of its work on the compute stream while a transfer is in flight."""

@@ -19,18 +19,17 @@ slowed a step more than the copy engine saved).
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import cached_property
 
+from overlapsat.cost.interference import interp_log_x
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node, NodeKind, derived, natural_key
-
-TRANSPORTS = ("nccl", "copy_engine")
-Pricing = Callable[[Node], float]
+from overlapsat.plan import Pricing
 
 
 @dataclass(frozen=True)
@@ -60,27 +59,27 @@ class CopyEngine:
         if not (0.0 <= self.contention_share <= 1.0):
             raise GraphError(f"CopyEngine.contention_share must be in [0, 1], got {self.contention_share!r}")
 
+    @cached_property
+    def _by_size(self) -> dict[int, tuple[tuple[float, float], ...]]:
+        """The points by group size (read for every node priced)."""
+        return dict(self.ratios)
+
     def ratio(self, nbytes: float, group_size: int) -> float | None:
         """Copy-engine time over NCCL's at this size; None where not measured (not offered)."""
-        pts = dict(self.ratios).get(group_size)
+        pts = self._by_size.get(group_size)
         if pts is None or nbytes < pts[0][0]:
             return None
-        if nbytes >= pts[-1][0]:
-            return float(pts[-1][1])
-        i = bisect.bisect_right([x for x, _ in pts], nbytes)
-        (x0, y0), (x1, y1) = pts[i - 1], pts[i]
-        t = (math.log(nbytes) - math.log(x0)) / (math.log(x1) - math.log(x0))
-        return float(y0 + t * (y1 - y0))
+        return interp_log_x(pts, nbytes)
 
     def floor(self, group_size: int) -> float:
         """No copy-engine price of this group size falls below this share of NCCL's (1.0: none offered)."""
-        pts = dict(self.ratios).get(group_size)
+        pts = self._by_size.get(group_size)
         return min(1.0, min(y for _, y in pts)) if pts else 1.0
 
     def offered(self, nd: Node, group: str | None) -> bool:
         """Whether `nd` may take the copy engine: an all_gather of `group` at a measured group size."""
         return (nd.kind is NodeKind.COLLECTIVE and nd.op == "all_gather" and group is not None
-                and nd.group == group and dict(self.ratios).get(nd.group_size) is not None)
+                and nd.group == group and nd.group_size in self._by_size)
 
     def price(self, nd: Node, nccl_us: float) -> float | None:
         """The copy engine's price of `nd`, whose NCCL price is `nccl_us`; None where not offered by size."""
@@ -106,7 +105,7 @@ class CopyEngine:
         reduces = {nd.group for nd in graph.nodes if nd.kind is NodeKind.COLLECTIVE and nd.op != "all_gather"}
         for nd in graph.nodes:
             if nd.kind is NodeKind.COLLECTIVE and nd.op == "all_gather" and nd.group is not None \
-                    and nd.group not in reduces and dict(self.ratios).get(nd.group_size) is not None:
+                    and nd.group not in reduces and nd.group_size in self._by_size:
                 by[nd.group] = by.get(nd.group, 0) + nd.nbytes
         if not by:
             return None
@@ -131,7 +130,7 @@ class CopyEngine:
             return Graph(tuple(nodes), graph.buffers, graph.edges, graph.atomic_groups, graph.name, graph.meta,
                          graph.fake_edges, graph.implied_edges, (), graph.chain_is_decided)
 
-    def chosen(self, graph: Graph, group: str | None, nccl_us: Callable[[Node], float]) -> tuple[str, ...]:
+    def chosen(self, graph: Graph, group: str | None, nccl_us: Pricing) -> tuple[str, ...]:
         """The collectives of `graph` (a bucketed graph) that take the copy engine, in node order; `nccl_us`
         gives each one's NCCL price."""
         return tuple(nd.name for nd in graph.nodes if self.chooses(nd, group, nccl_us(nd)))
@@ -222,13 +221,5 @@ def copy_engine(name: str | CopyEngine) -> CopyEngine:
                      "transport.json")
 
 
-def chosen_ids(graph: Graph, names: Sequence[str]) -> frozenset[int]:
-    """Node ids of `names` in `graph` (the contended walk's copy-engine transfers)."""
-    bad = [nm for nm in names if nm not in graph.index or graph.nodes[graph.index[nm]].kind is not NodeKind.COLLECTIVE]
-    if bad:
-        raise GraphError(f"copy-engine transports name no collective of graph {graph.name!r}: {bad[:3]}")
-    return frozenset(graph.index[nm] for nm in names)
-
-
-__all__ = ["COPY_ENGINES", "H100_COPY_ENGINE", "TRANSPORTS", "CopyEngine", "TransportPricing", "chosen_ids",
-           "copy_engine", "copy_engine_from_rows", "load_copy_engine"]
+__all__ = ["COPY_ENGINES", "H100_COPY_ENGINE", "CopyEngine", "TransportPricing", "copy_engine", "copy_engine_from_rows",
+           "load_copy_engine"]

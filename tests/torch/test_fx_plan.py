@@ -134,6 +134,19 @@ def test_with_plans_every_compile_takes_part_and_a_bad_option_is_named(tmp_path)
         FxSchedulePass(str(tmp_path), plans="yes")
 
 
+# the stored plan applied in a fresh compile: `applied` (graphs the pass applied), `code` (the compiled call),
+# `n_gathers` (NCCL gathers in it), `out`
+APPLIED = r"""
+applied = []
+p = install_fx("apply", store, plans=True)
+p.on_apply = lambda gr, o: applied.append(len(o))
+torch._dynamo.reset()
+out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
+code = codes[0][codes[0].find("def call("):]
+n_gathers = sum("_c10d_functional.all_gather_into_tensor" in ln and not ln.strip().startswith(("assert", "#"))
+                for ln in code.splitlines())
+"""
+
 PIN_SCRIPT = ONE_RANK + r"""
 from overlapsat import Problem, load_graph, optimize, save_schedule
 from overlapsat.cost import cost_model
@@ -168,14 +181,7 @@ def with_gemm_inside(order):  # the GEMM that needs no gather moved to just afte
 order = with_gemm_inside(list(r.names))
 inside = [nm for nm in order[order.index(coll) + 1: order.index(wait)] if nm in g.index and g.node(nm).gemm_like]
 save_schedule(schedule_path(store, fp), g, order, buckets=bs)
-applied = []
-p = install_fx("apply", store, plans=True)
-p.on_apply = lambda gr, o: applied.append(len(o))
-torch._dynamo.reset()
-out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
-code = codes[0][codes[0].find("def call("):]
-n_gathers = sum("_c10d_functional.all_gather_into_tensor" in ln and not ln.strip().startswith(("assert", "#"))
-                for ln in code.splitlines())
+""" + APPLIED + r"""
 print("result", len(inside), len(applied), n_gathers, bool(torch.allclose(out, ref, atol=1e-3)),
       " // ".join(warnings), sep="\t")
 """
@@ -261,14 +267,7 @@ def test_a_copy_engine_transport_swaps_the_gather_in_place_and_is_refused_off_cu
 CE_SCRIPT = PIN_SCRIPT.split("c_in, coll, wait, c_out")[0] + r"""
 c_in, coll, wait, c_out = bs[0].nodes
 save_schedule(schedule_path(store, fp), g, list(r.names), buckets=bs, transports=[coll])
-applied = []
-p = install_fx("apply", store, plans=True)
-p.on_apply = lambda gr, o: applied.append(len(o))
-torch._dynamo.reset()
-out, codes = run_and_get_code(lambda: torch.compile(step)(*args))
-code = codes[0][codes[0].find("def call("):]
-n_gathers = sum("_c10d_functional.all_gather_into_tensor" in ln and not ln.strip().startswith(("assert", "#"))
-                for ln in code.splitlines())
+""" + APPLIED + r"""
 print("result", len(applied), n_gathers, "low_contention" in code, bool(torch.allclose(out, ref, atol=1e-3)),
       " // ".join(warnings), sep="\t")
 """
