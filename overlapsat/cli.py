@@ -776,18 +776,33 @@ def _noting_sigint(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _unraisable(hook: Any) -> Any:
+    """`sys.unraisablehook` that drops the KeyboardInterrupt of a noted Ctrl-C: raised where Python cannot
+    propagate it (a weakref callback inside an import, a `__del__`), it would print a traceback and vanish, and
+    the command would end as if never interrupted. `_main` reports it instead."""
+
+    def hook_(u: Any) -> None:
+        if not (_SIGINTS and u.exc_type is KeyboardInterrupt):
+            hook(u)
+
+    return hook_
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
     _SIGINTS.clear()
     ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the main thread, nobody else's handler
+    hook = sys.unraisablehook
     if ours:
         signal.signal(signal.SIGINT, _noting_sigint)
+        sys.unraisablehook = _unraisable(hook)
     try:
         return _main(argv)
     finally:
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            sys.unraisablehook = hook
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -809,7 +824,11 @@ def _main(argv: Sequence[str] | None) -> int:
     before = _output_files(args)
     try:
         _check_outputs(args)
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        if _SIGINTS and code == EXIT_OK:  # a Ctrl-C Python swallowed (`_unraisable`): still an interrupt
+            print(f"overlapsat: interrupted: {_written_since(args, before)}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return code
     except GraphError as e:
         if args.debug:
             raise
