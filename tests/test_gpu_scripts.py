@@ -461,7 +461,9 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
     for name, cells in (("run52_comparable", ("p", "c_bkt", "tbb", "d", "b_iter")),
                         ("run54_regather", ("p", "c_bkt", "d", "b_iter")),
                         ("run55_fsdp4", ("p", "c_bkt", "tbb", "d", "b_iter", "a")),
-                        ("run56_tp", ("p", "c_bkt", "tbb"))):
+                        ("run56_tp", ("p", "c_bkt", "tbb")),
+                        ("run64_tp_host", ("p", "c_bkt", "tbb")),
+                        ("run65_comparable_host", ("p", "c_bkt", "tbb"))):
         res = run(name)
         for cfg in cells:
             assert f"{ms(res, cfg):.2f}" in page, (name, cfg)
@@ -471,7 +473,7 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
         assert f"{100 * (contended / ms(res, 'p') - 1):.1f} %" in page
         kept = [c for c, v in res["configs"].items() if c in ("p", "tbb", "d")]
         assert all(len(res["configs"][c]["ranks"][0]["applied_graphs"]) == 2 for c in kept), name
-    for name in ("run52_comparable", "run55_fsdp4", "run56_tp"):
+    for name in ("run52_comparable", "run55_fsdp4", "run56_tp", "run63_tp", "run64_tp_host", "run66_tp_host"):
         assert f"{100 * (ms(run(name), 'p') / ms(run(name), 'tbb') - 1):.1f} %" in page, name
     # the budgeted plan: MODEL.md's peak of each graph within 1.0x its captured order's, as the page says
     r55 = run("run55_fsdp4")
@@ -506,3 +508,27 @@ def test_tbb_buckets_cut_each_kind_into_blocks_and_leave_other_collectives_alone
     assert tbb_buckets(g, 3) == [["ag0", "ag1", "ag2"], ["ag3", "ag4", "ag5"], ["rs0", "rs1", "rs2"],
                                  ["rs3", "rs4", "rs5"]]
     assert tbb_buckets(g, 4) == []  # six of each kind: no whole blocks of four
+
+
+def test_host_bound_splits_idle_time_into_launch_starved_and_waiting(tmp_path):
+    """Run 63's reading of every rank's trace, on a hand-made one: a compute kernel launched (through the driver
+    API, as Triton does) after its predecessor ended starves the GPU for the launch's lateness; one launched in
+    time does not; host time between launches is split by what the second launch issues."""
+    from benchmarks.gpu.probes.host_bound import host_bound
+
+    def k(name, ts, dur, corr):
+        return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "args": {"correlation": corr}}
+
+    def launch(cat, ts, dur, corr):
+        return {"ph": "X", "cat": cat, "name": "launch", "ts": ts, "dur": dur, "args": {"correlation": corr}}
+
+    ev = [k("gemm", 0, 10, 1), k("ncclDevKernel_AllReduce_Sum_bf16", 12, 8, 3), k("triton_a", 30, 10, 2),
+          k("triton_b", 45, 5, 4), launch("cuda_runtime", -5, 2, 1), launch("cuda_runtime", 8, 1, 3),
+          launch("cuda_driver", 20, 5, 2), launch("cuda_driver", 26, 2, 4)]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    r = host_bound(str(p))
+    assert r["span_us"] == 50 and r["compute_idle_us"] == 25 and r["launch_starved_us"] == 15
+    assert r["nccl"] == {"AllReduce": {"kernels": 1, "sum_us": 8}}
+    assert r["host_before_launch"]["collective"] == {"launches": 1, "median_us": 13, "mean_us": 13}
+    assert r["host_before_launch"]["compute"] == {"launches": 2, "median_us": 9, "mean_us": 9}

@@ -16,6 +16,7 @@ set -u
 case_=${1:-comparable}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 profile=h200; case "$gpu" in *H100*) profile=h100_sxm ;; esac
+profile=${PROFILE:-$profile}  # PROFILE: a profile file, e.g. benchmarks/gpu/h100_sxm_host.json (run 64)
 echo "gpu: $gpu ($(nvidia-smi -L | wc -l) cards), profile $profile"
 work=$(mktemp -d)
 start=$SECONDS
