@@ -463,6 +463,7 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
                         ("run55_fsdp4", ("p", "c_bkt", "tbb", "d", "b_iter", "a")),
                         ("run56_tp", ("p", "c_bkt", "tbb")),
                         ("run64_tp_host", ("p", "c_bkt", "tbb")),
+                        ("run67_tp_host", ("p", "c_bkt")),
                         ("run65_comparable_host", ("p", "c_bkt", "tbb"))):
         res = run(name)
         for cfg in cells:
@@ -532,3 +533,24 @@ def test_host_bound_splits_idle_time_into_launch_starved_and_waiting(tmp_path):
     assert r["nccl"] == {"AllReduce": {"kernels": 1, "sum_us": 8}}
     assert r["host_before_launch"]["collective"] == {"launches": 1, "median_us": 13, "mean_us": 13}
     assert r["host_before_launch"]["compute"] == {"launches": 2, "median_us": 9, "mean_us": 9}
+
+
+def test_host_walk_starts_each_kernel_after_its_issue_and_the_host_never_waits():
+    """The host-timeline walk of probes/host_walk.py, hand-computed: GPU-bound (the host runs ahead and costs
+    nothing) and host-bound (every kernel waits for its issue; the host does not wait for a collective)."""
+    from benchmarks.gpu.probes.host_walk import host_walk
+    from overlapsat.graph import Node, NodeKind
+
+    nodes = {n.name: n for n in (Node("a", NodeKind.COMPUTE, 10.0),
+                                 Node("c", NodeKind.COLLECTIVE, 20.0, group="g", op="all_gather", nbytes=8),
+                                 Node("w", NodeKind.WAIT, 0.0, collective="c"), Node("b", NodeKind.COMPUTE, 5.0))}
+
+    class G:
+        node = staticmethod(nodes.__getitem__)
+
+    order = ["a", "c", "w", "b"]
+    # a: issued at 3, runs [3, 13); c: issued at 7, runs [13, 33); b: issued at 10, runs after the wait [33, 38)
+    assert host_walk(G, order, 3.0, 4.0) == 38.0
+    # a: [10, 20); c: issued at 60, runs [60, 80); b: issued at 70, waits for c: [80, 85)
+    assert host_walk(G, order, 10.0, 50.0) == 85.0
+    assert host_walk(G, order, 0.0, 0.0) == 35.0  # MODEL.md's walk with no launch
