@@ -20,7 +20,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.run_files import kernels_of, trace_events  # noqa: E402
+from benchmarks.gpu.run_files import kernels_of, run_trace, trace_events  # noqa: E402
 
 OPS = ("AllReduce", "AllGather", "ReduceScatter")
 
@@ -33,11 +33,12 @@ def host_bound(path: str) -> dict:
     """One rank's figures (us), from its profiler trace."""
     ev = trace_events(path)
     kern = sorted(kernels_of(ev), key=lambda e: e["ts"])
+    op = {id(e): _op(e["name"]) for e in kern}  # None: a compute kernel
     by_corr = {e.get("args", {}).get("correlation"): e for e in kern}
     launches = sorted((e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
                        and e.get("args", {}).get("correlation") in by_corr), key=lambda e: e["ts"])
     launch_end = {e["args"]["correlation"]: e["ts"] + e["dur"] for e in launches}
-    comp = [e for e in kern if _op(e["name"]) is None]
+    comp = [e for e in kern if op[id(e)] is None]
     idle = starved = 0.0
     for a, b in zip(comp, comp[1:]):
         end = a["ts"] + a["dur"]
@@ -50,11 +51,11 @@ def host_bound(path: str) -> dict:
             starved += min(gap, issued - end)
     nccl: dict[str, list[float]] = {}
     for e in kern:
-        if _op(e["name"]) is not None:
-            nccl.setdefault(_op(e["name"]), []).append(e["dur"])
+        if op[id(e)] is not None:
+            nccl.setdefault(op[id(e)], []).append(e["dur"])
     host: dict[str, list[float]] = {"collective": [], "compute": []}
     for a, b in zip(launches, launches[1:]):
-        what = "compute" if _op(by_corr[b["args"]["correlation"]]["name"]) is None else "collective"
+        what = "compute" if op[id(by_corr[b["args"]["correlation"]])] is None else "collective"
         host[what].append(b["ts"] - a["ts"])
     return {
         "span_us": (kern[-1]["ts"] + kern[-1]["dur"] - kern[0]["ts"]) if kern else 0.0,
@@ -67,8 +68,8 @@ def host_bound(path: str) -> dict:
 
 
 def rank_traces(run: str, cfg: str) -> list[str]:
-    """Rank 0's trace (`trace_CFG.json.gz`), then every other rank's kept beside it."""
-    out, r = [os.path.join(run, f"trace_{cfg}.json.gz")], 1
+    """Rank 0's trace (`run_trace`), then every other rank's kept beside it (`trace_CFG_rankR.json.gz`)."""
+    out, r = [run_trace(run, cfg)], 1
     while os.path.exists(os.path.join(run, f"trace_{cfg}_rank{r}.json.gz")):
         out.append(os.path.join(run, f"trace_{cfg}_rank{r}.json.gz"))
         r += 1

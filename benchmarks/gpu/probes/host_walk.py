@@ -55,14 +55,16 @@ def host_walk(graph, order, compute_us: float, collective_us: float) -> float:
 
 
 def walk_run(run: str, cfg: str, profile: str, compute_us: float, collective_us: float) -> dict:
-    from overlapsat import load_graph
+    from overlapsat import load_graph, simulate
     from overlapsat.cost import cost_model
     from overlapsat.plan import materialize
     from overlapsat.store import usable_stored
 
-    res = json.load(open(os.path.join(RESULTS, run, "results.json")))
+    with open(os.path.join(RESULTS, run, "results.json"), encoding="utf-8") as f:
+        res = json.load(f)
     co = res["meta"]["args"]["collective_order"]
     prof = os.path.join(ROOT, "benchmarks", "gpu", "h100_sxm_host.json") if profile == "host" else profile
+    price = cost_model(prof).duration
     store = os.path.join(unpack_store(os.path.join(RESULTS, run, "store.tar.gz")), "store", cfg)
     total = model = 0.0
     for fn in sorted(f for f in os.listdir(store) if f.endswith(".graph.json")):
@@ -70,10 +72,8 @@ def walk_run(run: str, cfg: str, profile: str, compute_us: float, collective_us:
         sched, why = usable_stored(store, fn[: -len(".graph.json")], g0, co, plans=True)
         if sched is None:
             raise SystemExit(f"{run}/{cfg}/{fn}: {why}")
-        g = materialize(g0.relaxed(co), sched.plan.buckets, cost_model(prof).duration)
+        g = materialize(g0.relaxed(co), sched.plan.buckets, price)
         total += host_walk(g, sched.order, compute_us, collective_us)
-        from overlapsat import simulate
-
         model += simulate(g, sched.order).makespan
     return {"run": run, "cfg": cfg, "host_walk_ms": total / 1e3, "model_ms": model / 1e3,
             "measured_ms": res["configs"][cfg]["ranks"][0]["step_ms_median"]}
