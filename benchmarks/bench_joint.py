@@ -51,7 +51,7 @@ def main() -> None:
             continue
         off = optimize_plan(p, model.duration, time_limit=a.time_limit, joint=False)
         on = optimize_plan(p, model.duration, time_limit=a.time_limit)
-        j = on.stats["joint"]
+        j = on.stats["plan"]["joint"]
         what = (f"not run: {j['skipped']}" if "skipped" in j else
                 f"{j['candidates']} candidates ({'all' if j['complete'] else 'runs'}), "
                 f"{str(j['solver_status']).lower()}" + (", plan kept" if j.get("used") else ""))

@@ -106,7 +106,7 @@ def main() -> None:
                  _figure((d.get("prebucketed") or {}).get("peak_memory"), None, p.budget)]
         cells += [_cell(p, r.graph, r.order, r.peak_memory) if r is not None else "- | -" for _, _, r in peers.values()]
         cells += [_cell(p, order.graph, order.order, order.peak_memory),
-                  _cell(p, plan.bucketed, plan.result.order, plan.result.peak_memory)]
+                  _cell(p, plan.bucketed, plan.order, plan.peak_memory)]
         extra.append(f"| {name} | " + " | ".join(cells) + " |")
         print(f"| {name} | {len(g.nodes):,} | {reorder.makespan / 1e3:.2f}{'' if reorder.valid else ' (invalid)'} | "
               f"{torch_bucketed / 1e3:.2f} | {torch_pre / 1e3:.2f} | "

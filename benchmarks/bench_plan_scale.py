@@ -28,15 +28,16 @@ def main() -> None:
     t = time.monotonic()
     r = optimize_plan(Problem.of(g, None, a.level), model.duration, time_limit=a.time_limit, deterministic=False)
     wall = time.monotonic() - t
-    best_start = min(r.starts.values())
-    first = r.stats["first_move_s"]
+    ps = r.stats["plan"]
+    best_start = min(ps["starts"].values())
+    first = ps["first_move_s"]
     when = f"{first:.1f} s" if first is not None else "never"
     print(f"graph fsdp x{a.layers}: {len(g):,} nodes, {len(g.coll_seq)} collectives; timed, {a.time_limit:g} s, "
           f"level {a.level}")
-    print("warm starts (us): " + ", ".join(f"{k} {v:,.0f}" for k, v in r.starts.items()))
-    print(f"bucketings scored {r.stats['bucketings_scored']}, moves kept {r.moves['accepted']} of {r.moves['tried']}; "
+    print("warm starts (us): " + ", ".join(f"{k} {v:,.0f}" for k, v in ps["starts"].items()))
+    print(f"bucketings scored {ps['bucketings_scored']}, moves kept {ps['moves']['accepted']} of {ps['moves']['tried']}; "
           f"first move beating the best warm start at {when}")
-    om = r.stats.get("order_moves") or {}
+    om = ps.get("order_moves") or {}
     if om:
         first_kept = om.get("first_kept_s")
         print(f"bucket moves keeping the order: {om['accepted']} kept of {om['tried']} in {om['seconds']:.1f} s"

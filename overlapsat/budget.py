@@ -86,3 +86,20 @@ def resolve_budget(graph: Graph, budget: BudgetLike) -> int | None:
                          f"MemoryBudget(ratio={budget}) for a ratio of the input order's peak, or an int of bytes")
     raise GraphError(f"memory budget {budget!r}: expected bytes (an int), a string ('1.2x', '40GiB') or a "
                      "MemoryBudget")
+
+
+def resolve_size(size: int | str | None, what: str) -> int | None:
+    """Bytes from an int or a size string ('25MiB', '4e6B'; no ratio, and a bare number is refused as in a
+    budget), None for none; `what` names the option in the error."""
+    if size is None:
+        return None
+    if isinstance(size, str):
+        if size.strip().lower().endswith("x"):
+            raise GraphError(f"{what} {size!r}: a size ('25MiB', '4e6B'), not a ratio")
+        try:
+            return MemoryBudget.parse(size).resolve(None)  # type: ignore[arg-type]
+        except GraphError:
+            raise GraphError(f"{what} {size!r}: expected bytes (an int) or a size like '25MiB'") from None
+    if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63:
+        return size
+    raise GraphError(f"{what} {size!r}: expected bytes (an int >= 0) or a size like '25MiB'")

@@ -418,36 +418,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     priced = g.reprice(model)
     tick = _Ticker(not (args.json or args.no_progress))
     try:
-        pb = Problem.of(priced, args.memory_budget, args.collective_order)
+        pb = Problem.of(priced, args.memory_budget, args.collective_order, args.bucket_cap)
         r = optimize_plan(pb, model.duration, **_search(args), workers=args.workers, on_phase=tick.phase,
                           transport=transport)
     finally:
         tick.done()
-    res = r.result
-    # the bucket lists last: `r.summary()` has "buckets" too, as a count
-    payload = {"graph": g.name, "out": args.out, "starts_us": r.starts, "moves": r.moves, **res.summary(),
-               **r.summary(), "buckets": [list(b.members) for b in r.buckets],
+    ps = r.stats["plan"]
+    bk = ps["bucketing"]
+    # the bucket lists last: the summary has "buckets" too, as a count
+    payload = {"graph": g.name, "out": args.out, **r.summary(), "buckets": [list(b.members) for b in r.buckets],
                "transports": {"copy_engine": list(r.plan.transports)}}
     lines = [
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",
         f"  plan: {len(r.buckets)} buckets ({sum(len(b.members) for b in r.buckets)} collectives merged); "
-        + (f"every one of the {r.stats['every_bucketing']} legal bucketings ordered" if "every_bucketing" in r.stats
-           else f"{r.stats['bucketings_scored']} bucketings scored, {r.moves['accepted']} moves kept"),
-        *([_joint_line(r.stats["joint"])] if "joint" in r.stats else []),
-        *([f"  transport: {len(r.plan.transports)} of {r.stats['transport']['offered']} offered all_gathers "
-           f"(group {r.stats['transport']['group']}) by copy engine, where its price ({transport.source}) is below "
+        + (f"every one of the {ps['every_bucketing']} legal bucketings ordered" if "every_bucketing" in ps
+           else f"{ps['bucketings_scored']} bucketings scored, {ps['moves']['accepted']} moves kept"),
+        *([_joint_line(ps["joint"])] if "joint" in ps else []),
+        *([f"  transport: {len(r.plan.transports)} of {ps['transport']['offered']} offered all_gathers "
+           f"(group {ps['transport']['group']}) by copy engine, where its price ({transport.source}) is below "
            "NCCL's"] if transport is not None else []),
         *(["  warm starts (best scoring pass on each bucketed graph): "
-           + ", ".join(f"{k} {fmt_us(v)}" for k, v in r.starts.items())] if r.starts else []),
-        f"  makespan {fmt_us(res.makespan)}, exposed {fmt_us(res.exposed)}, peak memory "
-        f"{fmt_bytes(res.peak_memory)}" + (f" (budget {fmt_bytes(res.memory_budget)})" if res.memory_budget else ""),
-        f"  order: status {res.status.value}, bound {fmt_us(res.bound)}, gap {100 * res.gap:.1f}% -- for the "
-        "schedules of these buckets",
-        "  over every bucketing: " + ("optimal (proven)" if r.proven else
-                                        f"bound {fmt_us(r.bound)}, gap {100 * r.gap:.1f}% of the makespan")
-        + " (no budget in the bound)" * (res.memory_budget is not None)
-        + "".join(f"; {n}" for n in r.bound_notes),
+           + ", ".join(f"{k} {fmt_us(v)}" for k, v in ps["starts"].items())] if ps.get("starts") else []),
+        f"  makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)}, peak memory "
+        f"{fmt_bytes(r.peak_memory)}" + (f" (budget {fmt_bytes(r.memory_budget)})" if r.memory_budget else ""),
+        f"  order: status {bk['status']}, bound {fmt_us(bk['bound_us'])} -- for the schedules of these buckets",
+        f"  over every bucketing: status {r.status.value}, " + ("optimal (proven)" if r.proven else
+                                                              f"bound {fmt_us(r.bound)}, gap {100 * r.gap:.1f}% "
+                                                              "of the makespan")
+        + " (no budget in the bound)" * (r.memory_budget is not None and "every_bucketing" not in ps)
+        + "".join(f"; {n}" for n in ps["bound_notes"]),
         f"  best unbucketed order found {fmt_us(r.unbucketed)}: bucketing bought {fmt_us(r.bought)}"
         if r.unbucketed < float("inf") else "  no unbucketed order was judged",
     ]
@@ -599,6 +599,8 @@ def cmd_solve_cache(args: argparse.Namespace) -> int:
         opts["workers"] = args.workers
     if args.plans:
         opts["plans"] = args.plans
+    if args.bucket_cap is not None:
+        opts["bucket_cap"] = args.bucket_cap
     show = not args.json and sys.stderr.isatty()
     count = [0]
 
@@ -725,6 +727,8 @@ def build_parser() -> argparse.ArgumentParser:
     _pricing_args(sp)
     sp.add_argument("--transport", metavar="TABLE", help="let each all_gather move by copy engine where that is "
                     "cheaper: a measured table, h100 or a transport.json (docs/MODEL.md, Transport)")
+    sp.add_argument("--bucket-cap", metavar="SIZE", help="the most bytes one bucket may merge, e.g. 25MiB "
+                    "(default: no cap)")
     sp.add_argument("--out", required=True, metavar="PLAN", help="plan JSON to write")
     sp = sub.add_parser("bench", help="compare over a corpus of graphs, one row per graph plus a summary",
                         description="compare over a corpus of graphs, one row per graph plus a summary")
@@ -751,6 +755,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--plans", metavar="PROFILE", help="write plans (buckets and order, priced by this profile's "
                                                        "cost model, e.g. h200) instead of orders; apply them with "
                                                        "install_fx(..., plans=True) (docs/plans.md)")
+    sp.add_argument("--bucket-cap", metavar="SIZE", help="with --plans: the most bytes one bucket may merge, "
+                                                         "e.g. 25MiB (default: no cap)")
     _solver_args(sp)
     sp.set_defaults(fn=cmd_solve_cache)
     sp = sub.add_parser("calibrate", help="build cost-model tables from measurement files",

@@ -237,7 +237,7 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
     from overlapsat.heuristics.bucketing import greedy_buckets
     from overlapsat.plan import materialize
-    from overlapsat.solver.plan_search import as_buckets, optimize_plan
+    from overlapsat.solver.plan_search import DEFAULT_PEER, as_buckets, optimize_plan
 
     g = problem.relaxed
     out = []
@@ -247,26 +247,28 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
     # it did not (timed mode, out of time)
-    greedy = list(pr.peer_buckets) if pr.peer is not None else greedy_buckets(g)
+    best = pr.rows.get(DEFAULT_PEER)
+    greedy = list(best.buckets) if best is not None else greedy_buckets(g)
     h = materialize(g, greedy, price)
-    best = pr.peer if pr.peer is not None else next(
-        (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps) if r.valid),
-        None)
+    if best is None:
+        best = next((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
+                     if r.valid), None)
     if best is not None:
         out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
                            note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     for name, buckets in peers.items():  # judged by the plan search where it ran the portfolio on them
         bs = list(as_buckets(g, buckets))
         h = materialize(g, bs, price)
-        best = pr.start_rows.get(name) or min(
+        best = pr.rows.get(name) or min(
             (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
              if r.valid), key=rank_key, default=None)
         if best is not None:
             out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
-    out.append(replace(pr.result.best, name="overlapsat plan", runtime_s=plan_s, stats={},
+    bk = pr.stats["plan"]["bucketing"]
+    out.append(replace(pr.best, name="overlapsat plan", runtime_s=plan_s, stats={},
                        note=f"{len(pr.buckets)} buckets: {len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
-                            f"collectives; order {pr.result.status.value} for these buckets; "
+                            f"collectives; order {bk['status']} for these buckets; "
                             + ("optimal over every bucketing" if pr.proven else
                                f"bound over every bucketing {pr.bound:.1f} us")))
     return out

@@ -1,24 +1,31 @@
-"""One evaluated order: simulated and validated once, then carried everywhere.
+"""One evaluated plan: an order (and the buckets whose graph it orders), simulated and validated once, then
+carried everywhere.
 
-The portfolio's rows, `compare`'s table and `optimize`'s candidates are all
-`Evaluated`, so no figure is recomputed (or recomputed differently) later.
+The portfolio's rows, `compare`'s table, `optimize`'s candidates and a plan's
+best are all `Evaluated`, so no figure is recomputed (or recomputed
+differently) later.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from overlapsat.graph import Graph
 from overlapsat.problem import Problem
 from overlapsat.simulate import SimResult, simulate
 from overlapsat.validate import validate
 
+if TYPE_CHECKING:
+    from overlapsat.plan import Bucket
+
 
 @dataclass
 class Evaluated:
-    """An order with its simulation and every violation (empty: valid)."""
+    """An order with its simulation and every violation (empty: valid). `order` holds node ids of `sim.graph`:
+    the graph as given, or for a plan the graph its `buckets` make (`plan.materialize`); `transports` names that
+    graph's collectives moved by copy engine."""
 
     name: str
     order: list[int]
@@ -27,6 +34,8 @@ class Evaluated:
     runtime_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
     note: str = ""
+    buckets: tuple[Bucket, ...] = ()
+    transports: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return (f"Evaluated({self.name!r}, makespan_us={self.makespan:.3f}, exposed_us={self.exposed:.3f}, "
@@ -37,7 +46,6 @@ class Evaluated:
         return self.sim.makespan
 
     makespan_us = makespan
-
 
     @property
     def exposed(self) -> float:
@@ -66,6 +74,11 @@ class Evaluated:
     @property
     def exposed_pct(self) -> float:
         return 100.0 * self.exposed / self.makespan if self.makespan > 0 else 0.0
+
+    @property
+    def graph(self) -> Graph:
+        """The graph `order` indexes (bucketed, for a plan)."""
+        return self.sim.graph
 
     def names(self, g: Graph | None = None) -> list[str]:
         g = g or self.sim.graph

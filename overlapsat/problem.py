@@ -1,4 +1,4 @@
-"""What is being solved: one graph under one memory budget and one collective-order policy.
+"""What is being solved: one graph under one memory budget, one collective-order policy and one bucket policy.
 
 The three travelled together by hand through every layer, each re-deriving its
 own views (the relaxed graph, the canonical form, the budget in bytes). A
@@ -8,17 +8,24 @@ the evaluator, the listing and the search all read the same ones.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from overlapsat.budget import BudgetLike, resolve_budget
+from overlapsat.budget import BudgetLike, resolve_budget, resolve_size
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE_ORDERS, Graph
+
+if TYPE_CHECKING:
+    from overlapsat.plan import Bucket
 
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """A graph, its memory budget in bytes (None: none) and its collective-order policy.
+    """A graph, its memory budget in bytes (None: none), its collective-order policy, and its bucket policy:
+    `bucket_cap`, the most bytes a bucket may merge (None: no cap; MODEL.md "Buckets"), which bounds the plans
+    `optimize_plan` may choose, as torch's `bucket_cap_mb` bounds its bucketers' (a hard cap here).
 
     Build one with `Problem.of`, which resolves a budget given as a ratio or a
     size; the fields are final. `graph` is the graph as given (Inductor's chain
@@ -29,6 +36,7 @@ class Problem:
     graph: Graph
     budget: int | None = None
     collective_order: str = "group"
+    bucket_cap: int | None = None
 
     def __post_init__(self) -> None:
         if self.collective_order not in COLLECTIVE_ORDERS:
@@ -38,11 +46,18 @@ class Problem:
                                         or self.budget < 0):
             raise GraphError(f"Problem.budget is bytes (an int >= 0) or None; got {self.budget!r} "
                              "(use Problem.of for a ratio or a size)")
+        if self.bucket_cap is not None and (isinstance(self.bucket_cap, bool) or not isinstance(self.bucket_cap, int)
+                                            or self.bucket_cap < 0):
+            raise GraphError(f"Problem.bucket_cap is bytes (an int >= 0) or None; got {self.bucket_cap!r} "
+                             "(use Problem.of for a size such as '25MiB')")
 
     @classmethod
-    def of(cls, graph: Graph, memory_budget: BudgetLike = None, collective_order: str = "group") -> Problem:
-        """The problem of `graph`: a ratio budget is of the graph's input-order peak, resolved exactly, once."""
-        return cls(graph, resolve_budget(graph, memory_budget), collective_order)
+    def of(cls, graph: Graph, memory_budget: BudgetLike = None, collective_order: str = "group",
+           bucket_cap: int | str | None = None) -> Problem:
+        """The problem of `graph`: a ratio budget is of the graph's input-order peak, resolved exactly, once;
+        `bucket_cap` is bytes or a size ('25MiB')."""
+        return cls(graph, resolve_budget(graph, memory_budget), collective_order,
+                   resolve_size(bucket_cap, "bucket cap"))
 
     @cached_property
     def relaxed(self) -> Graph:
@@ -56,7 +71,7 @@ class Problem:
         from overlapsat.canonical import canonical_graph
 
         cg = canonical_graph(self.relaxed, self.collective_order)
-        return Problem(cg, self.budget, self.collective_order)
+        return self.on(cg)
 
     @cached_property
     def to_given(self) -> list[int]:
@@ -64,8 +79,21 @@ class Problem:
         return [self.relaxed.index[nm] for nm in self.canonical.graph.names]
 
     def on(self, graph: Graph) -> Problem:
-        """The same budget and policy on another graph (a copy with other durations, a bucketed graph)."""
-        return Problem(graph, self.budget, self.collective_order)
+        """The same budget and policies on another graph (a copy with other durations, a bucketed graph)."""
+        return replace(self, graph=graph)
+
+    def over_cap(self, buckets: Sequence[Bucket]) -> list[str]:
+        """Why `buckets` are outside the bucket policy: each one merging more bytes than `bucket_cap` ([]: none,
+        or no cap). Sizes are read off `graph` (the unbucketed graph the buckets are of)."""
+        if self.bucket_cap is None:
+            return []
+        node = self.graph.node
+        out = []
+        for b in buckets:
+            total = sum(int(node(m).nbytes) for m in b.members)
+            if total > self.bucket_cap:
+                out.append(f"bucket {b.name} merges {total:,} B, above the bucket cap of {self.bucket_cap:,} B")
+        return out
 
 
 def as_problem(x: Problem | Graph, memory_budget: BudgetLike = None, collective_order: str | None = None) -> Problem:

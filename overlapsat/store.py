@@ -180,10 +180,9 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -
                 from overlapsat.problem import Problem
                 from overlapsat.solver.plan_search import optimize_plan
 
-                pr = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co), cost_model(profile).duration,
-                                   time_limit=time_limit, **opts)
-                pr.save(schedule_path(store, fp), g)
-                r = pr.result
+                r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None)),
+                                  cost_model(profile).duration, time_limit=time_limit, **opts)
+                r.save(schedule_path(store, fp))
             else:
                 r = optimize(g, time_limit=time_limit, **opts)
                 r.save(schedule_path(store, fp))
@@ -207,7 +206,8 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     `plans="h200"` (a profile) writes plans instead of orders (`optimize_plan`,
     merged collectives priced by that profile's cost model): apply them with
     `install_fx(..., plans=True)`. With it, `transport="h100"` (a copy-engine
-    table) lets each plan move all_gathers by copy engine where that is cheaper.
+    table) lets each plan move all_gathers by copy engine where that is cheaper, and `bucket_cap="25MiB"`
+    bounds each bucket's bytes (`Problem.bucket_cap`).
     """
     if executor not in EXECUTORS:
         raise GraphError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
@@ -216,11 +216,18 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     from overlapsat.solver import SolveParams
 
     SolveParams.from_kwargs(time_limit=time_limit, **{k: v for k, v in options.items()
-                                                      if k not in ("memory_budget", "plans", "transport")})
+                                                      if k not in ("memory_budget", "plans", "transport",
+                                                                   "bucket_cap")})
     if options.get("plans") is not None:
         from overlapsat.cost import cost_model
 
         cost_model(options["plans"])  # an unknown profile fails here, not in every task
+    if options.get("bucket_cap") is not None:
+        if options.get("plans") is None:
+            raise GraphError("bucket_cap bounds plans: pass plans=PROFILE with it")
+        from overlapsat.budget import resolve_size
+
+        resolve_size(options["bucket_cap"], "bucket cap")  # a bad size fails here, not in every task
     if options.get("transport") is not None:
         if options.get("plans") is None:
             raise GraphError("transport is a choice of plans: pass plans=PROFILE with it")

@@ -182,8 +182,10 @@ def test_plan_writes_a_plan_that_loads_and_refuses_without_a_cost_model(tmp_path
     js = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "2", "--out", str(out), "--json")
     assert json.loads(js.stdout)["buckets"] == json.loads(out.read_text()).get("buckets", [])  # members, not a count
     m = data["metrics"]
-    assert m["bound_scope"].startswith("bound_us: the schedules of this bucketing")
-    assert m["plan_bound_us"] <= m["makespan_us"] and m["unbucketed_us"] >= m["plan_bound_us"]
+    ps = m["stats"]["plan"]
+    assert m["bound_over"] == "plans" and ps["bound_scope"].startswith("every bucketing and order")
+    assert m["bound_us"] <= m["makespan_us"] and ps["unbucketed_us"] >= m["bound_us"]
+    assert ps["bucketing"]["bound_us"] <= m["makespan_us"]
     r = run("plan", "fsdp_small", "--out", str(tmp_path / "x.json"))
     assert r.returncode != 0 and "--profile" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "x.json").exists()
@@ -214,7 +216,22 @@ def test_plan_says_what_the_joint_model_did(tmp_path):
     line = next(ln for ln in r.stdout.splitlines() if "joint model" in ln)
     assert "57 candidate buckets (every legal bucket, so its bound holds over every plan)" in line, line
     m = json.loads(out.read_text())["metrics"]
-    assert m["joint_model"]["complete"] and m["joint_model"]["candidates"] == 57
-    assert m["joint_model"]["bound_us"] <= m["plan_bound_us"] <= m["makespan_us"]
+    j = m["stats"]["plan"]["joint"]
+    assert j["complete"] and j["candidates"] == 57
+    assert j["bound_us"] <= m["bound_us"] <= m["makespan_us"] and m["bound_over"] == "plans"
     r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "1", "--out", str(out), "--no-progress")
     assert "joint model" not in r.stdout  # 30 bucketings: each ordered, no joint model
+
+
+def test_plan_keeps_within_a_bucket_cap_and_refuses_a_bad_one_before_any_work(tmp_path):
+    """A cap of 1 B allows no bucket (every gather of fsdp_small is larger): the plan is unbucketed. A ratio is
+    not a size: refused by name, exit 2, and no file is written."""
+    out = tmp_path / "plan.json"
+    r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "1", "--bucket-cap", "1B", "--out", str(out),
+            "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text()).get("buckets", []) == [] and "plan: 0 buckets" in r.stdout
+    bad = tmp_path / "bad.json"
+    r = run("plan", "fsdp_small", "--profile", "h200", "--bucket-cap", "1.2x", "--out", str(bad))
+    assert r.returncode == 2 and "bucket cap '1.2x'" in r.stderr and "Traceback" not in r.stderr
+    assert not bad.exists()

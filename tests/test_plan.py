@@ -207,7 +207,7 @@ def test_the_plan_buckets_where_the_latency_pays_for_the_copies_and_not_where_it
     assert [b.members for b in r.buckets] == [("ag1", "ag2")] and r.makespan == pytest.approx(190.0)
     assert r.unbucketed == pytest.approx(240.0) and r.bought == pytest.approx(50.0)
     # two legal bucketings, both ordered to proven optima (240 and 190 us): optimal over every plan
-    assert r.stats["every_bucketing"] == 2 and r.proven and r.bound == pytest.approx(190.0) and r.gap == 0.0
+    assert r.stats["plan"]["every_bucketing"] == 2 and r.proven and r.bound == pytest.approx(190.0) and r.gap == 0.0
     assert validate(r.bucketed, list(r.plan.order)) == []
     cheap = Graph(tuple(replace_dur(nd, _latency(0.0)) for nd in g.nodes), g.buffers, name="g")
     r0 = optimize_plan(Problem.of(cheap, None, "group"), _latency(0.0), time_limit=5)
@@ -295,8 +295,8 @@ PLAN_SEEDS = int(os.environ.get("OVERLAPSAT_PLAN_SEEDS", "30"))  # a soak: OVERL
 
 @pytest.mark.parametrize("seed", range(PLAN_SEEDS))
 def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, monkeypatch):
-    """Random small graphs (brute force's generator) with a latency-heavy price: every legal bucketing is
-    enumerated and each bucketed graph brute-forced. The plan's makespan is at least the best over every plan,
+    """Random small graphs (brute force's generator) with a latency-heavy price, a bucket cap on every fourth:
+    every legal bucketing within the cap is enumerated and each bucketed graph brute-forced. The plan's makespan is at least the best over every plan,
     its order is valid on its bucketed graph, and an `optimal` status is true there."""
 
     from overlapsat import Problem
@@ -311,10 +311,16 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
     price = _PRICES[seed % len(_PRICES)](random.Random(seed).choice([0.5, 5.0, 50.0]))
     g = Graph(tuple(replace_dur(nd, price) for nd in g.nodes), g.buffers, g.edges, g.atomic_groups, g.name,
               fake_edges=g.fake_edges, implied_edges=g.implied_edges)
-    pb = Problem.of(g, None, co)
+    cap = None
+    if seed % 4 == 3:  # a bucket cap that binds some buckets: brute force and the plan see the same plans
+        sizes = sorted({nd.nbytes for nd in g.nodes if nd.kind is K}) or [0]
+        cap = random.Random(seed).choice([sizes[0], 2 * sizes[0], sizes[-1] + sizes[0]])
+    pb = Problem.of(g, None, co, cap)
     rg = pb.relaxed
     best_any = None
     for bs in few_bucketings(rg):
+        if pb.over_cap(bs):
+            continue
         truth = brute_force(materialize(rg, list(bs), price), co)
         if truth is None or not truth.orders:
             continue
@@ -325,14 +331,16 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
     if seed % 2:  # the local search, not the ordering of every bucketing these small graphs allow
         monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
     r = optimize_plan(pb, price, time_limit=5, max_evaluations=20)
-    assert ("every_bucketing" in r.stats) == (seed % 2 == 0)
+    assert ("every_bucketing" in r.stats["plan"]) == (seed % 2 == 0) and pb.over_cap(r.buckets) == []
     assert validate(Problem(r.bucketed, None, co), list(r.plan.order)) == []
     assert r.makespan >= best_any - 1e-9
     assert r.bound <= best_any * (1 + 1e-9)  # a bound over every plan
     if r.proven:
         assert r.makespan == pytest.approx(best_any, rel=1e-9)
+    assert (r.status.value in ("optimal", "heuristic_optimal")) == r.proven and r.over == "plans"
     truth = brute_force(r.bucketed, co)
-    if truth is not None and truth.orders and r.result.status.value in ("optimal", "heuristic_optimal"):
+    if truth is not None and truth.orders and r.stats["plan"]["bucketing"]["status"] in ("optimal",
+                                                                                       "heuristic_optimal"):
         assert r.makespan == pytest.approx(truth.best(None), rel=1e-9)
 
 
@@ -374,10 +382,10 @@ def test_a_plan_stays_within_the_budget(search, monkeypatch):
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in two_gathers().nodes), two_gathers().buffers,
                    name="g")
     tight = optimize_plan(Problem.of(priced, 1000, "group"), _latency(100.0), time_limit=5)
-    assert tight.buckets == () and tight.result.peak_memory <= 1000
+    assert tight.buckets == () and tight.peak_memory <= 1000
     assert tight.proven == (not search) and tight.makespan == pytest.approx(240.0)
     loose = optimize_plan(Problem.of(priced, 1600, "group"), _latency(100.0), time_limit=5)
-    assert len(loose.buckets) == 1 and loose.result.peak_memory <= 1600 and loose.makespan < tight.makespan
+    assert len(loose.buckets) == 1 and loose.peak_memory <= 1600 and loose.makespan < tight.makespan
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -449,11 +457,82 @@ def test_the_plan_is_never_longer_than_the_unbucketed_order_given():
     assert len(kept.buckets) == 1 and kept.makespan == pytest.approx(190.0) and kept.unbucketed == pytest.approx(240)
     stand_in = replace(res, best=replace(res.best, sim=replace(res.best.sim, makespan=100.0)))
     short = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=stand_in)
-    assert short.buckets == () and short.makespan == 100.0 and short.stats["kept_unbucketed"]
+    assert short.buckets == () and short.makespan == 100.0 and short.stats["plan"]["kept_unbucketed"]
     assert list(short.plan.order) == res.names
     with pytest.raises(GraphError, match="unbucketed"):
         optimize_plan(pb, _latency(100.0), time_limit=1,
                       unbucketed=replace(res, best=replace(res.best, order=list(reversed(res.order)))))
+
+
+def test_the_bucket_cap_bounds_the_plans_and_the_bound_follows():
+    """Hand-computed as above: the bucket of both gathers merges 10,000 B. At a cap of 10,000 B it is the plan
+    (190 us); at 9,999 B no bucket is allowed, and the unbucketed 240 us is proven optimal over every plan the
+    policy allows. A warm start above the cap is refused by name; torch's greedy bucket is cut to the cap."""
+    from overlapsat import Problem
+    from overlapsat.solver.plan_search import _within_cap, optimize_plan
+
+    g = two_gathers()
+    priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
+    at = optimize_plan(Problem(priced, None, "group", 10_000), _latency(100.0), time_limit=5)
+    assert [b.members for b in at.buckets] == [("ag1", "ag2")] and at.makespan == pytest.approx(190.0)
+    below = Problem(priced, None, "group", 9_999)
+    r = optimize_plan(below, _latency(100.0), time_limit=5)
+    assert r.buckets == () and r.makespan == pytest.approx(240.0) and r.proven and r.bound == pytest.approx(240.0)
+    assert r.stats["plan"]["every_bucketing"] == 1
+    with pytest.raises(GraphError, match="(?s)warm start 'mine': outside the bucket policy.*10,000 B"):
+        optimize_plan(below, _latency(100.0), time_limit=1, starts={"mine": [["ag1", "ag2"]]})
+    assert _within_cap(below, (Bucket(("ag1", "ag2")),)) == ()
+    assert _within_cap(Problem(priced, None, "group", 10_000), (Bucket(("ag1", "ag2")),)) == (Bucket(("ag1", "ag2")),)
+
+
+def test_the_search_keeps_within_the_cap_at_every_phase(monkeypatch):
+    """Five independent gathers of 1,000 B behind a 50-us latency (the hill climb, the bucket moves and the joint
+    model all run: listing is turned off): uncapped, the plan merges three or more; with a cap of 2,000 B no
+    bucket of the plan merges more than two, at every level (the moves and the joint model are checked before
+    they are kept), and the bound stays below the plan."""
+    from overlapsat import Problem
+    from overlapsat.solver.plan_search import optimize_plan
+
+    monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
+    nodes, bufs = [], []
+    for i in range(5):
+        nodes += [Node(f"p{i}", C, 2.0), Node(f"ag{i}", K, 1.0, group="dp", op="all_gather", nbytes=1000,
+                                               group_size=2)]
+        bufs += [Buffer(f"x{i}", f"p{i}", (f"ag{i}",), 10, 10)]
+    for i in range(5):
+        nodes += [Node(f"w{i}", W, collective=f"ag{i}"), Node(f"m{i}", C, 5.0)]
+        bufs += [Buffer(f"y{i}", f"ag{i}", (f"w{i}", f"m{i}"), 100, 100)]
+    price = _latency(50.0)
+    g = Graph(tuple(replace_dur(nd, price) for nd in nodes), tuple(bufs), name="five")
+    free = optimize_plan(Problem(g, None, "free"), price, time_limit=3, max_evaluations=40)
+    assert max(len(b.members) for b in free.buckets) >= 3  # the cap below binds
+    for level in ("free", "group"):
+        capped = Problem(g, None, level, 2000)
+        r = optimize_plan(capped, price, time_limit=3, max_evaluations=40)
+        assert r.buckets and capped.over_cap(r.buckets) == [] and max(len(b.members) for b in r.buckets) == 2
+        assert r.bound <= r.makespan * (1 + 1e-9)
+        assert validate(Problem(r.bucketed, None, level), list(r.plan.order)) == []
+
+
+def test_a_plan_is_one_result_whose_figures_come_from_its_best(tmp_path):
+    """The hand-computed plan above as a `Result` over every plan: its figures are its `best`'s (an `Evaluated`
+    carrying the buckets, simulated on the bucketed graph), the bucketing's own bound is kept apart, the status
+    is against the bound over every plan, and `save` writes a plan that loads with its buckets."""
+    from overlapsat import Problem, Result, load_schedule, simulate
+    from overlapsat.solver.plan_search import optimize_plan
+
+    g = two_gathers()
+    priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
+    r = optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=5)
+    assert isinstance(r, Result) and r.over == "plans" and r.graph is priced
+    assert r.best.buckets == r.buckets and r.best.graph is r.bucketed and len(r.bucketed.coll_seq) == 1
+    assert r.makespan == r.best.makespan == pytest.approx(simulate(r.bucketed, r.order).makespan)
+    assert r.status.value in ("optimal", "heuristic_optimal") and r.stats["plan"]["bucketing"]["bound_us"] <= 190.0 + 1e-9
+    assert r.baseline["makespan"] == pytest.approx(simulate(priced).makespan)  # the input order, unbucketed
+    assert r.plan.fingerprint == priced.fingerprint() and list(r.plan.order) == r.names
+    r.save(str(tmp_path / "p.json"))
+    sched = load_schedule(tmp_path / "p.json", priced)
+    assert sched.buckets == [["ag1", "ag2"]] and sched.order == r.names and sched.metrics["bound_over"] == "plans"
 
 
 def test_the_plan_is_never_longer_than_an_ordered_bucketing_given():
@@ -472,11 +551,11 @@ def test_the_plan_is_never_longer_than_an_ordered_bucketing_given():
     bs = plan.buckets
     res = optimize(pb.on(materialize(pb.relaxed, list(bs), _latency(100.0))), time_limit=1)
     same = optimize_plan(pb, _latency(100.0), time_limit=2, solved={"peer": (bs, res)})
-    assert same.makespan == pytest.approx(plan.makespan) and "kept_solved" not in same.stats
+    assert same.makespan == pytest.approx(plan.makespan) and "kept_solved" not in same.stats["plan"]
     stand_in = replace(res, best=replace(res.best, sim=replace(res.best.sim, makespan=100.0)))
     short = optimize_plan(pb, _latency(100.0), time_limit=2, solved={"peer": (bs, stand_in)})
-    assert short.makespan == 100.0 and short.stats["kept_solved"] == "peer" and short.buckets == bs
-    assert list(short.plan.order) == res.names and short.bucketed is res.graph
+    assert short.makespan == 100.0 and short.stats["plan"]["kept_solved"] == "peer" and short.buckets == bs
+    assert list(short.plan.order) == res.names and short.bucketed.names == res.graph.names
     unb = optimize(pb, time_limit=1)
     with pytest.raises(GraphError, match="solved 'peer': its result is not of the graph"):
         optimize_plan(pb, _latency(100.0), time_limit=1, solved={"peer": (bs, unb)})
@@ -582,7 +661,7 @@ def test_the_joint_model_proves_a_plan_where_there_are_too_many_bucketings_to_or
         assert res.status.value in ("optimal", "heuristic_optimal")  # proven either way
         truth.append(res.makespan)
     r = optimize_plan(Problem.of(g, None, "free"), pr, time_limit=4)
-    j = r.stats["joint"]
+    j = r.stats["plan"]["joint"]
     assert j["complete"] and j["solver_status"] == "OPTIMAL"
     assert r.bound <= min(truth) + 1e-9 and r.makespan == pytest.approx(min(truth), rel=1e-9)
     assert r.proven and r.gap == 0.0

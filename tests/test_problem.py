@@ -64,3 +64,24 @@ def test_a_problem_is_not_given_its_options_twice(g):
         optimize(p, collective_order="group")
     with pytest.raises(GraphError, match="carries its budget"):
         validate(p, list(range(len(g.nodes))), 10)
+
+
+def test_the_bucket_cap_is_bytes_resolved_once_and_kept_on_every_view(g):
+    """The bucket policy: a size string or bytes, refused by name when it is a ratio, bare, negative or a float;
+    the views (another graph, the canonical form) keep it, and `over_cap` names each bucket above it."""
+    from overlapsat.plan import Bucket
+
+    p = Problem.of(g, None, "group", "25MiB")
+    assert p.bucket_cap == 25 * 2**20 and p.on(g).bucket_cap == p.bucket_cap and p.canonical.bucket_cap == p.bucket_cap
+    assert Problem.of(g).bucket_cap is None and Problem.of(g, None, "group", 4096).bucket_cap == 4096
+    for bad in ("1.2x", "12", -1, 1.5, True):
+        with pytest.raises(GraphError, match="bucket cap"):
+            Problem.of(g, None, "group", bad)
+    with pytest.raises(GraphError, match="bucket_cap"):
+        Problem(g, None, "group", -3)
+    ags = [nd for nd in g.nodes if nd.op == "all_gather"][:2]
+    b = Bucket(tuple(nd.name for nd in ags))
+    total = sum(nd.nbytes for nd in ags)
+    assert Problem(g, None, "group", total).over_cap([b]) == [] and Problem.of(g).over_cap([b]) == []
+    (why,) = Problem(g, None, "group", total - 1).over_cap([b])
+    assert b.name in why and f"{total:,} B" in why

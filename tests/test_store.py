@@ -64,7 +64,7 @@ def test_solve_cache_writes_plans_that_the_fx_pass_would_take_and_refuses_an_unk
     for fp in fps:
         g = load_graph(str(store / f"{fp}.graph.json"))
         data = json.loads((store / f"{fp}.schedule.json").read_text())
-        assert "plan_bound_us" in data["metrics"]
+        assert data["metrics"]["bound_over"] == "plans" and "bucketing" in data["metrics"]["stats"]["plan"]
         sched, why = usable_stored(str(store), fp, g, "group", plans=True)
         assert why == "ok" and sched.buckets == data.get("buckets", [])
     again = solve_store(str(store), time_limit=1, plans="h200")

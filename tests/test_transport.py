@@ -217,9 +217,9 @@ def test_a_plan_with_transports_is_no_longer_than_without_and_a_priced_start_is_
                        transport=load_copy_engine(SYMMETRIC, "copy_engine"))
     assert ce.plan.transports and all(ce.bucketed.node(nm).op == "all_gather" for nm in ce.plan.transports)
     assert ce.makespan <= plain.makespan + 1e-9 and ce.bound <= plain.bound + 1e-9
-    assert ce.stats["transport"]["copy_engine"] == len(ce.plan.transports)
+    assert ce.stats["plan"]["transport"]["copy_engine"] == len(ce.plan.transports)
     with pytest.raises(GraphError, match="leave them out"):
-        optimize_plan(pb, m.duration, time_limit=1, transport="h100", unbucketed=plain.result)
+        optimize_plan(pb, m.duration, time_limit=1, transport="h100", unbucketed=plain)
 
 
 def test_the_bound_over_every_bucketing_scales_its_rate_by_the_least_copy_engine_share():

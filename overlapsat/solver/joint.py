@@ -363,7 +363,9 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     g = problem.graph.relaxed("free")
     if len(g.nodes) > MAX_UNION_NODES:  # before listing candidates: that alone costs seconds at 16k nodes
         return JointResult(stats={"skipped": f"{len(g.nodes)} nodes (at most {MAX_UNION_NODES})"})
-    cands = candidates(g) if cands is None else cands
+    if cands is None:  # every legal bucket within the problem's bucket cap (complete: every one the policy allows)
+        cands = candidates(g)
+        cands = replace(cands, buckets=tuple(b for b in cands.buckets if not problem.over_cap([b])))
     why = too_large(g, cands)
     if why:
         return JointResult(stats={"skipped": why})

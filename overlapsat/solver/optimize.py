@@ -26,6 +26,7 @@ from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import pipelines, run_all
 from overlapsat.io import as_graph
+from overlapsat.plan import Bucket, Plan
 from overlapsat.problem import Problem
 from overlapsat.solver.exhaustive import exhaustive
 from overlapsat.solver.model import RELAX, RESTRICT, build
@@ -90,13 +91,17 @@ class GapBelow:
 
 @dataclass
 class Result:
-    """The best valid order found (`best`: the order, simulated and validated, the one source of its figures),
-    the proven bound, the status, and how it was found (PyVRP's `Result` is the size aimed at)."""
+    """The best valid plan found (`best`: its order, and its buckets where buckets were searched, simulated and
+    validated: the one source of its figures), the proven bound, the status, and how it was found (PyVRP's
+    `Result` is the size aimed at). `optimize` returns one over the orders of one graph (`over` "orders");
+    `optimize_plan` one over every bucketing and order (`over` "plans": `bound`, `status` and `gap` hold over
+    every plan, the budget as its `stats["plan"]["bound_scope"]` says; `stats["plan"]` also keeps how the buckets
+    were chosen and the chosen bucketing's own bound and status)."""
 
-    graph: Graph  # the graph as given (`best` walks the same nodes, ids and names)
+    graph: Graph  # the graph as given (for orders, `best` walks the same nodes, ids and names)
     best: Evaluated
     status: Status
-    bound: float  # proven lower bound on the makespan of any valid order
+    bound: float  # proven lower bound on the makespan of any valid order (over "plans": of any plan)
     method: str
     baseline: dict[str, float]  # the input order
     heuristics: list[dict[str, Any]]
@@ -105,6 +110,8 @@ class Result:
     message: str = ""
     cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
     stopped_by: str = ""  # what ended the search: proof | work | clock | interrupt | rule
+    over: str = "orders"  # what `bound` holds over: "orders" (of `graph`) or "plans" (every bucketing and order)
+    rows: dict[str, Evaluated] = field(default_factory=dict)  # plans: the peers' bucketings judged, by name
 
     @property
     def order(self) -> list[int]:
@@ -129,12 +136,41 @@ class Result:
 
     @property
     def names(self) -> list[str]:
-        return [self.graph.names[i] for i in self.order]
+        """The order by name (of the bucketed graph, for a plan)."""
+        return self.best.names()
+
+    @property
+    def buckets(self) -> tuple[Bucket, ...]:
+        return self.best.buckets
+
+    @property
+    def bucketed(self) -> Graph:
+        """The graph the order is of: `graph` relaxed, or for a plan the graph its buckets make."""
+        return self.best.graph
+
+    @property
+    def plan(self) -> Plan:
+        """The order by name, the buckets and transports, and the fingerprint of the graph as given."""
+        return Plan(tuple(self.names), self.best.buckets, self.graph.fingerprint(), self.best.transports)
+
+    @property
+    def unbucketed(self) -> float:
+        """The best unbucketed order's makespan found (us; inf: none judged). For orders, the makespan."""
+        if self.over != "plans":
+            return self.makespan
+        u = self.stats.get("plan", {}).get("unbucketed_us")
+        return math.inf if u is None else u
+
+    @property
+    def bought(self) -> float:
+        """What bucketing bought: the best unbucketed order's makespan less this one's (us; < 0: it lost)."""
+        return self.unbucketed - self.makespan
 
     def __repr__(self) -> str:  # the order and the heuristics' table run to megabytes on large graphs
         return (f"Result(graph={self.graph.name!r}, status={self.status.value!r}, method={self.method!r}, "
                 f"makespan_us={self.makespan:.3f}, exposed_us={self.exposed:.3f}, bound_us={self.bound:.3f}, "
-                f"gap={self.gap:.4f}, peak_memory_bytes={self.peak_memory})")
+                f"over={self.over!r}, buckets={len(self.buckets)}, gap={self.gap:.4f}, "
+                f"peak_memory_bytes={self.peak_memory})")
 
     # the same figures with their units in the name
     @property
@@ -159,7 +195,9 @@ class Result:
 
     @property
     def exposed_bound(self) -> float:
-        return max(0.0, self.bound - self.graph.compute_total)
+        """The bound less the compute of the order's graph: for plans, a bound on this bucketing's orders only
+        (another bucketing has other copies)."""
+        return max(0.0, self.bound - self.best.graph.compute_total)
 
     @property
     def proven(self) -> bool:
@@ -167,22 +205,31 @@ class Result:
 
     @property
     def gap(self) -> float:
-        """Relative gap on exposed communication; 0 exactly when the status is proven."""
-        if self.proven or self.exposed <= 0:
+        """Relative gap, 0 exactly when the status is proven: on exposed communication over orders; on the
+        makespan over plans (the copies make the compute differ between bucketings)."""
+        if self.proven:
+            return 0.0
+        if self.over == "plans":
+            return min(1.0, (self.makespan - self.bound) / self.makespan) if self.makespan > 0 else 0.0
+        if self.exposed <= 0:
             return 0.0
         return min(1.0, max(0.0, (self.exposed - self.exposed_bound) / self.exposed))
 
     def summary(self) -> dict[str, Any]:
         return {"status": self.status.value, "method": self.method, "makespan_us": self.makespan,
                 "exposed_us": self.exposed, "peak_memory": self.peak_memory, "bound_us": self.bound,
-                "exposed_bound_us": self.exposed_bound, "gap": self.gap, "memory_budget": self.memory_budget,
+                "bound_over": self.over, "exposed_bound_us": self.exposed_bound, "gap": self.gap,
+                "buckets": len(self.buckets), "memory_budget": self.memory_budget,
                 "baseline": self.baseline, "stats": self.stats, "message": self.message,
                 "cut_by_wall_clock": self.cut_by_wall_clock, "stopped_by": self.stopped_by}
 
-    def save(self, path: str) -> None:
+    def save(self, path: str, graph: Graph | None = None) -> None:
+        """Write the order (with its buckets and transports: a plan, schedule version 2 or 3) for `graph` (default:
+        the graph solved; give the graph as read where that was priced anew: the file names its fingerprint)."""
         from overlapsat.schedules import save_schedule
 
-        save_schedule(path, self.graph, self.order, metrics=self.summary(), meta={"heuristics": self.heuristics})
+        save_schedule(path, graph or self.graph, self.names, metrics=self.summary(), meta={"heuristics": self.heuristics},
+                      buckets=self.buckets, transports=self.best.transports)
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):

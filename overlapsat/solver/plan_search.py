@@ -8,8 +8,9 @@
    CP-SAT model of buckets and order (`joint`, decision 43; at free without a budget, its plan checked).
 4. `optimize` orders the chosen bucketing's graph.
 
-`optimize`'s status and bound hold for that bucketing's schedules; `PlanResult.bound` holds over every bucketing
-(MODEL.md "Bounds over every bucketing", decisions 40 and 43).
+The result is a `Result` over every plan (`over` "plans"): its bound, status and gap hold over every bucketing
+and order (MODEL.md "Bounds over every bucketing", decisions 40 and 43); `optimize`'s status and bound for the
+chosen bucketing's orders are kept in `stats["plan"]["bucketing"]`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from overlapsat.bounds import lower_bound
@@ -29,7 +30,6 @@ from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import pipelines, run_all
 from overlapsat.plan import (
     Bucket,
-    Plan,
     Pricing,
     any_bucketing_relaxation,
     bucket_key,
@@ -42,7 +42,7 @@ from overlapsat.plan import (
 from overlapsat.problem import Problem
 from overlapsat.solver.bucket_moves import Confirm, MovesResult, order_preserving_search
 from overlapsat.solver.joint import JointResult, solve_joint, with_time
-from overlapsat.solver.optimize import Progress, Result, meets, optimize
+from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams
 from overlapsat.validate import validate
 
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 CAPS_MB = (2000.0, 1000.0, 500.0, 250.0, 100.0, 25.0)  # torch's default cap first
+DEFAULT_PEER = f"torch greedy, {CAPS_MB[0]:g} MB"  # the row of the bucketing a user gets from torch by default
 SCORE_PASSES = ("raise_comms", "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_compute_for_overlap")
 SEARCH_SHARE = 0.4  # of the time limit: the rest orders the chosen bucketing
 FINALISTS = 3  # best scored bucketings judged with the whole portfolio before the order search
@@ -69,76 +70,39 @@ JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (s
 MAX_KEY_ENUMERATED = 64  # collectives of one key beyond which bucketings are not listed (recursion depth, time)
 
 
-@dataclass
-class PlanResult:
-    """The chosen plan, its bucketed graph, `optimize`'s result on it, and how the buckets were chosen."""
+def _plan_status(s: Status, proven: bool) -> Status:
+    """The status over every plan, from `optimize`'s over the chosen bucketing's orders: optimal only where the
+    bound over every plan is met."""
+    if proven:
+        return s if s in (Status.OPTIMAL, Status.HEURISTIC_OPTIMAL) else Status.OPTIMAL
+    return {Status.OPTIMAL: Status.IMPROVED, Status.HEURISTIC_OPTIMAL: Status.HEURISTIC_TIMEOUT}.get(s, s)
 
-    plan: Plan
-    bucketed: Graph
-    result: Result
-    starts: dict[str, float]  # warm start -> its score (makespan of the best scoring pass), us
-    moves: dict[str, int] = field(default_factory=dict)  # tried / accepted
-    stats: dict[str, Any] = field(default_factory=dict)
-    # torch's default greedy buckets and the whole portfolio's best order on them (None: not judged, timed mode)
-    peer_buckets: tuple[Bucket, ...] = ()
-    peer: Evaluated | None = None
-    # a lower bound on the makespan of every plan (every bucketing, every order; the budget left out), and how
-    # the rate behind it was read
-    bound: float = 0.0
-    bound_notes: tuple[str, ...] = ()
-    unbucketed: float = math.inf  # the best unbucketed order's makespan this search found (us)
-    # the warm starts given (`starts`) that the whole portfolio judged: name -> its best order on them
-    start_rows: dict[str, Evaluated] = field(default_factory=dict)
 
-    @property
-    def proven(self) -> bool:
-        """No plan of any bucketing is shorter (MODEL.md's semantics, the cost model's prices)."""
-        return meets(self.makespan, self.bound)
+def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float, notes: Sequence[str],
+             stats: dict[str, Any], rows: dict[str, Evaluated] | None = None) -> Result:
+    """`optimize`'s result on the bucketing `bs` as the result over every plan of `problem`: the same best order
+    (with its buckets), the bound over every plan, the status and gap against it, the input order's figures of the
+    graph as given; the bucketing's own bound and status kept in `stats["plan"]["bucketing"]`."""
+    best = replace(res.best, buckets=bs)
+    g = problem.relaxed
+    base = evaluate(problem.on(g), "input_order", list(range(len(g.nodes))))
+    plan_stats = {**stats, "bucketing": {"status": res.status.value, "bound_us": res.bound, "method": res.method},
+                  "bound_notes": list(notes),
+                  "bound_scope": "every bucketing and order" + (", each bucketing ordered under the budget"
+                                                                if "every_bucketing" in stats else ", the budget left out")}
+    plan_stats.setdefault("unbucketed_us", None)
+    return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
+                   bound=bound, baseline={"makespan": base.makespan, "exposed": base.exposed,
+                                          "peak_memory": base.peak_memory},
+                   stats={**res.stats, "plan": plan_stats}, over="plans", rows=dict(rows or {}))
 
-    @property
-    def gap(self) -> float:
-        """The makespan above the bound over every bucketing, relative to the makespan (0 when proven). Not on
-        exposed communication as `Result.gap` is: the copies make the compute differ between bucketings."""
-        if self.proven or self.makespan <= 0:
-            return 0.0
-        return min(1.0, (self.makespan - self.bound) / self.makespan)
 
-    @property
-    def bought(self) -> float:
-        """What bucketing bought: the best unbucketed order's makespan less the plan's (us; < 0: it lost)."""
-        return self.unbucketed - self.makespan
-
-    @property
-    def makespan(self) -> float:
-        return self.result.makespan
-
-    @property
-    def buckets(self) -> tuple[Bucket, ...]:
-        return self.plan.buckets
-
-    def summary(self) -> dict[str, Any]:
-        """The figures over every bucketing, beside `result.summary()`'s for this bucketing."""
-        return {"buckets": len(self.plan.buckets), "plan_bound_us": self.bound, "plan_gap": self.gap,
-                "plan_proven": self.proven, "plan_bound_notes": list(self.bound_notes),
-                "unbucketed_us": self.unbucketed if math.isfinite(self.unbucketed) else None,
-                "joint_model": self.stats.get("joint")}
-
-    def save(self, path: str, graph: Graph) -> None:
-        """Write the plan as a schedule file (version 2, or 3 with transports) for `graph`, the graph as given (its
-        fingerprint)."""
-        from overlapsat.schedules import save_schedule
-
-        save_schedule(path, graph, list(self.plan.order), buckets=self.plan.buckets, transports=self.plan.transports,
-                      metrics={**self.result.summary(), **self.summary(),
-                               "bound_scope": "bound_us: the schedules of this bucketing; plan_bound_us: every "
-                                              "bucketing and order" + (", each bucketing ordered under the budget"
-                                                                       if "every_bucketing" in self.stats else
-                                                                       ", the budget left out")},
-                      meta={"plan_starts": self.starts, "plan_moves": self.moves})
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
-                  transport: Any = None, **options: Any) -> PlanResult:
+                  transport: Any = None, **options: Any) -> Result:
     """Buckets and an order for `problem` (see `_optimize_plan` for the options). `transport`: a copy-engine
     table (`overlapsat.cost.transport.copy_engine`'s argument: "h100", a transport.json, a `CopyEngine`), under
     which each all_gather the table offers takes the cheaper transport (MODEL.md "Transport", decision 50): the
@@ -153,14 +117,13 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
         raise GraphError("optimize_plan: `unbucketed` and `solved` were priced without the transport; with "
                          "`transport`, leave them out")
     group = table.group_of(problem.graph)
-    inner = Problem(table.repriced(problem.graph, group), problem.budget, problem.collective_order)
-    pr = _optimize_plan(inner, table.pricing(price, group), params, **options)
+    inner = problem.on(table.repriced(problem.graph, group))
+    r = _optimize_plan(inner, table.pricing(price, group), params, **options)
     given = {nd.name: nd.duration for nd in problem.graph.nodes}  # an unbucketed collective's NCCL price
-    chosen = table.chosen(pr.bucketed, group, lambda nd: given[nd.name] if nd.name in given else float(price(nd)))
-    pr.plan = replace(pr.plan, fingerprint=problem.graph.fingerprint(), transports=chosen)
-    pr.stats["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
-                             "offered": sum(table.offered(nd, group) for nd in pr.bucketed.nodes)}
-    return pr
+    chosen = table.chosen(r.bucketed, group, lambda nd: given[nd.name] if nd.name in given else float(price(nd)))
+    r.stats["plan"]["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
+                                    "offered": sum(table.offered(nd, group) for nd in r.bucketed.nodes)}
+    return replace(r, graph=problem.graph, best=replace(r.best, transports=chosen))
 
 
 def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
@@ -168,7 +131,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                    starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
                    unbucketed: Result | None = None,
                    solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
-                   joint: bool = True, **options: Any) -> PlanResult:
+                   joint: bool = True, **options: Any) -> Result:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
@@ -208,10 +171,15 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         bad = bucket_problems(g, given)
         if bad:
             raise GraphError.from_problems(f"warm start {name!r}: illegal buckets", bad)
+        bad = problem.over_cap(given)
+        if bad:
+            raise GraphError.from_problems(f"warm start {name!r}: outside the bucket policy", bad)
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
+    if space is not None:  # the bucket policy's: every legal bucketing within the cap
+        space = [bs for bs in space if not problem.over_cap(bs)]
     if space is not None:  # few enough to order each (the starts are among them)
-        return _keep_solved(_keep_unbucketed(problem, _every_bucketing(problem, price, params, space, t0), unbucketed),
-                            solved_given)
+        return _keep_solved(problem, _keep_unbucketed(problem, _every_bucketing(problem, price, params, space, t0),
+                                                      unbucketed), solved_given)
     scored: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the few passes of the hill climb
     full: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the whole portfolio
     passes: list[str] = list(SCORE_PASSES)
@@ -257,7 +225,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
 
     starts: dict[str, tuple[Bucket, ...]] = {"no buckets": ()}
     for cap in CAPS_MB:
-        bs = _acyclic(g, tuple(greedy_buckets(g, int(cap * MIB))))
+        bs = _acyclic(g, _within_cap(problem, tuple(greedy_buckets(g, int(cap * MIB)))))
         if bs not in starts.values():
             starts[f"torch greedy, {cap:g} MB"] = bs
     peers: list[tuple[Bucket, ...]] = []
@@ -292,6 +260,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
             for cand in _neighbours(g, cur, here.sim.collective_exposure() if here is not None else None):
                 if out_of_budget():
                     break
+                if problem.over_cap(cand):  # outside the bucket policy: not a plan of this problem
+                    continue
                 tried += 1
                 if ms(cand) < ms(cur) - 1e-9:
                     cur, improved = cand, True
@@ -304,7 +274,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     # The finalists are judged with the whole portfolio (the three passes of the score can mislead): the best
     # scored bucketings, and the peer a user gets from torch by default (its greedy buckets at 2000 MB, then its
     # best pass), so the plan is never worse than that peer
-    peer = starts[f"torch greedy, {CAPS_MB[0]:g} MB"] if f"torch greedy, {CAPS_MB[0]:g} MB" in starts else ()
+    peer = starts[DEFAULT_PEER] if DEFAULT_PEER in starts else ()
     ranked = sorted((bs for bs, e in scored.items() if e is not None), key=lambda bs: (ms(bs), len(bs)))
     finalists = list(dict.fromkeys([best, *ranked[:FINALISTS], peer, *peers]))
     for bs in finalists:
@@ -382,20 +352,20 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         spent = time.monotonic() - t0 + (lift.time_limit if lifted else 0.0)
         final_params = replace(params, time_limit=max(0.1, params.time_limit - spent))
     res = optimize(problem.on(h), final_params, on_phase=on_phase, extra_orders=extra or None)
-    plan = Plan(tuple(res.names), best, problem.graph.fingerprint())
     bound, notes = bound_over_bucketings(problem, price, lift)
     bound = max(bound, jr.bound)
     unb = full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
              res.makespan, len(scored), accepted)
-    out = PlanResult(plan, h, res, start_scores, {"tried": tried, "accepted": accepted},
-                     {"bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
-                      "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0), "joint": jstats,
-                      "order_moves": mstats},
-                     peer, full.get(peer),
-                     bound, tuple(notes), unb.makespan if unb is not None else math.inf,
-                     {name: e for name, bs in starts_given.items() if (e := full.get(bs)) is not None})
-    return _keep_solved(_keep_unbucketed(problem, out, unbucketed), solved_given)
+    rows = {name: replace(e, buckets=bs) for name, bs in [(DEFAULT_PEER, peer), *starts_given.items()]
+            if (e := full.get(bs)) is not None}
+    out = _as_plan(problem, res, best, bound, notes,
+                   {"starts": start_scores, "moves": {"tried": tried, "accepted": accepted},
+                    "bucketings_scored": len(scored), "bucketings_judged": len(full), "first_move_s": first_move_s,
+                    "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0), "joint": jstats,
+                    "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None},
+                   rows)
+    return _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given)
 
 
 def _solved_plans(problem: Problem, price: Pricing, solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]]
@@ -406,9 +376,9 @@ def _solved_plans(problem: Problem, price: Pricing, solved: dict[str, tuple[Sequ
     g, out = problem.relaxed, {}
     for name, (given, res) in solved.items():
         bs = tuple(sorted(as_buckets(g, given), key=lambda b: g.index[b.members[0]]))
-        bad = bucket_problems(g, bs)
+        bad = bucket_problems(g, bs) or problem.over_cap(bs)
         if bad:
-            raise GraphError.from_problems(f"solved {name!r}: illegal buckets", bad)
+            raise GraphError.from_problems(f"solved {name!r}: illegal buckets, or outside the bucket policy", bad)
         h = materialize(g, list(bs), price)
         if res.graph.fingerprint() != h.fingerprint():
             raise GraphError(f"solved {name!r}: its result is not of the graph its buckets make here (another "
@@ -420,16 +390,16 @@ def _solved_plans(problem: Problem, price: Pricing, solved: dict[str, tuple[Sequ
     return out
 
 
-def _keep_solved(pr: PlanResult, solved: dict[str, tuple[tuple[Bucket, ...], Result]]) -> PlanResult:
+def _keep_solved(problem: Problem, r: Result, solved: dict[str, tuple[tuple[Bucket, ...], Result]]) -> Result:
     """The plan, or the shortest of the caller's ordered bucketings where that is shorter (its order search ran
     longer on that bucketing than the plan search could)."""
     for name, (bs, res) in solved.items():
-        if res.makespan < pr.makespan - 1e-9 * max(1.0, pr.makespan):
+        if res.makespan < r.makespan - 1e-9 * max(1.0, r.makespan):
             log.info("plan: the ordered bucketing %r given (%.1f us) is shorter than the plan (%.1f us)", name,
-                     res.makespan, pr.makespan)
-            pr = replace(pr, plan=Plan(tuple(res.names), bs, pr.plan.fingerprint), bucketed=res.graph, result=res,
-                         stats={**pr.stats, "kept_solved": name})
-    return pr
+                     res.makespan, r.makespan)
+            r = _as_plan(problem, res, bs, r.bound, r.stats["plan"]["bound_notes"],
+                         {**r.stats["plan"], "kept_solved": name}, r.rows)
+    return r
 
 
 def _alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str], max_moves: int,
@@ -472,6 +442,9 @@ def _confirmer(problem: Problem, price: Pricing) -> Confirm | None:
     with the order's (`collective_sequence`, a third of building the graph). Otherwise the edited plan is
     built and validated at the problem's level and budget."""
     level, g = problem.collective_order, problem.relaxed
+    if problem.bucket_cap is not None:  # the cap first (a sum per bucket), then the level's check
+        inner = _confirmer(replace(problem, bucket_cap=None), price)
+        return lambda bs, order: not problem.over_cap(bs) and (inner is None or inner(bs, order))
     if level == "free" and problem.budget is None:
         return None
     if problem.budget is None and level in ("group", "global"):
@@ -501,7 +474,10 @@ def _confirmer(problem: Problem, price: Pricing) -> Confirm | None:
 def _valid_plan(problem: Problem, price: Pricing, bs: Sequence[Bucket],
                 order: list[str]) -> tuple[Graph, list[int]] | None:
     """The bucketed graph of `bs` and `order` in its node ids, where the buckets are legal (`materialize` checks
-    them) and the order is valid at the problem's level and budget; None otherwise."""
+    them) and within the bucket policy, and the order is valid at the problem's level and budget; None
+    otherwise."""
+    if problem.over_cap(bs):
+        return None
     try:
         h = materialize(problem.relaxed, list(bs), price)
         ids = [h.index[nm] for nm in order]
@@ -526,18 +502,44 @@ def _checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | Non
     return bs, h, evaluate(problem.on(h), "joint model", ids).makespan
 
 
-def _keep_unbucketed(problem: Problem, pr: PlanResult, unbucketed: Result | None) -> PlanResult:
+def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> Result:
     """The plan, or the caller's unbucketed order where that is shorter (its order search ran longer on that
     graph than the plan's final one on the bucketed graph)."""
     if unbucketed is None:
-        return pr
-    pr.unbucketed = min(pr.unbucketed, unbucketed.makespan)
-    if not pr.plan.buckets or unbucketed.makespan >= pr.makespan - 1e-9 * max(1.0, pr.makespan):
-        return pr
+        return r
+    ps = r.stats["plan"]
+    ps["unbucketed_us"] = _finite(min(r.unbucketed, unbucketed.makespan))
+    if not r.buckets or unbucketed.makespan >= r.makespan - 1e-9 * max(1.0, r.makespan):
+        return r
     log.info("plan: the unbucketed order given (%.1f us) is shorter than the best bucketed plan (%.1f us)",
-             unbucketed.makespan, pr.makespan)
-    return replace(pr, plan=Plan(tuple(unbucketed.names), (), problem.graph.fingerprint()), bucketed=problem.relaxed,
-                   result=unbucketed, stats={**pr.stats, "kept_unbucketed": True})
+             unbucketed.makespan, r.makespan)
+    return _as_plan(problem, unbucketed, (), r.bound, ps["bound_notes"], {**ps, "kept_unbucketed": True}, r.rows)
+
+
+def _within_cap(problem: Problem, bs: tuple[Bucket, ...]) -> tuple[Bucket, ...]:
+    """`bs` with each bucket above the problem's bucket cap cut, in member order, into the longest runs within
+    it (torch's greedy bucketer closes a bucket only once it reaches its cap, so one may pass it); a run of one
+    is no bucket. Parts of a bucket stay legal and acyclic: a cycle through them would be one through the whole."""
+    if problem.bucket_cap is None:
+        return bs
+    out: list[Bucket] = []
+    for b in bs:
+        if not problem.over_cap([b]):
+            out.append(b)
+            continue
+        run: list[str] = []
+        size = 0
+        for m in b.members:
+            nb = int(problem.graph.node(m).nbytes)
+            if run and size + nb > problem.bucket_cap:
+                if len(run) > 1:
+                    out.append(Bucket(tuple(run)))
+                run, size = [], 0
+            run.append(m)
+            size += nb
+        if len(run) > 1 and size <= problem.bucket_cap:
+            out.append(Bucket(tuple(run)))
+    return tuple(out)
 
 
 def _acyclic(g: Graph, bs: tuple[Bucket, ...]) -> tuple[Bucket, ...]:
@@ -607,7 +609,7 @@ def _partitions(g: Graph, rest: list[str], blocks: list[list[str]], out: list[li
 
 
 def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, space: list[tuple[Bucket, ...]],
-                     t0: float) -> PlanResult:
+                     t0: float) -> Result:
     """Order every legal bucketing with `optimize` (a share of the time limit each): the best plan, and a bound
     at the problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no
     order within the budget has none), beside the relaxation's."""
@@ -638,11 +640,10 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         raise first_error
     bs, h, res = best
     relaxed_bound, notes = bound_over_bucketings(problem, price)
-    plan = Plan(tuple(res.names), bs, problem.graph.fingerprint())
-    return PlanResult(plan, h, res, {}, {"tried": len(space), "accepted": 0},
-                      {"bucketings_scored": 0, "bucketings_judged": 0, "every_bucketing": len(space),
-                       "plan_search_s": time.monotonic() - t0}, (), None,
-                      max(relaxed_bound, min(bounds)), tuple(notes), unb)
+    return _as_plan(problem, res, bs, max(relaxed_bound, min(bounds)), notes,
+                    {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
+                     "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": time.monotonic() - t0,
+                     "unbucketed_us": _finite(unb)})
 
 
 def bound_over_bucketings(problem: Problem, price: Pricing,
@@ -727,4 +728,4 @@ def _free_pairs(g: Graph, bs: tuple[Bucket, ...]) -> Iterator[tuple[str, str]]:
                 yield a, b
 
 
-__all__ = ["PlanResult", "optimize_plan"]
+__all__ = ["optimize_plan"]

@@ -113,7 +113,7 @@ def test_the_plan_search_runs_the_moves_at_every_level_and_budget(level, budget)
 
     g = _gathers(8)
     r = optimize_plan(Problem.of(g, budget, level), price, time_limit=3, max_evaluations=5)
-    assert r.stats["order_moves"]["tried"] > 0
+    assert r.stats["plan"]["order_moves"]["tried"] > 0
     assert validate(Problem(r.bucketed, budget, level), list(r.plan.order)) == []
 
 
@@ -216,7 +216,7 @@ def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkey
     monkeypatch.setattr(plan_search, "solve_joint", boom)
     g = _gathers(8)
     r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=5)
-    assert r.stats["order_moves"] == {"error": "KeyError: 'bug'"} and r.stats["joint"]["error"] == "KeyError: 'bug'"
+    assert r.stats["plan"]["order_moves"] == {"error": "KeyError: 'bug'"} and r.stats["plan"]["joint"]["error"] == "KeyError: 'bug'"
     assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
 
 
@@ -261,12 +261,12 @@ def test_under_a_budget_at_group_the_moves_refuse_what_the_budget_forbids_and_th
     g = generate("fsdp", seed=1, layers=6).reprice(model)
     problem = Problem.of(g, "1.0x", "group")
     r = optimize_plan(problem, model.duration, time_limit=2, max_evaluations=6, joint=False)
-    om = r.stats["order_moves"]
+    om = r.stats["plan"]["order_moves"]
     assert om["accepted"] >= 1 and om["refused"] >= 1 and om.get("used")
     assert validate(Problem(r.bucketed, problem.budget, "group"), list(r.plan.order)) == []
-    assert r.result.peak_memory <= problem.budget
+    assert r.peak_memory <= problem.budget
     free = optimize_plan(Problem.of(g, None, "group"), model.duration, time_limit=2, max_evaluations=6, joint=False)
-    assert free.stats["order_moves"]["refused"] == 0
+    assert free.stats["plan"]["order_moves"]["refused"] == 0
 
 
 @pytest.mark.parametrize("joint", [True, False])
@@ -289,7 +289,7 @@ def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_
     r = plan_search.optimize_plan(Problem.of(_gathers(8), None, "group"), price, time_limit=10, max_evaluations=5,
                                   joint=joint)
     (final,) = seen
-    assert ("skipped" not in r.stats["joint"]) == joint and r.stats["order_moves"]["tried"] > 0
+    assert ("skipped" not in r.stats["plan"]["joint"]) == joint and r.stats["plan"]["order_moves"]["tried"] > 0
     want = max(plan_search.FINAL_SHARE_MIN, 1 - 0.4 - 0.2 - 0.1 - (0.25 if joint else 0.0))
     assert final.deterministic and final.time_limit == pytest.approx(want * 10) and final.work_limit is None
 

@@ -298,5 +298,21 @@ def test_a_solver_failure_in_the_joint_model_keeps_the_searchs_plan(monkeypatch)
     assert r.buckets is None and r.bound == 0.0 and r.stats["error"] == "RuntimeError: solver exploded"
     monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)  # the search path, then the model
     pr = optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=10)
-    assert pr.stats["joint"]["error"] == "RuntimeError: solver exploded" and "used" not in pr.stats["joint"]
+    assert pr.stats["plan"]["joint"]["error"] == "RuntimeError: solver exploded" and "used" not in pr.stats["plan"]["joint"]
     assert validate(Problem(pr.bucketed, None, "free"), list(pr.plan.order)) == []
+
+
+def test_the_bucket_cap_leaves_only_buckets_within_it_and_the_bound_holds_over_those_plans():
+    """Three gathers of 2,000 B under a cap of 4,000 B: the three pairs are the candidates (not the triple),
+    complete for the policy; the plan keeps within the cap, and its bound is no higher than brute force's best
+    over the plans the cap allows."""
+    g = three_gathers()
+    pb = Problem(g, None, "free", 4000)
+    r = solve_joint(pb, price, SolveParams(time_limit=20, collective_order="free"))
+    assert r.stats["candidates"] == 3 and r.complete and r.buckets is not None
+    assert pb.over_cap(r.buckets) == []
+    best = min(truth.best(None) for bs in all_bucketings(g, 10**4) if not pb.over_cap(bs)
+               if (truth := brute_force(materialize(g, list(bs), price), "free", limit=60_000)) and truth.orders)
+    assert r.bound <= best + 1e-9 and simulate(materialize(g, list(r.buckets), price), r.order).makespan >= best - 1e-9
+    uncapped = solve_joint(Problem(g, None, "free"), price, SolveParams(time_limit=20, collective_order="free"))
+    assert uncapped.stats["candidates"] == 4

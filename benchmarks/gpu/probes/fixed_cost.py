@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
                 row.setdefault("resolved", []).append({"buckets": len(pr.plan.buckets),
                                                        "collectives": len(pr.bucketed.coll_seq),
                                                        "makespan_ms": pr.makespan / 1e3,
-                                                       "tbb_start_ms": pr.starts.get("tbb", 0.0) / 1e3})
+                                                       "tbb_start_ms": pr.stats["plan"]["starts"].get("tbb", 0.0) / 1e3})
         out["configs"][cfg] = row
     print(json.dumps(out, indent=1))
 
