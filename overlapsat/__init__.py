@@ -18,11 +18,13 @@ if TYPE_CHECKING:
     from overlapsat.evaluate import Evaluated, evaluate
     from overlapsat.graph import Buffer, Graph, GraphBuilder, Node, NodeKind
     from overlapsat.io import graph_from_dict, load_graph, save_graph
+    from overlapsat.plan import Bucket, Plan, materialize
     from overlapsat.plot import plot_timeline
     from overlapsat.problem import Problem
     from overlapsat.schedules import Schedule, load_schedule, save_schedule
     from overlapsat.simulate import SimResult, peak_memory, simulate
     from overlapsat.solver import GapBelow, Progress, Result, SolveParams, Status, StoppingRule, optimize
+    from overlapsat.solver.plan_search import optimize_plan
     from overlapsat.store import Outcome, solve_store
     from overlapsat.trace import export_chrome_trace
     from overlapsat.validate import Violation, assert_valid, is_valid, validate
@@ -49,6 +51,9 @@ _WHERE = {
     "graph_from_dict": "overlapsat.io",
     "load_graph": "overlapsat.io",
     "save_graph": "overlapsat.io",
+    "Bucket": "overlapsat.plan",
+    "Plan": "overlapsat.plan",
+    "materialize": "overlapsat.plan",
     "plot_timeline": "overlapsat.plot",
     "Problem": "overlapsat.problem",
     "Schedule": "overlapsat.schedules",
@@ -64,6 +69,7 @@ _WHERE = {
     "Status": "overlapsat.solver",
     "StoppingRule": "overlapsat.solver",
     "optimize": "overlapsat.solver",
+    "optimize_plan": "overlapsat.solver.plan_search",
     "Outcome": "overlapsat.store",
     "solve_store": "overlapsat.store",
     "export_chrome_trace": "overlapsat.trace",
@@ -74,6 +80,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "Bucket",
     "Buffer",
     "Comparison",
     "Evaluated",
@@ -87,6 +94,7 @@ __all__ = [
     "NoValidOrderError",
     "Node",
     "NodeKind",
+    "Plan",
     "Problem",
     "Outcome",
     "Progress",
@@ -106,7 +114,9 @@ __all__ = [
     "load_graph",
     "load_schedule",
     "lower_bound",
+    "materialize",
     "optimize",
+    "optimize_plan",
     "peak_memory",
     "plot_timeline",
     "resolve_budget",

@@ -54,14 +54,17 @@ def recorded(store: str) -> list[str]:
     return sorted(n[: -len(GRAPH_SUFFIX)] for n in os.listdir(store) if n.endswith(GRAPH_SUFFIX))
 
 
-def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "group", *,
+def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None = None, *,
                   plans: bool = False) -> tuple[Any, str]:
-    """The stored Schedule for `graph` (its order and the metrics it was solved with) when it loads, matches
+    """The stored Schedule for `graph` (a `Graph`, or a `Problem`: its level and budget) when it loads, matches
     and validates; else (None, why not). A plan (a schedule with buckets) is usable only with `plans`: its
-    order is validated on the bucketed graph."""
+    order is validated on the bucketed graph, and its buckets against the problem's bucket cap."""
+    from overlapsat.problem import as_problem
     from overlapsat.schedules import load_schedule
     from overlapsat.validate import validate
 
+    problem = as_problem(graph, None, collective_order)
+    graph = problem.graph
     path = schedule_path(store, fp)
     if not os.path.exists(path):
         return None, "no schedule"
@@ -69,7 +72,7 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "grou
         sched = load_schedule(path, graph)
     except GraphError as e:
         return None, f"corrupt schedule: {e}"
-    target = graph
+    target = problem
     if sched.transports and not plans:
         return None, "a plan with copy-engine transports (install_fx(plans=True) applies it)"
     if sched.buckets:
@@ -79,17 +82,20 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str = "grou
         from overlapsat.plan import materialize
         from overlapsat.schedules import unpriced
 
-        target = materialize(graph.relaxed(collective_order), sched.plan.buckets, unpriced)
-    vs = validate(target, sched.order, collective_order=collective_order, limit=1)
+        over = problem.over_cap(sched.plan.buckets)
+        if over:
+            return None, f"outside the bucket policy: {over[0]}"
+        target = problem.on(materialize(problem.relaxed, sched.plan.buckets, unpriced))
+    vs = validate(target, sched.order, limit=1)
     if vs:
         return None, f"invalid schedule: {vs[0]}"
     return sched, "ok"
 
 
-def usable_schedule(store: str, fp: str, graph: Any, collective_order: str = "group", *,
+def usable_schedule(store: str, fp: str, graph: Any, collective_order: str | None = None, *,
                     plans: bool = False) -> tuple[list[str] | None, str]:
-    """The stored order for `graph` when it loads, matches and validates; else (None, why not). With `plans`,
-    a plan's order (of its bucketed graph) counts too."""
+    """The stored order for `graph` (a `Graph` or a `Problem`) when it loads, matches and validates; else (None,
+    why not). With `plans`, a plan's order (of its bucketed graph) counts too."""
     sched, why = usable_stored(store, fp, graph, collective_order, plans=plans)
     return (sched.order if sched is not None else None), why
 

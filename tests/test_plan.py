@@ -154,6 +154,12 @@ def test_the_store_does_not_hand_a_plan_to_the_reorder_pass(tmp_path):
     assert sched is None and "bucketed plan" in why and "plans=True" in why
     sched, why = usable_stored(str(tmp_path), fp, g, plans=True)  # the FX pass's plans=True takes it
     assert why == "ok" and sched.buckets == [["ag1", "ag2"]]
+    from overlapsat import Problem
+
+    sched, why = usable_stored(str(tmp_path), fp, Problem(g, None, "group", 10_000), plans=True)  # a Problem too
+    assert why == "ok"
+    sched, why = usable_stored(str(tmp_path), fp, Problem(g, None, "group", 9_999), plans=True)
+    assert sched is None and why.startswith("outside the bucket policy") and "10,000 B" in why
 
 
 def test_solve_store_keeps_a_plan_and_the_fx_pass_refuses_one_whose_order_breaks_a_level(tmp_path):
