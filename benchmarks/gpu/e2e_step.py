@@ -58,7 +58,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.run_files import kernels_of, trace_events  # noqa: E402
+from benchmarks.gpu.run_files import kernels_of, stored_schedules, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
            "p", "p_mem", "p_ce")
@@ -756,7 +756,7 @@ def predict(store: str, collective_order: str = "group", profile: str = "h200", 
     predicted after the run for that reason, `--predict`). A plan (tbb, p) is scored on its bucketed graph,
     its merged collectives priced by `profile`'s cost model; a plan with copy-engine transports (p_ce) by the
     `transport` table too, and its contended walk slows compute beside them by the table's share."""
-    from overlapsat import load_graph, simulate
+    from overlapsat import simulate
     from overlapsat.cost import H200_HOLD, cost_model, simulate_held
     from overlapsat.cost.interference import (
         H200_NVLINK,
@@ -766,16 +766,11 @@ def predict(store: str, collective_order: str = "group", profile: str = "h200", 
         simulate_with_interference,
     )
     from overlapsat.plan import materialize
-    from overlapsat.store import usable_stored
 
     out: dict = {"graphs": []}
-    for fn in sorted(os.listdir(store)):
-        if not fn.endswith(".graph.json"):
-            continue
-        g0 = load_graph(os.path.join(store, fn))
-        sched, _why = usable_stored(store, fn[: -len(".graph.json")], g0, collective_order, plans=True)
+    for fp, g0, sched, _why in stored_schedules(store, collective_order):
         order = sched.order if sched is not None else None
-        row = {"file": fn, "nodes": len(g0), "collectives": len(g0.coll_seq), "compute_us": g0.compute_total}
+        row = {"file": fp + ".graph.json", "nodes": len(g0), "collectives": len(g0.coll_seq), "compute_us": g0.compute_total}
         bucketed, ce = None, {}
         if sched is not None and (sched.buckets or sched.transports):
             price, base = cost_model(profile).duration, g0

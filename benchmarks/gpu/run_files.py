@@ -13,6 +13,8 @@ import lzma
 import os
 import tarfile
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 _OPENERS = ((".xz", lzma.open), (".gz", gzip.open))
 
@@ -52,3 +54,17 @@ def unpack_store(tar_path: str, into: str | None = None) -> str:
     with tarfile.open(tar_path) as t:
         t.extractall(into, filter="data")
     return into
+
+
+def stored_schedules(store: str, collective_order: str) -> Iterator[tuple[str, Any, Any, str]]:
+    """Each graph a store recorded (by file name): its fingerprint, the graph, its usable stored order or plan
+    (`store.usable_stored` with plans; None where there is none) and why not. The probes and the step's
+    prediction read a store through here, so that they all judge the same schedules the same way."""
+    from overlapsat import load_graph
+    from overlapsat.store import usable_stored
+
+    for fn in sorted(f for f in os.listdir(store) if f.endswith(".graph.json")):
+        fp = fn[: -len(".graph.json")]
+        g = load_graph(os.path.join(store, fn))
+        sched, why = usable_stored(store, fp, g, collective_order, plans=True)
+        yield fp, g, sched, why

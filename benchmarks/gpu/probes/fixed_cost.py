@@ -21,20 +21,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.run_files import unpack_store  # noqa: E402
-
-
-def rank_graphs(store: str) -> list[str]:
-    """One rank's graphs: of several ranks' copies of one shape (runs 56-57 recorded each rank's, decisions.md
-    48), the first by file name."""
-    from overlapsat import load_graph
-
-    seen: dict[tuple, str] = {}
-    for fn in sorted(os.listdir(store)):
-        if fn.endswith(".graph.json"):
-            g = load_graph(os.path.join(store, fn))
-            seen.setdefault((len(g), len(g.coll_seq)), fn[: -len(".graph.json")])
-    return list(seen.values())
+from benchmarks.gpu.run_files import stored_schedules, unpack_store  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,11 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--solve-s", type=float, default=0.0)
     ap.add_argument("--profile", default="h100_sxm")
     a = ap.parse_args(argv)
-    from overlapsat import Problem, load_graph, simulate
+    from overlapsat import Problem, simulate
     from overlapsat.cost import cost_model
     from overlapsat.graph import NodeKind
     from overlapsat.plan import Bucket, materialize
-    from overlapsat.store import usable_stored
 
     res = json.load(open(os.path.join(a.run, "results.json"), encoding="utf-8"))
     order = res["meta"]["args"]["collective_order"]
@@ -65,9 +51,13 @@ def main(argv: list[str] | None = None) -> None:
             continue
         row = {"measured_ms": res["configs"].get(cfg, {}).get("ranks", [{}])[0].get("step_ms_median"),
                "plain_ms": 0.0, "higher_ms": 0.0, "buckets": 0, "collectives": 0}
-        for fp in rank_graphs(store):
-            g0 = load_graph(os.path.join(store, fp + ".graph.json"))
-            sched, why = usable_stored(store, fp, g0, order, plans=True)
+        shapes: set[tuple[int, int]] = set()
+        for fp, g0, sched, why in stored_schedules(store, order):
+            # one rank's graphs: of several ranks' copies of one shape (runs 56-57 recorded each rank's,
+            # decisions.md 48), the first by file name
+            if (len(g0), len(g0.coll_seq)) in shapes:
+                continue
+            shapes.add((len(g0), len(g0.coll_seq)))
             if sched is None:
                 raise SystemExit(f"{cfg} {fp}: {why}")
             relaxed = Problem.of(g0, None, order).relaxed
@@ -89,7 +79,8 @@ def main(argv: list[str] | None = None) -> None:
                 row.setdefault("resolved", []).append({"buckets": len(pr.plan.buckets),
                                                        "collectives": len(pr.bucketed.coll_seq),
                                                        "makespan_ms": pr.makespan / 1e3,
-                                                       "tbb_start_ms": pr.stats["plan"]["starts"].get("tbb", 0.0) / 1e3})
+                                                       "tbb_start_ms":
+                                                           pr.stats["plan"]["starts"].get("tbb", 0.0) / 1e3})
         out["configs"][cfg] = row
     print(json.dumps(out, indent=1))
 

@@ -23,7 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.run_files import unpack_store  # noqa: E402
+from benchmarks.gpu.run_files import stored_schedules, unpack_store  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-26")
 # (run, configuration, the profile it was solved with)
@@ -55,10 +55,9 @@ def host_walk(graph, order, compute_us: float, collective_us: float) -> float:
 
 
 def walk_run(run: str, cfg: str, profile: str, compute_us: float, collective_us: float) -> dict:
-    from overlapsat import load_graph, simulate
+    from overlapsat import simulate
     from overlapsat.cost import cost_model
     from overlapsat.plan import materialize
-    from overlapsat.store import usable_stored
 
     with open(os.path.join(RESULTS, run, "results.json"), encoding="utf-8") as f:
         res = json.load(f)
@@ -67,11 +66,9 @@ def walk_run(run: str, cfg: str, profile: str, compute_us: float, collective_us:
     price = cost_model(prof).duration
     store = os.path.join(unpack_store(os.path.join(RESULTS, run, "store.tar.gz")), "store", cfg)
     total = model = 0.0
-    for fn in sorted(f for f in os.listdir(store) if f.endswith(".graph.json")):
-        g0 = load_graph(os.path.join(store, fn))
-        sched, why = usable_stored(store, fn[: -len(".graph.json")], g0, co, plans=True)
+    for fp, g0, sched, why in stored_schedules(store, co):
         if sched is None:
-            raise SystemExit(f"{run}/{cfg}/{fn}: {why}")
+            raise SystemExit(f"{run}/{cfg}/{fp}: {why}")
         g = materialize(g0.relaxed(co), sched.plan.buckets, price)
         total += host_walk(g, sched.order, compute_us, collective_us)
         model += simulate(g, sched.order).makespan
