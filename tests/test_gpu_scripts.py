@@ -554,3 +554,18 @@ def test_host_walk_starts_each_kernel_after_its_issue_and_the_host_never_waits()
     # a: [10, 20); c: issued at 60, runs [60, 80); b: issued at 70, waits for c: [80, 85)
     assert host_walk(G, order, 10.0, 50.0) == 85.0
     assert host_walk(G, order, 0.0, 0.0) == 35.0  # MODEL.md's walk with no launch
+
+
+def test_launch_sweep_prices_each_collectives_issue_and_nothing_else():
+    """probes/launch_sweep.py's graph: every collective's launch set, every other node as it was; at 0 the
+    bundled graph (no launches) is the same graph, fingerprint included."""
+    from benchmarks.gpu.probes.launch_sweep import with_launch
+    from overlapsat import NodeKind, load_graph
+    from overlapsat.examples import bundled
+
+    g = load_graph(bundled("fsdp_small"))
+    h = with_launch(g, 40.0)
+    for a, b in zip(g.nodes, h.nodes):
+        assert b.launch == (40.0 if a.kind is NodeKind.COLLECTIVE else a.launch)
+        assert (a.name, a.duration, a.nbytes) == (b.name, b.duration, b.nbytes)
+    assert h.fingerprint() != g.fingerprint() and with_launch(g, 0.0).fingerprint() == g.fingerprint()
