@@ -302,8 +302,9 @@ PLAN_SEEDS = int(os.environ.get("OVERLAPSAT_PLAN_SEEDS", "30"))  # a soak: OVERL
 @pytest.mark.parametrize("seed", range(PLAN_SEEDS))
 def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, monkeypatch):
     """Random small graphs (brute force's generator) with a latency-heavy price, a bucket cap on every fourth:
-    every legal bucketing within the cap is enumerated and each bucketed graph brute-forced. The plan's makespan is at least the best over every plan,
-    its order is valid on its bucketed graph, and an `optimal` status is true there."""
+    every legal bucketing within the cap is enumerated and each bucketed graph brute-forced. The plan's makespan
+    is at least the best over every plan, its order is valid on its bucketed graph, its buckets are within the
+    cap, and an `optimal` status is true there."""
 
     from overlapsat import Problem
     from overlapsat.solver.plan_search import optimize_plan

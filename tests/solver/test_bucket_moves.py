@@ -216,7 +216,8 @@ def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkey
     monkeypatch.setattr(plan_search, "solve_joint", boom)
     g = _gathers(8)
     r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=5)
-    assert r.stats["plan"]["order_moves"] == {"error": "KeyError: 'bug'"} and r.stats["plan"]["joint"]["error"] == "KeyError: 'bug'"
+    ps = r.stats["plan"]
+    assert ps["order_moves"] == {"error": "KeyError: 'bug'"} and ps["joint"]["error"] == "KeyError: 'bug'"
     assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
 
 
