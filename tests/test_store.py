@@ -73,6 +73,21 @@ def test_solve_cache_writes_plans_that_the_fx_pass_would_take_and_refuses_an_unk
     assert r.returncode != 0 and "nosuchgpu" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_solve_cache_keeps_each_plan_within_a_bucket_cap_and_refuses_one_without_plans(tmp_path):
+    """`solve-cache --plans h200 --bucket-cap 1B`: no bucket can be that small, so every plan is unbucketed; a
+    cap without `--plans` (it bounds plans only) and a ratio as a cap are refused by name before any work."""
+    store = tmp_path / "store"
+    fps = make_store(store, ("fsdp_small",))
+    r = cli("solve-cache", str(store), "--plans", "h200", "--bucket-cap", "1B", "--time-limit", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    for fp in fps:
+        assert json.loads((store / f"{fp}.schedule.json").read_text()).get("buckets", []) == []
+    for bad, why in ((("--bucket-cap", "1B"), "pass plans=PROFILE"),
+                     (("--plans", "h200", "--bucket-cap", "2x"), "bucket cap '2x'")):
+        r = cli("solve-cache", str(tmp_path / "other"), *bad, "--time-limit", "1")
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_a_corrupt_or_foreign_schedule_is_solved_again(tmp_path):
     store = tmp_path / "store"
     a, b = make_store(store, ("fsdp_small", "moe_small"))
