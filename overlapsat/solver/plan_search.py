@@ -79,21 +79,24 @@ def _plan_status(s: Status, proven: bool) -> Status:
 
 
 def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float, notes: Sequence[str],
-             stats: dict[str, Any], rows: dict[str, Evaluated] | None = None) -> Result:
+             stats: dict[str, Any], rows: dict[str, Evaluated] | None = None,
+             baseline: dict[str, float] | None = None) -> Result:
     """`optimize`'s result on the bucketing `bs` as the result over every plan of `problem`: the same best order
     (with its buckets), the bound over every plan, the status and gap against it, the input order's figures of the
-    graph as given; the bucketing's own bound and status kept in `stats["plan"]["bucketing"]`."""
+    graph as given (`baseline`, where the caller has them already); the bucketing's own bound and status kept in
+    `stats["plan"]["bucketing"]`."""
     best = replace(res.best, buckets=bs)
-    g = problem.relaxed
-    base = evaluate(problem.on(g), "input_order", list(range(len(g.nodes))))
+    if baseline is None:
+        g = problem.relaxed
+        base = evaluate(problem.on(g), "input_order", list(range(len(g.nodes))))
+        baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     plan_stats = {**stats, "bucketing": {"status": res.status.value, "bound_us": res.bound, "method": res.method},
                   "bound_notes": list(notes),
                   "bound_scope": "every bucketing and order" + (", each bucketing ordered under the budget"
                                                                 if "every_bucketing" in stats else ", the budget left out")}
     plan_stats.setdefault("unbucketed_us", None)
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
-                   bound=bound, baseline={"makespan": base.makespan, "exposed": base.exposed,
-                                          "peak_memory": base.peak_memory},
+                   bound=bound, baseline=baseline,
                    stats={**res.stats, "plan": plan_stats}, over="plans", rows=dict(rows or {}))
 
 
@@ -398,7 +401,7 @@ def _keep_solved(problem: Problem, r: Result, solved: dict[str, tuple[tuple[Buck
             log.info("plan: the ordered bucketing %r given (%.1f us) is shorter than the plan (%.1f us)", name,
                      res.makespan, r.makespan)
             r = _as_plan(problem, res, bs, r.bound, r.stats["plan"]["bound_notes"],
-                         {**r.stats["plan"], "kept_solved": name}, r.rows)
+                         {**r.stats["plan"], "kept_solved": name}, r.rows, r.baseline)
     return r
 
 
@@ -436,15 +439,21 @@ def _sequences(problem: Problem) -> list[list[int]] | None:
 
 
 def _confirmer(problem: Problem, price: Pricing) -> Confirm | None:
-    """What a bucket move must pass before it is kept (decision 46). None at level free without a budget: the
-    edit is a valid order by construction there. Without a budget at levels group and global, the edit keeps
-    every dependency by construction as well, so the collective sequences of its bucketed graph are compared
-    with the order's (`collective_sequence`, a third of building the graph). Otherwise the edited plan is
-    built and validated at the problem's level and budget."""
+    """What a bucket move must pass before it is kept (decisions 46 and 52): within the bucket cap (a sum per
+    bucket, checked first), then the level's and the budget's check (`_level_check`). None where nothing is to be
+    checked."""
+    check = _level_check(problem, price)
+    if problem.bucket_cap is None:
+        return check
+    return lambda bs, order: not problem.over_cap(bs) and (check is None or check(bs, order))
+
+
+def _level_check(problem: Problem, price: Pricing) -> Confirm | None:
+    """None at level free without a budget: the edit is a valid order by construction there. Without a budget
+    at levels group and global, the edit keeps every dependency by construction as well, so the collective
+    sequences of its bucketed graph are compared with the order's (`collective_sequence`, a third of building
+    the graph). Otherwise the edited plan is built and validated at the problem's level and budget."""
     level, g = problem.collective_order, problem.relaxed
-    if problem.bucket_cap is not None:  # the cap first (a sum per bucket), then the level's check
-        inner = _confirmer(replace(problem, bucket_cap=None), price)
-        return lambda bs, order: not problem.over_cap(bs) and (inner is None or inner(bs, order))
     if level == "free" and problem.budget is None:
         return None
     if problem.budget is None and level in ("group", "global"):
@@ -513,7 +522,8 @@ def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> 
         return r
     log.info("plan: the unbucketed order given (%.1f us) is shorter than the best bucketed plan (%.1f us)",
              unbucketed.makespan, r.makespan)
-    return _as_plan(problem, unbucketed, (), r.bound, ps["bound_notes"], {**ps, "kept_unbucketed": True}, r.rows)
+    return _as_plan(problem, unbucketed, (), r.bound, ps["bound_notes"], {**ps, "kept_unbucketed": True}, r.rows,
+                    r.baseline)
 
 
 def _within_cap(problem: Problem, bs: tuple[Bucket, ...]) -> tuple[Bucket, ...]:

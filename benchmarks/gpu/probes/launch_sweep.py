@@ -23,10 +23,10 @@ from benchmarks.gpu.run_files import stored_schedules, unpack_store  # noqa: E40
 
 def with_launch(g, launch_us: float):
     """`g` with every collective's launch (its issue's price on the compute stream) set to `launch_us`."""
-    from overlapsat import Graph, NodeKind
+    from overlapsat import NodeKind
 
-    return Graph(tuple(replace(nd, launch=launch_us) if nd.kind is NodeKind.COLLECTIVE else nd for nd in g.nodes),
-                 g.buffers, g.edges, g.atomic_groups, g.name, fake_edges=g.fake_edges, implied_edges=g.implied_edges)
+    nodes = tuple(replace(nd, launch=launch_us) if nd.kind is NodeKind.COLLECTIVE else nd for nd in g.nodes)
+    return replace(g, nodes=nodes, meta=dict(g.meta))  # as Graph's own with_* copies are made
 
 
 def main(argv: list[str] | None = None) -> None:
