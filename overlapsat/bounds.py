@@ -15,7 +15,10 @@ adds up whatever kind of node carries it.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
+
+import numpy as np
 
 from overlapsat.canonical import chained
 from overlapsat.graph import COLLECTIVE, Graph
@@ -28,10 +31,11 @@ class LowerBound:
     critical_path: float
     comm_runs: float
     comm_chain: float = 0.0
+    comm_lags: float = 0.0
 
     @property
     def makespan(self) -> float:
-        return max(self.compute, self.critical_path, self.comm_runs, self.comm_chain)
+        return max(self.compute, self.critical_path, self.comm_runs, self.comm_chain, self.comm_lags)
 
     @property
     def exposed(self) -> float:
@@ -39,7 +43,8 @@ class LowerBound:
 
     def as_dict(self) -> dict[str, float]:
         return {"makespan": self.makespan, "exposed": self.exposed, "compute": self.compute,
-                "critical_path": self.critical_path, "comm_runs": self.comm_runs, "comm_chain": self.comm_chain}
+                "critical_path": self.critical_path, "comm_runs": self.comm_runs, "comm_chain": self.comm_chain,
+                "comm_lags": self.comm_lags}
 
 
 def critical_path(graph: Graph, fifo: bool = True) -> float:
@@ -242,6 +247,134 @@ def comm_load(graph: Graph) -> float:
     return best
 
 
+# collectives^2 x nodes beyond which `comm_lags` is left out: about 0.15 s at 2.6e9 (7,928 nodes, 576 collectives)
+# on this 2-core machine; a 16k-node FSDP step (4.7e10) would take seconds, and there it adds nothing
+LAG_PAIR_WORK = 1e10
+LAG_SAFETY = 1e-10  # relative: what float sums in another order than the walk's could add (n * 2^-53 at 1e6 nodes)
+_CHUNK = 256  # rows per block of the lag product: blocks of 256 x nodes floats, not collectives x nodes
+
+
+def _bit_rows(bits: list[int], n: int) -> np.ndarray:
+    """Python-int bitsets over node ids as a 0/1 matrix, one row per set."""
+    nb = (n + 7) // 8
+    buf = b"".join(b.to_bytes(nb, "little") for b in bits)
+    raw = np.frombuffer(buf, np.uint8).reshape(len(bits), nb)
+    return np.unpackbits(raw, axis=1, bitorder="little")[:, :n]
+
+
+def _row_sums(rows: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """rows @ w, a block of rows at a time (a whole 0/1 matrix as floats is collectives x nodes x 8 bytes)."""
+    return np.concatenate([rows[i:i + _CHUNK] @ w for i in range(0, len(rows), _CHUNK)])
+
+
+def _jackson(jobs: list[tuple[float, float, float]]) -> float:
+    """Jackson's preemptive schedule for one machine with heads r and tails q: the least max(C + q) of any
+    preemptive schedule, so a bound on every schedule of those jobs (Carlier)."""
+    jobs = sorted(jobs)
+    t, i, best, ready = 0.0, 0, 0.0, []
+    while i < len(jobs) or ready:
+        if not ready and t < jobs[i][0]:
+            t = jobs[i][0]
+        while i < len(jobs) and jobs[i][0] <= t:
+            heapq.heappush(ready, [-jobs[i][2], jobs[i][1]])
+            i += 1
+        nq, left = ready[0]
+        nxt = jobs[i][0] if i < len(jobs) else float("inf")
+        if left <= nxt - t:  # the most urgent job finishes before the next release
+            t += left
+            heapq.heappop(ready)
+            best = max(best, t - nq)
+        else:  # preempted at the next release (set exactly, so that it is then released)
+            ready[0][1] = left - (nxt - t)
+            t = nxt
+    return best
+
+
+def comm_lags(graph: Graph) -> float:
+    """Per group, Jackson's preemptive bound on its stream, with heads and tails that see the other collectives'
+    transfers and the compute between them (MODEL.md "Lower bounds", decision 53). Valid under any collective
+    order: it uses only the dependencies, one stream per group and the serial compute stream.
+
+    lag(a, c): the work that must run after a's transfer ends and before c's starts (a's waits and their
+    descendants that are ancestors of c, and c's launch), for every collective a one of whose waits c follows.
+    head(c) >= the work of c's ancestors and its own launch; and, per group h, over the collectives A of h that
+    c follows (they share h's stream), taking those with lag >= t: the least head among them + their summed
+    durations + t. tail(c), after c's transfer ends, likewise over the collectives that follow c's waits.
+    0 (left out) past `LAG_PAIR_WORK`."""
+    n = len(graph.nodes)
+    colls = sorted(c for cs in graph.group_colls for c in cs)
+    if not colls or len(colls) ** 2 * n > LAG_PAIR_WORK:
+        return 0.0
+    work = np.asarray(graph.work, dtype=np.float64)
+    dur = np.asarray([graph.dur[c] for c in colls], dtype=np.float64)
+    own = work[colls]
+    preds, succs = graph.preds, graph.succs
+    anc = [0] * n
+    for v in range(n):
+        a = 0
+        for u in preds[v]:
+            a |= anc[u] | (1 << u)
+        anc[v] = a
+    desc = [0] * n
+    for v in range(n - 1, -1, -1):
+        a = 0
+        for u in succs[v]:
+            a |= desc[u] | (1 << u)
+        desc[v] = a
+    after = []  # per collective: its waits and everything after them
+    for c in colls:
+        e = 0
+        for w in graph.waits_of[c]:
+            e |= desc[w] | (1 << w)
+        after.append(e)
+    del desc
+    anc_rows = _bit_rows([anc[c] for c in colls], n)
+    del anc
+    after_rows = _bit_rows(after, n)
+    k = len(colls)
+    before_work = _row_sums(anc_rows, work) + own  # the work before each transfer can start
+    after_work = _row_sums(after_rows, work)  # the work after each transfer ends
+    follows = np.zeros((k, k), dtype=bool)  # follows[i, j]: collective i's issue follows a wait of collective j
+    for j, c in enumerate(colls):
+        if graph.waits_of[c]:
+            follows[:, j] = anc_rows[:, graph.waits_of[c]].any(axis=1)
+    keep = np.flatnonzero((work > 0) & anc_rows.any(axis=0) & after_rows.any(axis=0))
+    between = np.zeros((k, k))  # between[i, j]: work after collective j's waits that must precede collective i
+    if keep.size:
+        wk = work[keep]
+        for i0 in range(0, k, _CHUNK):
+            left = anc_rows[i0:i0 + _CHUNK, keep] * wk
+            for j0 in range(0, k, _CHUNK):
+                between[i0:i0 + _CHUNK, j0:j0 + _CHUNK] = left @ after_rows[j0:j0 + _CHUNK, keep].T.astype(np.float64)
+    del anc_rows, after_rows
+    pos = {c: i for i, c in enumerate(colls)}
+    groups = [np.asarray([pos[c] for c in cs], dtype=np.intp) for cs in graph.group_colls]
+
+    def queue(heads: np.ndarray, lags: np.ndarray, durs: np.ndarray) -> float:
+        """A bound on what the jobs (head, duration, lag) of one stream leave for the next: max over the sets of
+        those with lag >= t, and of those with head >= s, of least head + summed durations + least lag."""
+        o = np.argsort(-lags, kind="stable")
+        by_lag = (np.minimum.accumulate(heads[o]) + np.cumsum(durs[o]) + lags[o]).max()
+        o = np.argsort(-heads, kind="stable")
+        by_head = (heads[o] + np.cumsum(durs[o]) + np.minimum.accumulate(lags[o])).max()
+        return float(max(by_lag, by_head))
+
+    r = before_work.copy()
+    for i in range(k):
+        for idx in groups:
+            sel = idx[follows[i, idx]]
+            if sel.size:
+                r[i] = max(r[i], queue(r[sel], between[i, sel] + own[i], dur[sel]))
+    q = after_work.copy()
+    for i in range(k - 1, -1, -1):
+        for idx in groups:
+            sel = idx[follows[idx, i]]
+            if sel.size:
+                q[i] = max(q[i], queue(q[sel], between[sel, i] + own[sel], dur[sel]))
+    best = max(_jackson([(float(r[i]), float(dur[i]), float(q[i])) for i in idx]) for idx in groups if idx.size)
+    return best * (1.0 - LAG_SAFETY)
+
+
 def lower_bound(problem: Problem | Graph, collective_order: str | None = None) -> LowerBound:
     """The analytical bounds of a problem, or of a graph under a collective-order policy ("group" by default;
     docs/solver.md, Collective order). The budget plays no part.
@@ -253,6 +386,7 @@ def lower_bound(problem: Problem | Graph, collective_order: str | None = None) -
     pb = as_problem(problem, None, collective_order)
     graph, collective_order = pb.relaxed, pb.collective_order
     if collective_order == "free":
-        return LowerBound(graph.compute_total, critical_path(graph, fifo=False), comm_load(graph), 0.0)
+        return LowerBound(graph.compute_total, critical_path(graph, fifo=False), comm_load(graph), 0.0,
+                          comm_lags(graph))
     g = chained(graph, "chain")[0] if collective_order == "chain" else graph
-    return LowerBound(g.compute_total, critical_path(g), comm_runs(g), comm_chain(g))
+    return LowerBound(g.compute_total, critical_path(g), comm_runs(g), comm_chain(g), comm_lags(g))
