@@ -484,19 +484,26 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
         assert f"{g['solved']['peak_bytes'] / 1e6:,.1f}" in page
     pv["main"]([])
     assert capsys.readouterr().out == (ROOT / "benchmarks" / "results" / "gpu_plan_verdict.md").read_text()
-    # runs 68-71 (2026-11-27, 40 us per collective issue): the same checks, and their own generated table
+    # runs 68-75 (2026-11-27, 40 us per collective issue, two calls a step): the same checks, and their own
+    # generated table; each step's second call solved again to the same plan (equal predictions)
     d27 = ROOT / "benchmarks" / "results" / "gpu_2026-11-27"
-    for name in ("run68_comparable_host40", "run69_tp_host40", "run70_regather_host40", "run71_fsdp4_host40"):
+    for name in ("run68_comparable_host40", "run69_tp_host40", "run70_regather_host40", "run71_fsdp4_host40",
+                 "run72_comparable_host40", "run74_tp_host40", "run73_regather_host40", "run75_fsdp4_host40"):
         res = json.loads((d27 / name / "results.json").read_text())
         assert res["meta"]["args"]["profile"].endswith("h100_sxm_host40.json")
-        for cfg in ("p", "c_bkt", "tbb"):
-            assert f"{ms(res, cfg):.2f}" in page, (name, cfg)
+        for cfg in ("p", "c_bkt", "tbb", "d"):
+            if cfg in res["configs"]:
+                assert f"{ms(res, cfg):.2f}" in page, (name, cfg)
         assert f"{100 * (ms(res, 'p') / ms(res, 'c_bkt') - 1):.1f} %" in page
         assert f"{100 * (ms(res, 'p') / ms(res, 'tbb') - 1):.1f} %" in page
         plain, contended = pv["predicted"](res, "p")
         assert f"{plain:.2f} ms | {contended:.2f} ms | {ms(res, 'p'):.2f} ms" in page
         assert f"{100 * (contended / ms(res, 'p') - 1):.1f} %" in page
         assert all(len(res["configs"][c]["ranks"][0]["applied_graphs"]) == 2 for c in ("p", "tbb")), name
+    for first, second in (("run68_comparable_host40", "run72_comparable_host40"), ("run69_tp_host40", "run74_tp_host40"),
+                          ("run70_regather_host40", "run73_regather_host40"), ("run71_fsdp4_host40", "run75_fsdp4_host40")):
+        a, b = (json.loads((d27 / n / "results.json").read_text()) for n in (first, second))
+        assert pv["predicted"](a, "p") == pv["predicted"](b, "p"), (first, second)
     pv["main"]([str(d27)])
     assert capsys.readouterr().out == (d27 / "plan_verdict.md").read_text()
 
