@@ -250,6 +250,7 @@ def comm_load(graph: Graph) -> float:
 # collectives^2 x nodes beyond which `comm_lags` is left out: about 0.15 s at 2.6e9 (7,928 nodes, 576 collectives)
 # on this 2-core machine; a 16k-node FSDP step (4.7e10) would take seconds, and there it adds nothing
 LAG_PAIR_WORK = 1e10
+LAG_MAX_NODES = 40_000  # and past this many nodes: its ancestor sets are n^2 / 8 bytes (200 MB at 40k)
 LAG_SAFETY = 1e-10  # relative: what float sums in another order than the walk's could add (n * 2^-53 at 1e6 nodes)
 _CHUNK = 256  # rows per block of the lag product: blocks of 256 x nodes floats, not collectives x nodes
 
@@ -300,10 +301,10 @@ def comm_lags(graph: Graph) -> float:
     head(c) >= the work of c's ancestors and its own launch; and, per group h, over the collectives A of h that
     c follows (they share h's stream), taking those with lag >= t: the least head among them + their summed
     durations + t. tail(c), after c's transfer ends, likewise over the collectives that follow c's waits.
-    0 (left out) past `LAG_PAIR_WORK`."""
+    0 (left out) past `LAG_PAIR_WORK` or `LAG_MAX_NODES`."""
     n = len(graph.nodes)
     colls = sorted(c for cs in graph.group_colls for c in cs)
-    if not colls or len(colls) ** 2 * n > LAG_PAIR_WORK:
+    if not colls or len(colls) ** 2 * n > LAG_PAIR_WORK or n > LAG_MAX_NODES:
         return 0.0
     work = np.asarray(graph.work, dtype=np.float64)
     dur = np.asarray([graph.dur[c] for c in colls], dtype=np.float64)
