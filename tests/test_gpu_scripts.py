@@ -504,6 +504,9 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
                           ("run70_regather_host40", "run73_regather_host40"), ("run71_fsdp4_host40", "run75_fsdp4_host40")):
         a, b = (json.loads((d27 / n / "results.json").read_text()) for n in (first, second))
         assert pv["predicted"](a, "p") == pv["predicted"](b, "p"), (first, second)
+    r76 = json.loads((d27 / "run76_fsdp4_host40" / "results.json").read_text())  # a third call: d and p only
+    assert f"{ms(r76, 'd'):.2f} ms" in page and f"{ms(r76, 'p'):.2f} ms" in page
+    assert f"{100 * (ms(r76, 'd') / ms(r76, 'p') - 1):.1f} % behind the plan" in page
     pv["main"]([str(d27)])
     assert capsys.readouterr().out == (d27 / "plan_verdict.md").read_text()
 
