@@ -299,8 +299,9 @@ def comm_lags(graph: Graph) -> float:
     lag(a, c): the work that must run after a's transfer ends and before c's starts (a's waits and their
     descendants that are ancestors of c, and c's launch), for every collective a one of whose waits c follows.
     head(c) >= the work of c's ancestors and its own launch; and, per group h, over the collectives A of h that
-    c follows (they share h's stream), taking those with lag >= t: the least head among them + their summed
-    durations + t. tail(c), after c's transfer ends, likewise over the collectives that follow c's waits.
+    c follows (they share h's stream), taking those with lag >= t, or those with head >= s: the least head among
+    them + their summed durations + their least lag (`queue`). tail(c), after c's transfer ends, likewise over
+    the collectives that follow c's waits.
     0 (left out) past `LAG_PAIR_WORK` or `LAG_MAX_NODES`."""
     n = len(graph.nodes)
     colls = sorted(c for cs in graph.group_colls for c in cs)
