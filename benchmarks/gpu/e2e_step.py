@@ -16,8 +16,10 @@ in backward), forward and backward, and times the step:
 - c_lc    c_bkt, then torch's swap of all_gathers to copy-engine ones where its rule allows
           (enable_low_contention_collectives), where the torch has it;
 - tbb     transformer-block bucketing as a plan: per block and per kind, its collectives in one bucket (`tbb_buckets`),
-          ordered by overlapsat's `optimize`, applied by install_fx(plans=True). Not torch's own
-          manual_overlap_bucketing pass, which needs the modules' stacks in the graph;
+          ordered by overlapsat's `optimize`, applied by install_fx(plans=True);
+- tbb_torch torch's own TBB, as torchtitan's SimpleFSDP runs it on Inductor: `manual_overlap_bucketing` with one
+          plan per block as the post-grad pass, Inductor's reordering passes and buffer reuse off
+          (`torch_tbb_pass`);
 - p       overlapsat's plan: buckets and order together (`solve_store(plans=PROFILE)`), applied by
           install_fx(plans=True);
 - p_mem   the same as p, under a memory budget (`--memory-budget`, as d_mem);
@@ -61,7 +63,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, stored_schedules, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "p", "p_mem", "p_ce")
+           "tbb_torch", "p", "p_mem", "p_ce")
 OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce")
 PLANS = ("tbb", "p", "p_mem", "p_ce")  # configurations whose stores hold plans (buckets and order)
 BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
@@ -213,12 +215,74 @@ def _regather_policy(ctx, op, *args, **kwargs):
     return CheckpointPolicy.PREFER_SAVE
 
 
-def set_config(cfg: str, gpu: bool) -> dict:
+def _block_stacks(graph) -> dict:
+    """Each node's module stack as `manual_overlap_bucketing` reads it, re-written so that a node inside
+    Block i sits under "layers.i". Dynamo names the compiled Sequential's children "L['fn'].0" on some
+    versions, which torch's graph view cannot split into blocks; torchtitan gives the pass its modules'
+    names for the same reason (annotate_module_fqns). Returns what it replaced, for `torch_tbb_pass` to put back."""
+    import re
+
+    import torch
+
+    saved = {}
+    for n in graph.nodes:
+        key = "nn_module_stack" if n.meta.get("nn_module_stack") else "fwd_nn_module_stack"
+        stack = n.meta.get(key)
+        blocks = [path for path, cls in (stack or {}).values() if getattr(cls, "__name__", "") == "Block"]
+        digits = re.findall(r"\d+", blocks[-1]) if blocks else []
+        if not digits:
+            continue
+        saved[n] = (key, stack)
+        n.meta[key] = {"layers": ("L['self']._modules['layers']", torch.nn.Sequential),
+                       "block": (f"L['self']._modules['layers']._modules['{digits[-1]}']", torch.nn.Module)}
+    return saved
+
+
+def torch_tbb_pass(graph, layers: int, sink: list):
+    """tbb_torch's post-grad pass: torch's `manual_overlap_bucketing` over one plan per block ("layers.i"),
+    with the overlap dependencies torchtitan's Inductor path inserts where this torch has the switch. Appends
+    (collective starts before, after, what the pass was given) to `sink`."""
+    import inspect
+
+    from torch._inductor.fx_passes.overlap_manual_scheduling import manual_overlap_bucketing
+
+    def starts():
+        return sum(1 for n in graph.nodes if n.op == "call_function" and "_c10d_functional" in str(n.target)
+                   and "wait" not in str(n.target))
+
+    before = starts()
+    kw = {"module_bucket_plans": [f"layers.{i}" for i in range(layers)]}
+    if "insert_overlap_deps" in inspect.signature(manual_overlap_bucketing).parameters:
+        kw["insert_overlap_deps"] = True
+    saved = _block_stacks(graph)
+    blocks = len({n.meta[key]["block"][0] for n, (key, _) in saved.items()})
+    try:
+        manual_overlap_bucketing(graph.owning_module, **kw)
+    finally:
+        for n, (key, stack) in saved.items():
+            n.meta[key] = stack
+    sink.append({"collectives_before": before, "collectives_after": starts(), "blocks_seen": blocks,
+                 "kwargs": sorted(kw)})
+    return graph
+
+
+def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -> dict:
     """Inductor's settings for `cfg`; what was set, by name (a switch this torch lacks is left out and named
-    under "missing")."""
+    under "missing"). tbb_torch: `torch_tbb_pass` over `layers` blocks, reporting into `sink`."""
+    import functools
+
     import torch._inductor.config as icfg
 
     done: dict = {}
+    if cfg == "tbb_torch":  # torchtitan's Inductor path for transformer_block_bucketing
+        icfg.reorder_for_peak_memory = False
+        icfg.allow_buffer_reuse = False
+        icfg.post_grad_custom_post_pass = functools.partial(torch_tbb_pass, layers=layers,
+                                                            sink=sink if sink is not None else [])
+        done.update(reorder_for_peak_memory=False, allow_buffer_reuse=False,
+                    post_grad_custom_post_pass="manual_overlap_bucketing")
+        if not gpu:
+            _cpu_estimates(icfg)
 
     icfg.reorder_for_compute_comm_overlap = cfg in ("b_iter", "b_three")
     if cfg == "b_iter":
@@ -233,11 +297,8 @@ def set_config(cfg: str, gpu: bool) -> dict:
             want.update(collective_bucketing=True, pre_bucketing_fsdp_collectives=True)
         if cfg == "c_lc":
             want["enable_low_contention_collectives"] = True
-        if not gpu:  # the CPU smoke test: no benchmarking, and no Triton to read a GPU's bandwidth from
-            want.update(compute_estimator="analytical", enable_fusion_regions=False)
-            import torch._inductor.utils as iu
-
-            iu.get_gpu_dram_gbps = lambda: 3350.0  # an H100's, for torch's roofline estimates only
+        if not gpu:
+            _cpu_estimates(icfg)
         for k, v in want.items():
             if hasattr(dist_opts, k):
                 setattr(dist_opts, k, v)
@@ -245,6 +306,17 @@ def set_config(cfg: str, gpu: bool) -> dict:
             else:
                 done.setdefault("missing", []).append(k)
     return done
+
+
+def _cpu_estimates(icfg) -> None:
+    """The CPU smoke test: no benchmarking, and no Triton to read a GPU's bandwidth from."""
+    import torch._inductor.utils as iu
+
+    dist_opts = icfg.aten_distributed_optimizations
+    for k, v in (("compute_estimator", "analytical"), ("enable_fusion_regions", False)):
+        if hasattr(dist_opts, k):
+            setattr(dist_opts, k, v)
+    iu.get_gpu_dram_gbps = lambda: 3350.0  # an H100's, for torch's roofline estimates only
 
 
 def union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -443,7 +515,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     torch.manual_seed(0)
     model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype, a.tp, a.regather)
     x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
-    res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu)}
+    tbb_passes: list = []  # tbb_torch: what torch's pass did to each graph
+    res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu, a.layers, tbb_passes),
+                 "torch_tbb": tbb_passes}
     applied: list = []
     if cfg in OURS:
         from overlapsat.store import solve_store

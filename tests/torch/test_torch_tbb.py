@@ -1,0 +1,44 @@
+"""The GPU step's `tbb_torch` configuration (#32): torch's own `manual_overlap_bucketing`, run as torchtitan's
+Inductor path runs it, buckets the step's collectives one bucket per block and kind. The reference is the
+step's structure: each Block gathers its 9 parameters and backward reduce-scatters their 9 gradients."""
+
+import json
+
+import pytest
+
+SCRIPT = """
+import json, os, sys, tempfile
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+import torch, torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+import torch._inductor.config as icfg
+from benchmarks.gpu.e2e_step import PARAMS_PER_BLOCK, build, set_config
+icfg.force_disable_caches = True
+dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+layers, regather = 2, sys.argv[1] == "regather"
+sink = []
+settings = set_config("tbb_torch", False, layers, sink)
+model = build(128, 2, 256, layers, 32, 2, "cpu", torch.float32, 1, regather)
+x = torch.randn(1, 32, 128)
+torch.compile(model)(x).pow(2).mean().backward()
+print(json.dumps({"per_block": len(PARAMS_PER_BLOCK), "passes": sink, "settings": settings}))
+"""
+
+
+@pytest.mark.parametrize("step", ["regather"])  # both kinds in backward; the plain step only drops its gathers
+def test_torch_tbb_buckets_each_block_per_kind(step):
+    pytest.importorskip("torch")
+    from tests.torch.scripts import run_script
+
+    out = json.loads(run_script(SCRIPT, step).stdout.strip().splitlines()[-1])
+    k, layers = out["per_block"], 2
+    fwd, bwd = out["passes"]
+    assert fwd["blocks_seen"] == bwd["blocks_seen"] == layers
+    assert fwd["collectives_before"] == k * layers and fwd["collectives_after"] == layers  # all_gathers
+    # backward: the reduce_scatters, and on the re-gather step every all_gather again (the first block's
+    # gathers are the forward's last, kept for backward, except those Inductor recomputes)
+    kinds = 2 if step == "regather" else 1
+    assert bwd["collectives_after"] == kinds * layers
+    assert bwd["collectives_before"] >= k * layers + (k * (layers - 1) if step == "regather" else 0)
+    assert "insert_overlap_deps" in fwd["kwargs"]
+    assert out["settings"]["post_grad_custom_post_pass"] == "manual_overlap_bucketing"
