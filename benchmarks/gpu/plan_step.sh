@@ -5,7 +5,7 @@
 # regather: the step that gathers every weight again in backward; fsdp4 and tp: 4 GPUs (FSDP; 2-way TP x 2-way
 # FSDP).
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
-# (c_bkt with torch's copy-engine swap), tbb, d (overlapsat's order), p (overlapsat's plan), p_mem (p under a
+# (c_bkt with torch's copy-engine swap), tbb, tbb_torch (torch's manual_overlap_bucketing), d (overlapsat's order), p (overlapsat's plan), p_mem (p under a
 # budget), p_ce (p with copy-engine all_gathers where the measured table prices them cheaper). Pricing
 # follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
 # Everything comes back as one archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
@@ -25,7 +25,7 @@ step() {  # DIR LIMIT [e2e_step options]
   timeout "$limit" python3 benchmarks/gpu/e2e_step.py --out "$work/$dir" --profile "$profile" --steps 30 \
     --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} ${ALL_RANKS:+--trace-all-ranks} "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
-  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|d|p|p_mem|p_ce) " "$work/log_$dir.txt" | cut -c1-160
+  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|tbb_torch|d|p|p_mem|p_ce) " "$work/log_$dir.txt" | cut -c1-160
 }
 case "$case_" in
 comparable)

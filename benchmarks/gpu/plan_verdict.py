@@ -21,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-26")
 NAMES = {"a": "no reordering", "b_iter": "torch iterative pair", "c_bkt": "torch FX scheduler, bucketing on",
          "c_lc": "c_bkt + copy-engine swap (absent on 2.11: = c_bkt)", "tbb": "TBB buckets, overlapsat order",
+         "tbb_torch": "TBB, torch's manual_overlap_bucketing",
          "d": "overlapsat order", "p": "overlapsat plan", "p_mem": "overlapsat plan, memory budget",
          "p_ce": "overlapsat plan, copy-engine all_gathers"}
 PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p", "p_mem": "prediction_p_mem",
