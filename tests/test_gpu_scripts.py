@@ -457,9 +457,9 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
     def pct(a, b):
         return f"{100 * (a / b - 1):+.1f} %"
 
-    # the verdict: 40 us per issue, three calls a step, each solved again to the same plan (equal predictions)
+    # the verdict: 40 us per issue, three or four calls a step, each solved again to the same plan (equal predictions)
     d27 = ROOT / "benchmarks" / "results" / "gpu_2026-11-27"
-    steps = {"comparable": (68, 72, 79), "tp": (69, 74, 78), "regather": (70, 73, 77), "fsdp4": (71, 75, 80)}
+    steps = {"comparable": (68, 72, 79), "tp": (69, 74, 78, 81), "regather": (70, 73, 77), "fsdp4": (71, 75, 80)}
     for step, calls in steps.items():
         runs = [json.loads((d27 / f"run{n}_{step}_host40" / "results.json").read_text()) for n in calls]
         assert len({pv["predicted"](r, "p") for r in runs}) == 1, step
@@ -480,7 +480,7 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
             for base in ("c_bkt", "tbb_torch", "tbb"):
                 if base in r["configs"]:
                     assert pct(ms(r, "p"), ms(r, base)) in page, (step, base)
-        torch_tbb = runs[-1]["configs"]["tbb_torch"]["ranks"][0]
+        torch_tbb = next(r for r in runs if "tbb_torch" in r["configs"])["configs"]["tbb_torch"]["ranks"][0]
         passes = torch_tbb["torch_tbb"]  # torch's pass bucketed, one bucket per block and kind
         assert all(p["blocks_seen"] == 8 for p in passes) and passes[0]["collectives_after"] < 25, step
         assert torch_tbb["applied_graphs"] == []  # overlapsat stayed out of torch's TBB
