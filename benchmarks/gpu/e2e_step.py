@@ -317,6 +317,13 @@ def _cpu_estimates(icfg) -> None:
         if hasattr(dist_opts, k):
             setattr(dist_opts, k, v)
     iu.get_gpu_dram_gbps = lambda: 3350.0  # an H100's, for torch's roofline estimates only
+    try:  # where torch's runtime estimation holds its own reference (reached outside Inductor's lowering)
+        import torch.utils._runtime_estimation as rt
+
+        if hasattr(rt, "get_gpu_dram_gbps"):
+            rt.get_gpu_dram_gbps = iu.get_gpu_dram_gbps
+    except ImportError:
+        pass
 
 
 def union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:

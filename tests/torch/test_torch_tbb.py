@@ -7,20 +7,31 @@ import json
 import pytest
 
 SCRIPT = """
-import json, os, sys, tempfile
+import functools, json, os, sys, tempfile
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
 import torch, torch.distributed as dist
+from torch._dynamo.backends.common import aot_autograd
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch.testing._internal.distributed.fake_pg import FakeStore
 import torch._inductor.config as icfg
-from benchmarks.gpu.e2e_step import PARAMS_PER_BLOCK, build, set_config
+from benchmarks.gpu.e2e_step import PARAMS_PER_BLOCK, build, set_config, torch_tbb_pass
 icfg.force_disable_caches = True
 dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
 layers, regather = 2, sys.argv[1] == "regather"
 sink = []
 settings = set_config("tbb_torch", False, layers, sink)
+installed = icfg.post_grad_custom_post_pass
+assert isinstance(installed, functools.partial) and installed.func is torch_tbb_pass, installed
+# the pass Inductor would run, on the graphs Inductor's partitioner makes (so the re-gathers are recomputed in
+# backward), without Inductor's code generation (torchtitan's aot_eager path of the same pass)
+def compiler(gm, example_inputs):
+    installed(gm.graph)
+    gm.recompile()
+    return gm
 model = build(128, 2, 256, layers, 32, 2, "cpu", torch.float32, 1, regather)
 x = torch.randn(1, 32, 128)
-torch.compile(model)(x).pow(2).mean().backward()
+torch.compile(model, backend=aot_autograd(fw_compiler=compiler, bw_compiler=compiler,
+                                                   partition_fn=min_cut_rematerialization_partition))(x).pow(2).mean().backward()
 print(json.dumps({"per_block": len(PARAMS_PER_BLOCK), "passes": sink, "settings": settings}))
 """
 
