@@ -443,7 +443,7 @@ def test_the_results_page_verdict_is_what_the_raw_files_give(tmp_path):
 
 
 def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
-    """docs/gpu_results.md's verdict (runs 68-80), its earlier pricings (runs 52-67) and the committed generated
+    """docs/gpu_results.md's verdict (runs 68-81), its earlier pricings (runs 52-67) and the committed generated
     tables come from the raw files: each step time, margin and prediction the page prints is recomputed here."""
     import json
     import runpy
@@ -460,23 +460,23 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
     # the verdict: 40 us per issue, three or four calls a step, each solved again to the same plan (equal predictions)
     d27 = ROOT / "benchmarks" / "results" / "gpu_2026-11-27"
     steps = {"comparable": (68, 72, 79), "tp": (69, 74, 78, 81), "regather": (70, 73, 77), "fsdp4": (71, 75, 80)}
+    labels = {"comparable": "comparable", "tp": "2-way TP x 2-way FSDP", "regather": "re-gather",
+              "fsdp4": "FSDP x4"}  # the prediction table's rows
     for step, calls in steps.items():
         runs = [json.loads((d27 / f"run{n}_{step}_host40" / "results.json").read_text()) for n in calls]
         assert len({pv["predicted"](r, "p") for r in runs}) == 1, step
         plain, contended = pv["predicted"](runs[0], "p")
-        label = {"comparable": "comparable", "tp": "2-way TP x 2-way FSDP", "regather": "re-gather",
-                 "fsdp4": "FSDP x4"}[step]  # the prediction table's row
-        row = next(line for line in page.splitlines() if line.startswith(f"| {label} | {plain:.2f} ms"))
-        assert f"{plain:.2f} ms | {contended:.2f} ms | " in page, step
+        row = next(line for line in page.splitlines() if line.startswith(f"| {labels[step]} | {plain:.2f} ms"))
+        assert f"{plain:.2f} ms | {contended:.2f} ms | " in row, step
         for r in runs:
             assert r["meta"]["args"]["profile"].endswith("h100_sxm_host40.json")
             assert f"{ms(r, 'p'):.2f}" in row, (step, "measured")
             assert pct(contended, ms(r, "p")).removesuffix(" %") in row, (step, "contended")
+            assert all(len(r["configs"][c]["ranks"][0]["applied_graphs"]) == 2 for c in ("p", "tbb", "d")
+                       if c in r["configs"]), step
             for cfg in ("p", "c_bkt", "tbb_torch", "tbb", "d"):
                 if cfg in r["configs"]:
                     assert f"{ms(r, cfg):.2f}" in page, (step, cfg)
-                    assert all(len(r["configs"][c]["ranks"][0]["applied_graphs"]) == 2 for c in ("p", "tbb", "d")
-                               if c in r["configs"])
             for base in ("c_bkt", "tbb_torch", "tbb"):
                 if base in r["configs"]:
                     assert pct(ms(r, "p"), ms(r, base)) in page, (step, base)

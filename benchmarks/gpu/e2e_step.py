@@ -246,11 +246,9 @@ def torch_tbb_pass(graph, layers: int, sink: list):
 
     from torch._inductor.fx_passes.overlap_manual_scheduling import manual_overlap_bucketing
 
-    def starts():
-        return sum(1 for n in graph.nodes if n.op == "call_function" and "_c10d_functional" in str(n.target)
-                   and "wait" not in str(n.target))
+    from overlapsat.torch.agree import collective_sequence  # the collectives a graph issues, waits left out
 
-    before = starts()
+    before = len(collective_sequence(graph))
     kw = {"module_bucket_plans": [f"layers.{i}" for i in range(layers)]}
     if "insert_overlap_deps" in inspect.signature(manual_overlap_bucketing).parameters:
         kw["insert_overlap_deps"] = True
@@ -261,7 +259,7 @@ def torch_tbb_pass(graph, layers: int, sink: list):
     finally:
         for n, (key, stack) in saved.items():
             n.meta[key] = stack
-    sink.append({"collectives_before": before, "collectives_after": starts(), "blocks_seen": blocks,
+    sink.append({"collectives_before": before, "collectives_after": len(collective_sequence(graph)), "blocks_seen": blocks,
                  "kwargs": sorted(kw)})
     return graph
 

@@ -92,13 +92,21 @@ def run_ranks(script: str, phase: str, workdir, stores: list, tag: str = "", _re
                                str(world), str(init), str(stores[r]), str(outs[r])], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for r in range(world)]
     errs = [p.communicate(timeout=600)[1] for p in procs]
-    failed = [(r, p.returncode, e) for r, (p, e) in enumerate(zip(procs, errs)) if p.returncode != 0]
-    if _retry and any(rc < 0 for _, rc, _ in failed):
-        # rerun, but say so in the test report with the stacks: the abort stays visible while unexplained
-        warnings.warn("rank killed by a signal, rerun once:\n" + "\n".join(
-            f"rank {r} exited {rc}:\n{e[-4000:]}" for r, rc, e in failed), stacklevel=2)
+    if rerun_if_killed(procs, errs, _retry):
         return run_ranks(script, phase, workdir, stores, tag + "_rerun", _retry=False)
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def rerun_if_killed(procs: list, errs: list[str], retry: bool) -> bool:
+    """True where a rank was killed by a signal and `retry` allows the caller one rerun of every rank: said in
+    the test report with every failing rank's stacks, so the abort stays visible while unexplained. Otherwise
+    fails the test if any rank exited non-zero."""
+    failed = [(r, p.returncode, e) for r, (p, e) in enumerate(zip(procs, errs)) if p.returncode != 0]
+    if retry and any(rc < 0 for _, rc, _ in failed):
+        warnings.warn("rank killed by a signal, rerun once:\n" + "\n".join(
+            f"rank {r} exited {rc}:\n{e[-4000:]}" for r, rc, e in failed), stacklevel=3)
+        return True
     # every failing rank, with its exit status: a rank that dies takes its peer down with a connection error,
     # so the first rank's message alone can hide the cause
     assert not failed, "\n".join(f"rank {r} exited {rc}:\n{e[-2500:]}" for r, rc, e in failed)
-    return [json.loads(o.read_text()) for o in outs]
+    return False

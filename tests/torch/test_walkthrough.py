@@ -6,9 +6,10 @@ import re
 import socket
 import subprocess
 import sys
-import warnings
 
 import pytest
+
+from tests.torch.scripts import rerun_if_killed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -20,9 +21,10 @@ def walkthrough() -> str:
 
 
 def run_job(tmp_path, tag: str, retry: bool = True) -> list[tuple[str, str]]:
-    """The walkthrough on two gloo ranks, each rank's (stdout, stderr). As `scripts.run_ranks` does, a rank
-    killed by a signal reruns both once, with a warning that carries its stacks (docs/torch.md, "Known
-    problems": gloo's sporadic aborts with collectives in flight; seen here once, SIGSEGV, 2026-11-27)."""
+    """The walkthrough on two gloo ranks, each rank's (stdout, stderr). As in `scripts.run_ranks`, a rank
+    killed by a signal reruns both once (`scripts.rerun_if_killed`), with a warning that carries its stacks
+    (docs/torch.md, "Known problems": gloo's sporadic aborts with collectives in flight; seen here, SIGSEGV,
+    2026-11-27)."""
     work = tmp_path / f"job{tag}"  # a rerun starts from nothing: the job keeps its store in its folder
     work.mkdir()
     (work / "walkthrough.py").write_text(walkthrough())
@@ -37,12 +39,8 @@ def run_job(tmp_path, tag: str, retry: bool = True) -> list[tuple[str, str]]:
         procs.append(subprocess.Popen([sys.executable, "-X", "faulthandler", "walkthrough.py"], cwd=work,
                                       env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
     outs = [p.communicate(timeout=600) for p in procs]
-    failed = [(r, p.returncode, err) for r, (p, (_out, err)) in enumerate(zip(procs, outs)) if p.returncode]
-    if retry and any(rc < 0 for _, rc, _ in failed):
-        warnings.warn("walkthrough rank killed by a signal, rerun once:\n" + "\n".join(
-            f"rank {r} exited {rc}:\n{e[-4000:]}" for r, rc, e in failed), stacklevel=2)
+    if rerun_if_killed(procs, [err for _out, err in outs], retry):
         return run_job(tmp_path, tag + "_rerun", retry=False)
-    assert not failed, "\n".join(f"rank {r} exited {rc}:\n{e[-2500:]}" for r, rc, e in failed)
     return outs
 
 
@@ -58,3 +56,18 @@ def test_the_walkthrough_runs_as_written_on_two_gloo_ranks(tmp_path):
         assert float(m.group(2)) == pytest.approx(float(m.group(3)), rel=1e-5)
         assert re.search(r"seen by its passes.*2 applied", out)  # forward and backward
         assert "applied a schedule to an FX graph" in err and "prices graphs for the h200 profile" in err
+
+
+def test_a_rank_killed_by_a_signal_reruns_once_and_any_other_failure_fails():
+    """`rerun_if_killed`, which this test and `scripts.run_ranks` share: a signal asks for one rerun with a
+    warning that carries the stacks; a non-zero exit, or a signal when the rerun is spent, fails naming it."""
+    from types import SimpleNamespace
+
+    ok, killed, failed = (SimpleNamespace(returncode=rc) for rc in (0, -11, 1))
+    with pytest.warns(UserWarning, match="rank 1 exited -11:\nstack of rank 1"):
+        assert rerun_if_killed([ok, killed], ["", "stack of rank 1"], retry=True)
+    assert not rerun_if_killed([ok, ok], ["", ""], retry=True)
+    with pytest.raises(AssertionError, match="rank 1 exited -11"):
+        rerun_if_killed([ok, killed], ["", "stack"], retry=False)
+    with pytest.raises(AssertionError, match="rank 0 exited 1"):
+        rerun_if_killed([failed, ok], ["boom", ""], retry=True)
