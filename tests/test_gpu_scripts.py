@@ -443,7 +443,7 @@ def test_the_results_page_verdict_is_what_the_raw_files_give(tmp_path):
 
 
 def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
-    """docs/gpu_results.md's verdict (runs 68-81), its earlier pricings (runs 52-67) and the committed generated
+    """docs/gpu_results.md's verdict (runs 68-84), its earlier pricings (runs 52-67) and the committed generated
     tables come from the raw files: each step time, margin and prediction the page prints is recomputed here."""
     import json
     import runpy
@@ -484,6 +484,23 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
         passes = torch_tbb["torch_tbb"]  # torch's pass bucketed, one bucket per block and kind
         assert all(p["blocks_seen"] == 8 for p in passes) and passes[0]["collectives_after"] < 25, step
         assert torch_tbb["applied_graphs"] == []  # overlapsat stayed out of torch's TBB
+    # runs 82-84: the 2-GPU steps on H200s, priced as on the H100s, so solved again to the same plans
+    for step, calls in {"comparable": (83,), "regather": (82, 84)}.items():
+        h100 = json.loads((d27 / f"run{steps[step][0]}_{step}_host40" / "results.json").read_text())
+        plain, contended = pv["predicted"](h100, "p")
+        pred_row = next(line for line in page.splitlines() if line.startswith(f"| {labels[step]} | {plain:.2f} ms"))
+        for n in calls:
+            r = json.loads((d27 / f"run{n}_{step}_h200_host40" / "results.json").read_text())
+            assert "H200" in r["meta"]["gpu"] and r["meta"]["args"]["profile"].endswith("h100_sxm_host40.json")
+            assert pv["predicted"](r, "p") == (plain, contended), (step, n)
+            p_ms = ms(r, "p")
+            row = next(line for line in page.splitlines() if line.startswith(f"| | {n}, H200 | **{p_ms:.2f} ms** |"))
+            assert f"| {ms(r, 'c_bkt'):.2f} | {ms(r, 'tbb_torch'):.2f} |" in row, (step, n)
+            assert f"{pct(p_ms, ms(r, 'c_bkt'))}: {'met' if p_ms < 0.9 * ms(r, 'c_bkt') else 'missed'}" in row
+            assert f"{pct(p_ms, ms(r, 'tbb_torch'))}: met" in row and p_ms <= ms(r, "tbb_torch")
+            assert f"{p_ms:.2f}" in pred_row and pct(contended, p_ms).removesuffix(" %") in pred_row, (step, n)
+            passes = r["configs"]["tbb_torch"]["ranks"][0]["torch_tbb"]
+            assert all(q["blocks_seen"] == 8 for q in passes) and passes[0]["collectives_after"] < 25, (step, n)
     r76 = json.loads((d27 / "run76_fsdp4_host40" / "results.json").read_text())  # d and p only
     assert f"| 76 | {ms(r76, 'p'):.2f} ms | not run | not run | not run | {ms(r76, 'd'):.2f} |" in page
     # earlier pricings: the compact table's cells

@@ -5,7 +5,7 @@
 Reads every `run*/results.json` and `run*/transport.json` under RESULTS_DIR (default
 benchmarks/results/gpu_2026-11-26). Per step run and configuration: the median step, NCCL kernels and waits on
 NCCL per profiled step, peak memory, the loss against the unscheduled step's (`a`, in the same run, else in
-the other run of the same step) and, for overlapsat's configurations, MODEL.md's makespan and the contended
+another run of the same step) and, for overlapsat's configurations, MODEL.md's makespan and the contended
 estimate (`simulate_contended`, H200_STEP) of the applied schedules, summed over the step's graphs, against
 the measured step.
 """
@@ -62,13 +62,23 @@ def step_of(res: dict) -> str:
 
 
 def reference_losses(runs: dict[str, dict]) -> dict[str, tuple[str, float]]:
-    """Per step: the unscheduled step's loss (`a`), else torch's bucketed scheduler's (`c_bkt`), from any run."""
+    """Per run: the unscheduled step's loss (`a`) of this run, else of another run of the same step on the same card,
+    else torch's bucketed scheduler's (`c_bkt`) likewise. Cards differ in the last bits, so never across cards."""
+    def loss(res: dict, cfg: str) -> float | None:
+        r = res["configs"].get(cfg, {}).get("ranks")
+        return r[0]["loss_compiled"] if r else None
+
+    def key(res: dict) -> tuple[str, str]:
+        return step_of(res), res["meta"].get("gpu", "")
+
     ref: dict[str, tuple[str, float]] = {}
-    for cfg in ("c_bkt", "a"):  # `a` last: it wins where both ran
-        for res in runs.values():
-            r = res["configs"].get(cfg, {}).get("ranks")
-            if r:
-                ref[step_of(res)] = (cfg, r[0]["loss_compiled"])
+    for run, res in runs.items():
+        for cfg in ("a", "c_bkt"):
+            mine = loss(res, cfg)
+            other = next((v for o in runs.values() if key(o) == key(res) and (v := loss(o, cfg)) is not None), None)
+            if (la := mine if mine is not None else other) is not None:
+                ref[run] = (cfg, la)
+                break
     return ref
 
 
@@ -89,7 +99,7 @@ def step_rows(runs: dict[str, dict]) -> list[str]:
             r = v["ranks"][0]
             prof = r.get("profile", {})
             ms = r["step_ms_median"]
-            rc, la = ref.get(step, ("", None))
+            rc, la = ref.get(run) or ("", None)
             rel = f"{(r['loss_compiled'] - la) / la:+.1e}" + ("" if rc == "a" else f" (vs `{rc}`)") if la else "-"
             pred = predicted(res, cfg)
             applied = r.get("applied_graphs") or []
