@@ -608,3 +608,33 @@ def test_launch_sweep_prices_each_collectives_issue_and_nothing_else():
         assert b.launch == (40.0 if a.kind is NodeKind.COLLECTIVE else a.launch)
         assert (a.name, a.duration, a.nbytes) == (b.name, b.duration, b.nbytes)
     assert h.fingerprint() != g.fingerprint() and with_launch(g, 0.0).fingerprint() == g.fingerprint()
+
+
+def test_kernel_classes_split_a_step_by_class_and_time_under_nccl():
+    """Run 85's reading of the re-gather step (kernel_classes.py), on a hand-made trace of two steps: a kernel's
+    class comes from its name (Inductor's pure-copy kernels carry no op), its time under NCCL from the union of
+    the NCCL kernels; and the committed run log holds the table the script prints for run 85."""
+    from benchmarks.gpu.probes.kernel_classes import by_class, kernel_class, table
+
+    assert kernel_class("ncclDevKernel_AllGather_RING_LL") == "nccl"
+    assert kernel_class("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT") == "gemm"
+    assert kernel_class("cudnn_generated_fort_native_sdpa_sm90_flash_fprop") == "attention"
+    for copy in ("triton_poi_fused_12", "triton_for_fused_0", "triton_poi_fused_view_3", "triton_poi_fused"):
+        assert kernel_class(copy) == "copy (Triton, no op)", copy
+    for op in ("triton_poi_fused_add_mul_3", "triton_poi_fused_clone_transpose", "triton_red_fused__to_copy_add_5"):
+        assert kernel_class(op) == "other Triton", op
+    assert kernel_class("void at::native::vectorized_elementwise_kernel<4>") == "other"
+
+    def k(name, ts, dur):
+        return {"name": name, "ts": ts, "dur": dur}
+
+    ks = [k("ncclDevKernel_AllGather", 0, 100), k("ncclDevKernel_ReduceScatter", 80, 20),
+          k("ncclDevKernel_AllGather", 150, 50), k("nvjet_a", 50, 100), k("triton_poi_fused_1", 150, 20),
+          k("triton_poi_fused_add_2", 300, 40)]
+    fig = by_class(ks, 2)
+    assert fig["gemm"] == pytest.approx((100 / 1e3 / 2, 0.5, 0.5))  # 50 of its 100 us under [0, 100]
+    assert fig["copy (Triton, no op)"] == pytest.approx((0.01, 1.0, 0.5))
+    assert fig["other Triton"] == pytest.approx((0.02, 0.0, 0.5))
+    assert fig["nccl"][0] == pytest.approx(150 / 1e3 / 2)  # [0, 100] and [150, 200]: the overlap counted once
+    run85 = ROOT / "benchmarks" / "results" / "gpu_2026-11-27" / "run85_regather_traces_host40"
+    assert table(str(run85), ["d", "p", "tbb"]) in (run85.parent / "runs.md").read_text()

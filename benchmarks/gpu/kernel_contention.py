@@ -53,7 +53,7 @@ def kind_of(name: str, alone_us: float) -> str:
 
 def step_gemms(run: str, cfg: str = "d") -> list[float]:
     """The flops of the GEMM-like nodes of one step in `cfg`'s launch order: the forward graph's, then the
-    backward's (the graph that receives `tangents_*`), each in its stored schedule's order."""
+    backward's (the graph that receives `tangents_*`), each in its stored schedule's order (or plan's)."""
     graphs = []
     with tempfile.TemporaryDirectory() as d:
         unpack_store(os.path.join(run, "store.tar.gz"), d)
@@ -64,7 +64,8 @@ def step_gemms(run: str, cfg: str = "d") -> list[float]:
                 order = json.load(fh)["order"]
             nodes = {n["name"]: n for n in doc["nodes"]}
             backward = any(b["name"].startswith("tangents") for b in doc["buffers"])
-            graphs.append((backward, [float(nodes[v]["flops"]) for v in order if nodes[v].get("gemm_like")]))
+            # a plan's order also names its buckets' four nodes, none of them a GEMM
+            graphs.append((backward, [float(nodes[v]["flops"]) for v in order if nodes.get(v, {}).get("gemm_like")]))
     if sorted(bw for bw, _ in graphs) != [False, True]:
         raise ValueError(f"the store holds {len(graphs)} graphs, not one forward and one backward")
     return [f for _, seq in sorted(graphs) for f in seq]
