@@ -273,13 +273,21 @@ def _bucketed(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> _Parts
                                                               edges + fake + implied)
 
 
+def constant_input_bytes(nd: Node) -> int:
+    """What a collective copies in when it reads no buffer: its input is a constant graph input (a parameter's
+    shard, left out of memory), which its payload still sizes: `nbytes` is the whole tensor, so an all_gather's
+    input is one rank's share of it (decision 54)."""
+    return nd.nbytes // max(1, nd.group_size) if nd.op == "all_gather" else nd.nbytes
+
+
 def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, Node, Node]:
     """The four nodes bucket `b` becomes (MODEL.md "Buckets"), priced: copy-in, merged collective, wait,
     copy-out. A function of the bucket alone, so a search can price a bucket without building its graph."""
     ms = [graph.node(m) for m in b.members]
     waits = [graph.nodes[graph.waits_of[graph.index[m]][0]] for m in b.members]
     ins = dict.fromkeys(j for m in b.members for j in graph.consumes[graph.index[m]])
-    in_bytes = sum(graph.buffers[j].size_alloc for j in ins)
+    in_bytes = sum(graph.buffers[j].size_alloc for j in ins) + sum(
+        constant_input_bytes(m) for m in ms if not graph.consumes[graph.index[m.name]])
     out_bytes = sum(graph.buffers[j].size_alloc for m in b.members for j in graph.produces[graph.index[m]])
     c_in, coll, wait, c_out = b.nodes
     merged = Node(coll, NodeKind.COLLECTIVE, 0.0, group=ms[0].group, op=ms[0].op, nbytes=sum(m.nbytes for m in ms),

@@ -45,6 +45,33 @@ def test_the_bucketed_graph_has_the_four_nodes_and_the_hand_computed_figures():
     assert validate(h, h.names) == []
 
 
+def test_a_member_reading_no_buffer_copies_in_its_payloads_input():
+    """Decision 54: a gather of a constant graph input (a parameter's shard: no buffer, left out of memory) still
+    copies its input into the bucket: one rank's share of its payload. Before, such a copy-in cost nothing (run 85:
+    the plan's gathers' copy-ins were priced 0 ms where the step spent about 0.9 ms)."""
+    from overlapsat.plan import constant_input_bytes
+
+    g = two_gathers()
+    const = Graph(g.nodes, tuple(bf for bf in g.buffers if bf.name not in ("xa", "xb")), name="constant_inputs")
+    b = Bucket(("ag1", "ag2"))
+    h = materialize(const, [b], price)
+    # 2 x (5000 / 2) bytes copied in (read and written) at 100 B/us; b.in holds them
+    assert h.node(f"{b.name}.copy_in").duration == 100.0
+    assert next(bf.size_alloc for bf in h.buffers if bf.name == f"{b.name}.in") == 5000
+    # with no input from a or b, the bucket takes ag1's place: a [0, 10), copy-in [10, 110), the transfer [110, 125)
+    # beside b [110, 120), copy-out [125, 141), m1, m2
+    assert h.names[:4] == ["a", f"{b.name}.copy_in", b.name, "b"]
+    assert simulate(h).makespan == 181.0 and simulate(h).exposed == 5.0
+    assert peak_memory(h) == 5800  # b.in with the transfer's 800 B output
+    assert validate(h, h.names) == []
+    # one member reads a 100 B buffer, the other a constant: 100 + 2500 bytes
+    mixed = Graph(g.nodes, tuple(bf for bf in g.buffers if bf.name != "xb"), name="mixed")
+    assert materialize(mixed, [b], price).node(f"{b.name}.copy_in").duration == 2 * 2600 / 100
+    # the payload is the whole tensor: a reduce_scatter's or an all_reduce's input is all of it
+    for op, want in (("all_gather", 1250), ("reduce_scatter", 5000), ("all_reduce", 5000)):
+        assert constant_input_bytes(Node("c", K, 1.0, group="dp", op=op, nbytes=5000, group_size=4)) == want
+
+
 def test_the_relaxation_over_every_bucketing_has_the_hand_computed_prices():
     """Two 5 kB gathers, price 5 us + 1 us/kB: any bucket of S bytes costs at least S * (5 us / 10 kB + 1 us/kB),
     so each gather costs 5000 B at that rate (read on a grid 1/128 apart: within 1/128 below), with no launch
