@@ -19,6 +19,7 @@ from overlapsat.store import schedule_path  # noqa: E402
 from overlapsat.torch import after_fusion as af  # noqa: E402
 from overlapsat.torch.apply import stored_or_solved  # noqa: E402
 from overlapsat.torch.fx_apply import _budget_of  # noqa: E402
+from tests.torch.scripts import graph_caches_off  # noqa: E402
 
 
 def test_pending_is_taken_once_and_only_with_a_budget():
@@ -140,9 +141,13 @@ def fake_world():
 
     old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    # an earlier test of this worker may have left its process group (tests/torch/test_fx.py `_world`): a fake one
+    # of 2 ranks is what this test needs, anything else is replaced by one, which stays as `_world` leaves its own
+    if dist.is_initialized() and (dist.get_backend() != "fake" or dist.get_world_size() != 2):
+        dist.destroy_process_group()
+    if not dist.is_initialized():
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     yield
-    dist.destroy_process_group()
     if old is None:
         os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
     else:
@@ -167,7 +172,7 @@ def test_budgeted_free_order_over_its_budget_after_fusion_warns(fake_world, capl
     model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
     x = torch.randn(1, 256, 512)
     store = tempfile.mkdtemp()
-    with icfg.patch(force_disable_caches=True, _post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
+    with graph_caches_off(), icfg.patch(_post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
                     reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False):
         torch._dynamo.reset()
         install_fx("capture", store, collective_order="free")
@@ -268,7 +273,7 @@ def test_buffer_reuse_off_is_validated_and_frees_at_last_use(fake_world):
     model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
     x = torch.randn(1, 256, 512)
     codes = {}
-    with icfg.patch(force_disable_caches=True, _post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
+    with graph_caches_off(), icfg.patch(_post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
                     reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False, allow_buffer_reuse=True):
         with pytest.raises(GraphError, match="buffer_reuse"):
             install_fx("capture", tempfile.mkdtemp(), buffer_reuse="no")

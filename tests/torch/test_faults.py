@@ -14,6 +14,7 @@ import torch.distributed._functional_collectives as funcol
 tmp = tempfile.mkdtemp()
 dist.init_process_group("gloo", init_method="file://" + os.path.join(tmp, "pg"), rank=0, world_size=1)
 from overlapsat.torch.apply import SchedulePass
+from tests.torch.scripts import graph_caches_off
 apply = importlib.import_module("overlapsat.torch.apply")
 io = importlib.import_module("overlapsat.io")
 
@@ -29,7 +30,7 @@ ref = f(x, w)
 
 def compile_with(p):
     torch._dynamo.reset()
-    with icfg.patch(force_disable_caches=True, reorder_for_compute_comm_overlap=True,
+    with graph_caches_off(), icfg.patch(reorder_for_compute_comm_overlap=True,
                     reorder_for_compute_comm_overlap_passes=[p]):
         return torch.compile(f)(x, w)
 

@@ -65,7 +65,8 @@ import torch, torch.distributed as dist
 import torch._inductor.config as icfg
 import torch.distributed._functional_collectives as funcol
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-icfg.force_disable_caches = True
+from tests.torch.scripts import turn_graph_caches_off
+turn_graph_caches_off()  # compiled kernels are kept
 from torch._inductor.utils import run_and_get_code
 """ + CATCH + r"""
 G = dist.group.WORLD
