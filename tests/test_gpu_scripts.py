@@ -443,7 +443,7 @@ def test_the_results_page_verdict_is_what_the_raw_files_give(tmp_path):
 
 
 def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
-    """docs/gpu_results.md's verdict (runs 68-84), its earlier pricings (runs 52-67) and the committed generated
+    """docs/gpu_results.md's verdict (runs 68-87), its earlier pricings (runs 52-67) and the committed generated
     tables come from the raw files: each step time, margin and prediction the page prints is recomputed here."""
     import json
     import runpy
@@ -501,6 +501,25 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
             assert f"{p_ms:.2f}" in pred_row and pct(contended, p_ms).removesuffix(" %") in pred_row, (step, n)
             passes = r["configs"]["tbb_torch"]["ranks"][0]["torch_tbb"]
             assert all(q["blocks_seen"] == 8 for q in passes) and passes[0]["collectives_after"] < 25, (step, n)
+    # runs 86-87: FSDP x4's plan under decision 54, and run 80's plan applied as stored beside it
+    r80, r86 = (json.loads((d27 / f"run{n}_fsdp4_host40" / "results.json").read_text()) for n in (80, 86))
+    old, new = (json.loads((d27 / f"run87_fsdp4_{w}_plan_host40" / "results.json").read_text()) for w in ("old", "new"))
+    assert old["meta"]["args"]["store_from"].endswith("run80_fsdp4_host40/store.tar.gz")
+    assert old["configs"]["p"]["ranks"][0]["applied_graphs"] == r80["configs"]["p"]["ranks"][0]["applied_graphs"]
+    assert pv["predicted"](r86, "p") == pv["predicted"](new, "p") != pv["predicted"](r80, "p")
+    t87 = ms(new, "tbb_torch")
+    for label, res, cells in (("86, decision 54", r86, f"| {ms(r86, 'c_bkt'):.2f} | {ms(r86, 'tbb_torch'):.2f} |"),
+                              ("87, run 80's plan", old, f"| not run | {t87:.2f} |"),
+                              ("87, decision 54", new, f"| not run | {t87:.2f} |")):
+        row = next(line for line in page.splitlines() if line.startswith(f"| | {label} | **{ms(res, 'p'):.2f} ms** "))
+        assert cells in row and pct(ms(res, "p"), ms(r86, "tbb_torch") if res is r86 else t87) in row, label
+    assert pct(ms(r86, "p"), ms(r86, "c_bkt")) + ": met" in page
+    plain, contended = pv["predicted"](new, "p")
+    row = next(line for line in page.splitlines() if line.startswith("| FSDP x4, decision 54 |"))
+    assert row.startswith(f"| FSDP x4, decision 54 | {plain:.2f} ms | {contended:.2f} ms | {ms(r86, 'p'):.2f}, "
+                          f"{ms(new, 'p'):.2f} ms")
+    assert all(pct(contended, ms(r, "p")).removesuffix(" %") in row for r in (r86, new))
+    assert f"{100 * (ms(new, 'p') / ms(old, 'p') - 1):.1f} % slower" in page  # the A/B in one call
     r76 = json.loads((d27 / "run76_fsdp4_host40" / "results.json").read_text())  # d and p only
     assert f"| 76 | {ms(r76, 'p'):.2f} ms | not run | not run | not run | {ms(r76, 'd'):.2f} |" in page
     # earlier pricings: the compact table's cells

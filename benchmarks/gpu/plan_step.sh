@@ -10,7 +10,8 @@
 # follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
 # Everything comes back as one archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
-# ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (comparable and tp without the transport run).
+# ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (comparable and tp without the transport run), STORE_FROM (an
+# earlier run's store.tar.gz: its schedules applied as stored, none solved; run 87), TAG (the archive's name suffix).
 set -u
 . benchmarks/gpu/device_env.sh
 case_=${1:-comparable}
@@ -23,7 +24,8 @@ start=$SECONDS
 step() {  # DIR LIMIT [e2e_step options]
   local dir=$1 limit=$2; shift 2
   timeout "$limit" python3 benchmarks/gpu/e2e_step.py --out "$work/$dir" --profile "$profile" --steps 30 \
-    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} ${ALL_RANKS:+--trace-all-ranks} "$@" 2>&1 \
+    --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} ${ALL_RANKS:+--trace-all-ranks} \
+    ${STORE_FROM:+--store-from "$STORE_FROM"} "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
   grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|tbb_torch|d|p|p_mem|p_ce) " "$work/log_$dir.txt" | cut -c1-160
 }
@@ -43,4 +45,4 @@ tp)  # 4 GPUs, 2-way TP x 2-way FSDP, one issue order over both groups; first th
     --configs ${CONFIGS:-p c_bkt tbb d b_iter} ;;
 esac
 echo "total ${SECONDS}s"
-tar -C "$work" -cJf "$OUT/$case_.tar.xz" .
+tar -C "$work" -cJf "$OUT/$case_${TAG:-}.tar.xz" .
