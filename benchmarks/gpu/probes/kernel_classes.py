@@ -23,6 +23,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
+from benchmarks.gpu.e2e_step import overlap_with, union  # noqa: E402
 from benchmarks.gpu.run_files import run_trace, stored_schedules, trace_kernels, unpack_store  # noqa: E402
 
 CLASSES = ("gemm", "attention", "copy (Triton, no op)", "other Triton", "other")
@@ -43,23 +44,9 @@ def kernel_class(name: str) -> str:
     return "other Triton" if name.startswith("triton") else "other"
 
 
-def _union(iv: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for s, e in sorted(iv):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def _overlap(s: float, e: float, merged: list[tuple[float, float]]) -> float:
-    return sum(max(0.0, min(e, b) - max(s, a)) for a, b in merged if a < e and b > s)
-
-
 def by_class(kernels: list[dict], steps: int) -> dict[str, tuple[float, float, float]]:
     """Per class: ms per step, the share of it under NCCL, launches per step (NCCL: its busy time, share 1)."""
-    nccl = _union([(k["ts"], k["ts"] + k["dur"]) for k in kernels if kernel_class(k["name"]) == "nccl"])
+    nccl = union([(k["ts"], k["ts"] + k["dur"]) for k in kernels if kernel_class(k["name"]) == "nccl"])
     acc: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0.0])
     for k in kernels:
         c = kernel_class(k["name"])
@@ -67,7 +54,7 @@ def by_class(kernels: list[dict], steps: int) -> dict[str, tuple[float, float, f
             continue
         a = acc[c]
         a[0] += k["dur"]
-        a[1] += _overlap(k["ts"], k["ts"] + k["dur"], nccl)
+        a[1] += overlap_with(k["ts"], k["ts"] + k["dur"], nccl)
         a[2] += 1
     out = {c: (a[0] / 1e3 / steps, a[1] / a[0] if a[0] else 0.0, a[2] / steps) for c, a in acc.items()}
     out["nccl"] = (sum(e - s for s, e in nccl) / 1e3 / steps, 1.0,
