@@ -71,12 +71,16 @@ def reference_losses(runs: dict[str, dict]) -> dict[str, tuple[str, float]]:
     def key(res: dict) -> tuple[str, str]:
         return step_of(res), res["meta"].get("gpu", "")
 
+    first: dict[tuple, float] = {}  # (step, card, configuration): the first run's loss
+    for res in runs.values():
+        for cfg in ("a", "c_bkt"):
+            if (v := loss(res, cfg)) is not None:
+                first.setdefault((*key(res), cfg), v)
     ref: dict[str, tuple[str, float]] = {}
     for run, res in runs.items():
         for cfg in ("a", "c_bkt"):
             mine = loss(res, cfg)
-            other = next((v for o in runs.values() if key(o) == key(res) and (v := loss(o, cfg)) is not None), None)
-            if (la := mine if mine is not None else other) is not None:
+            if (la := mine if mine is not None else first.get((*key(res), cfg))) is not None:
                 ref[run] = (cfg, la)
                 break
     return ref

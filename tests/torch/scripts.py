@@ -85,7 +85,7 @@ def start_rank() -> tuple[str, int, str, str, list[str]]:
     """Begin a rank script that `run_ranks` runs, before anything imports torch: read its argv (PHASE RANK WORLD
     INIT_FILE STORE OUT), give Inductor the test's own cache directory (beside INIT_FILE: every phase and rank of
     one test shares its compiled kernels, no other test sees them), join the gloo group, turn the graph caches
-    off (`graph_caches_off`), and collect overlapsat's warnings. Returns (phase, rank, store, out, the warnings
+    off (`turn_graph_caches_off`), and collect overlapsat's warnings. Returns (phase, rank, store, out, the warnings
     list)."""
     import logging
 

@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 sys.path.insert(0, ROOT)
 
 from benchmarks.gpu.e2e_step import overlap_with, union  # noqa: E402
+from benchmarks.gpu.kernel_contention import kind_of  # noqa: E402
 from benchmarks.gpu.run_files import run_trace, stored_schedules, trace_kernels, unpack_store  # noqa: E402
 
 CLASSES = ("gemm", "attention", "copy (Triton, no op)", "other Triton", "other")
@@ -31,14 +32,13 @@ _COPY = re.compile(r"triton_(poi|for)_fused(_view)?(_\d+)?$")
 
 
 def kernel_class(name: str) -> str:
-    """One of CLASSES, or "nccl"."""
-    low = name.lower()
-    if "nccl" in low:
-        return "nccl"
-    if any(k in low for k in ("nvjet", "gemm", "cutlass", "sm90_xmma", "cublas")):
+    """One of CLASSES, or "nccl": NCCL, attention and GEMMs as `kernel_contention.kind_of` names them (GEMMs of
+    every length together), the rest split by Inductor's kernel names."""
+    kind = kind_of(name, 0.0)
+    if kind in ("nccl", "attention"):
+        return kind
+    if kind.startswith("gemm"):
         return "gemm"
-    if any(k in low for k in ("flash", "fmha", "sdpa", "cudnn")):
-        return "attention"
     if _COPY.match(name):
         return "copy (Triton, no op)"
     return "other Triton" if name.startswith("triton") else "other"
@@ -67,13 +67,13 @@ def store_figures(run: str, cfg: str, profile: str) -> tuple[int, float]:
     from overlapsat.cost import cost_model
     from overlapsat.plan import materialize
 
-    gemms, copies = 0, 0.0
+    gemms, copies, price = 0, 0.0, cost_model(profile).duration
     with tempfile.TemporaryDirectory() as d:
         unpack_store(os.path.join(run, "store.tar.gz"), d)
         for _fp, g, sched, _why in stored_schedules(os.path.join(d, "store", cfg), "group"):
             gemms += sum(1 for nd in g.nodes if nd.gemm_like)
             if sched is not None and sched.buckets:
-                b = materialize(g.relaxed("group"), sched.plan.buckets, cost_model(profile).duration)
+                b = materialize(g.relaxed("group"), sched.plan.buckets, price)
                 copies += sum(nd.duration for nd in b.nodes if nd.op in ("bucket_copy_in", "bucket_copy_out"))
     return gemms, copies / 1e3
 
