@@ -516,10 +516,50 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
     assert pct(ms(r86, "p"), ms(r86, "c_bkt")) + ": met" in page
     plain, contended = pv["predicted"](new, "p")
     row = next(line for line in page.splitlines() if line.startswith("| FSDP x4, decision 54 |"))
+    r89 = json.loads((d27 / "run89_fsdp4_decision54" / "results.json").read_text())  # the same plan, a third call
     assert row.startswith(f"| FSDP x4, decision 54 | {plain:.2f} ms | {contended:.2f} ms | {ms(r86, 'p'):.2f}, "
-                          f"{ms(new, 'p'):.2f} ms")
-    assert all(pct(contended, ms(r, "p")).removesuffix(" %") in row for r in (r86, new))
+                          f"{ms(new, 'p'):.2f}, {ms(r89, 'p'):.2f} ms")
+    assert all(pct(contended, ms(r, "p")).removesuffix(" %") in row for r in (r86, new, r89))
     assert f"{100 * (ms(new, 'p') / ms(old, 'p') - 1):.1f} % slower" in page  # the A/B in one call
+    # runs 88-90: decision 54's plans, the contended-ranked plan, fewer NCCL CTAs and the re-fitted prices; each
+    # row's reference is the `c_bkt` of the same call
+    def run(name):
+        return json.loads((d27 / name / "results.json").read_text())
+
+    def price(res):
+        return res["meta"]["args"]["profile"].removeprefix("benchmarks/gpu/h100_sxm_")
+
+    ref88, ref90 = run("run88_regather_def"), run("run90_regather_launch55")
+    rows = {"88, decision 54": (ref88, ref88, "host40.json"),
+            "88, contended-ranked plan": (run("run88_regather_cont"), ref88, "host40.json"),
+            "90, 50 us per issue": (run("run90_regather_launch50"), ref90, "host50.json"),
+            "90, 55 us per issue": (ref90, ref90, "host55.json")}
+    fs89, fs90, tp89 = run("run89_fsdp4_decision54"), run("run90_fsdp4_launch55"), run("run89_tp_decision54")
+    cont = rows["88, contended-ranked plan"][0]
+    assert cont["meta"]["args"]["store_from"].endswith("regather_cont60.tar.gz")
+    assert pv["predicted"](cont, "p") != pv["predicted"](ref88, "p")  # another plan than the one solved in the call
+    for label, (res, ref, prof) in rows.items():
+        assert price(res) == prof and "H100" in res["meta"]["gpu"], label
+        p_ms, c_ms = ms(res, "p"), ms(ref, "c_bkt")
+        row = next(line for line in page.splitlines() if line.startswith(f"| | {label} | **{p_ms:.2f} ms** | {c_ms:.2f} |"))
+        assert f"{pct(p_ms, c_ms)}: {'met' if p_ms < 0.9 * c_ms else 'missed'}" in row, label
+    for label, res, tbb in (("89, decision 54", fs89, f"{ms(fs89, 'tbb_torch'):.2f}"), ("90, 55 us per issue", fs90, "not run")):
+        row = next(line for line in page.splitlines() if line.startswith(f"| | {label} | **{ms(res, 'p'):.2f} ms** "
+                                                                         f"| {ms(res, 'c_bkt'):.2f} | {tbb} |"))
+        assert f"{pct(ms(res, 'p'), ms(res, 'c_bkt'))}: missed" in row, label
+    assert pv["predicted"](fs89, "p") == pv["predicted"](new, "p") and price(fs90) == "host55.json"
+    row = next(line for line in page.splitlines() if line.startswith(f"| | 89, decision 54 | **{ms(tp89, 'p'):.2f} ms** "))
+    assert f"| {ms(tp89, 'c_bkt'):.2f} | {ms(tp89, 'tbb_torch'):.2f} |" in row and pct(ms(tp89, "p"), ms(tp89, "c_bkt")) in row
+    cta8 = run("run88_regather_cta8")
+    assert cta8["meta"]["nccl_env"]["NCCL_MAX_CTAS"] == "8" and "NCCL_MAX_CTAS" not in ref88["meta"]["nccl_env"]
+    assert f"slowed the plan by {100 * (ms(cta8, 'p') / ms(ref88, 'p') - 1):.0f} % and `c_bkt` by " \
+           f"{100 * (ms(cta8, 'c_bkt') / ms(ref88, 'c_bkt') - 1):.0f} %" in " ".join(page.split())
+    for label, res in (("re-gather, decision 54", ref88), ("2-way TP x 2-way FSDP, decision 54", tp89),
+                       ("re-gather, contended-ranked", cont), ("FSDP x4, 55 us", fs90)):
+        plain, contended = pv["predicted"](res, "p")
+        row = next(line for line in page.splitlines() if line.startswith(f"| {label} |"))
+        assert row.startswith(f"| {label} | {plain:.2f} ms | {contended:.2f} ms | {ms(res, 'p'):.2f} ms"), label
+        assert pct(contended, ms(res, "p")).removesuffix(" %") in row, label
     r76 = json.loads((d27 / "run76_fsdp4_host40" / "results.json").read_text())  # d and p only
     assert f"| 76 | {ms(r76, 'p'):.2f} ms | not run | not run | not run | {ms(r76, 'd'):.2f} |" in page
     # earlier pricings: the compact table's cells
@@ -657,3 +697,25 @@ def test_kernel_classes_split_a_step_by_class_and_time_under_nccl():
     assert fig["nccl"][0] == pytest.approx(150 / 1e3 / 2)  # [0, 100] and [150, 200]: the overlap counted once
     run85 = ROOT / "benchmarks" / "results" / "gpu_2026-11-27" / "run85_regather_traces_host40"
     assert table(str(run85), ["d", "p", "tbb"]) in (run85.parent / "runs.md").read_text()
+
+
+def test_contended_plan_ranks_the_plan_search_by_the_contended_walk_and_restores_it():
+    """probes/contended_plan.py (run 88's `_cont`): inside its context the plan search's portfolio rows carry the
+    contended walk's makespan (checked against simulate_contended directly), and after it the plain one again."""
+    import overlapsat.solver.plan_search as ps
+    from benchmarks.gpu.probes.contended_plan import ranked_by_contention
+    from overlapsat import Problem, load_graph, simulate
+    from overlapsat.cost.interference import H200_STEP, simulate_contended
+    from overlapsat.examples import bundled
+
+    pb = Problem.of(load_graph(bundled("fsdp_small")), None, "group")
+    plain = ps.run_all
+    with ranked_by_contention():
+        rows = [r for r in ps.run_all(pb) if r.valid]
+        assert rows
+        for r in rows:
+            assert r.makespan == simulate_contended(r.sim.graph, r.order, H200_STEP).makespan
+            assert r.makespan >= simulate(r.sim.graph, r.order).makespan
+        assert any(r.makespan > simulate(r.sim.graph, r.order).makespan for r in rows)  # an overlapping order
+    assert ps.run_all is plain
+    assert all(r.makespan == simulate(r.sim.graph, r.order).makespan for r in ps.run_all(pb) if r.valid)

@@ -950,7 +950,8 @@ def main() -> None:
     import torch
     import torch.multiprocessing as mp
 
-    meta = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "args": vars(a)}
+    meta = {"date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "args": vars(a),
+            "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}}  # run 88 varies them
     if a.device == "cuda":
         meta["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         meta["gpu"] = torch.cuda.get_device_name(0)

@@ -12,13 +12,14 @@
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
 # ALL_RANKS=1 (every rank's trace of those), NO_TRANSPORT (comparable and tp without the transport run), STORE_FROM (an
 # earlier run's store.tar.gz: its schedules applied as stored, none solved; run 87), TAG (the archive's name suffix).
+# NCCL_* variables pass through to the ranks, and results.json records them (run 88: NCCL_MAX_CTAS).
 set -u
 . benchmarks/gpu/device_env.sh
 case_=${1:-comparable}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 profile=h200; case "$gpu" in *H100*) profile=h100_sxm ;; esac
 profile=${PROFILE:-$profile}  # PROFILE: a profile file, e.g. benchmarks/gpu/h100_sxm_host.json (run 64)
-echo "gpu: $gpu ($(nvidia-smi -L | wc -l) cards), profile $profile"
+echo "gpu: $gpu ($(nvidia-smi -L | wc -l) cards), profile $profile, NCCL_MAX_CTAS=${NCCL_MAX_CTAS:-default}"
 work=$(mktemp -d)
 start=$SECONDS
 step() {  # DIR LIMIT [e2e_step options]
