@@ -30,7 +30,7 @@ from contextlib import contextmanager
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.run_files import stored_schedules, unpack_store  # noqa: E402
+from benchmarks.gpu.run_files import unpack_store  # noqa: E402
 
 
 @contextmanager
@@ -65,22 +65,14 @@ def ranked_by_contention():
 
 
 def estimates(store: str, collective_order: str, profile: str) -> list[dict]:
-    """Per stored graph: collectives after buckets, MODEL.md's makespan and the contended walk of its plan (us)."""
-    from overlapsat.cost import cost_model
-    from overlapsat.cost.interference import H200_STEP, simulate_contended
-    from overlapsat.plan import materialize
-    from overlapsat.simulate import simulate
+    """Per stored graph: collectives after buckets, MODEL.md's makespan and the contended walk of its plan (us),
+    as the step's own prediction (`e2e_step.predict`) gives them, so that they read as the verdict tables do."""
+    from benchmarks.gpu.e2e_step import predict
 
-    price = cost_model(profile).duration
-    rows = []
-    for fp, g, sched, why in stored_schedules(store, collective_order):
-        if sched is None:
-            rows.append({"graph": fp, "error": why})
-            continue
-        h = materialize(g.relaxed(collective_order), sched.plan.buckets, price) if sched.buckets else g
-        rows.append({"graph": fp, "collectives": len(h.coll_seq), "plain_us": simulate(h, sched.order).makespan,
-                     "contended_us": simulate_contended(h, sched.order, H200_STEP).makespan})
-    return rows
+    return [{"graph": r["file"], "collectives": r.get("collectives_after_buckets", r["collectives"]),
+             "plain_us": r["solved"]["makespan_us"], "contended_us": r["solved"]["contended_makespan_us"]}
+            if "solved" in r else {"graph": r["file"], "error": "no usable plan"}
+            for r in predict(store, collective_order, profile)["graphs"]]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,20 +85,17 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if not a.out.endswith(".tar.gz") or not os.path.isdir(os.path.dirname(os.path.abspath(a.out))):
         ap.error(f"--out must be a .tar.gz in an existing folder, got {a.out!r}")
-    from overlapsat.store import solve_one
+    from overlapsat.store import graph_path, recorded, solve_one
 
     old = os.path.join(unpack_store(os.path.join(a.run, "store.tar.gz")), "store", "p")
     work = tempfile.mkdtemp()
     new = os.path.join(work, "store", "p")
     os.makedirs(new)
-    for fn in os.listdir(old):
-        if fn.endswith(".graph.json"):
-            shutil.copy(os.path.join(old, fn), new)
+    for fp in recorded(old):
+        shutil.copy(graph_path(old, fp), new)
     with ranked_by_contention():  # in this process: solve_store's workers would not see the swap
-        for fn in sorted(os.listdir(new)):
-            if fn.endswith(".graph.json"):
-                solve_one(new, fn[: -len(".graph.json")], a.solve_s,
-                          {"collective_order": a.collective_order, "plans": a.profile})
+        for fp in recorded(new):
+            solve_one(new, fp, a.solve_s, {"collective_order": a.collective_order, "plans": a.profile})
     with tarfile.open(a.out, "w:gz") as t:
         t.add(os.path.join(work, "store"), arcname="store")
     for label, store in (("stored", old), ("contended", new)):
