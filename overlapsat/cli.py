@@ -418,7 +418,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     priced = g.reprice(model)
     tick = _Ticker(not (args.json or args.no_progress))
     try:
-        pb = Problem.of(priced, args.memory_budget, args.collective_order, args.bucket_cap)
+        pb = Problem.of(priced, args.memory_budget, args.collective_order, args.bucket_cap, args.bucket_layout)
         r = optimize_plan(pb, model.duration, **_search(args), workers=args.workers, on_phase=tick.phase,
                           transport=transport)
     finally:
@@ -427,11 +427,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     bk = ps["bucketing"]
     # the bucket lists last: the summary has "buckets" too, as a count
     payload = {"graph": g.name, "out": args.out, **r.summary(), "buckets": [list(b.members) for b in r.buckets],
-               "transports": {"copy_engine": list(r.plan.transports)}}
+               "transports": {"copy_engine": list(r.plan.transports)}, "layout": r.layout}
     lines = [
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",
-        f"  plan: {len(r.buckets)} buckets ({sum(len(b.members) for b in r.buckets)} collectives merged); "
+        f"  plan: {len(r.buckets)} {'coalesced ' if r.layout == 'coalesced' else ''}buckets "
+        f"({sum(len(b.members) for b in r.buckets)} collectives merged); "
         + (f"every one of the {ps['every_bucketing']} legal bucketings ordered" if "every_bucketing" in ps
            else f"{ps['bucketings_scored']} bucketings scored, {ps['moves']['accepted']} moves kept"),
         *([_joint_line(ps["joint"])] if "joint" in ps else []),
@@ -601,6 +602,8 @@ def cmd_solve_cache(args: argparse.Namespace) -> int:
         opts["plans"] = args.plans
     if args.bucket_cap is not None:
         opts["bucket_cap"] = args.bucket_cap
+    if args.bucket_layout is not None:
+        opts["bucket_layout"] = args.bucket_layout
     show = not args.json and sys.stderr.isatty()
     count = [0]
 
@@ -722,13 +725,16 @@ def build_parser() -> argparse.ArgumentParser:
     _pricing_args(sp)
     sp.add_argument("--out", required=True, metavar="SCHEDULE", help="schedule JSON to write")
     sp = add("plan", cmd_plan, "choose buckets and an order together, and write the plan (a schedule file of "
-                               "version 2; 3 with copy-engine transports)")
+                               "version 2; 3 with copy-engine transports; 4 with coalesced buckets)")
     _solver_args(sp)
     _pricing_args(sp)
     sp.add_argument("--transport", metavar="TABLE", help="let each all_gather move by copy engine where that is "
                     "cheaper: a measured table, h100 or a transport.json (docs/MODEL.md, Transport)")
     sp.add_argument("--bucket-cap", metavar="SIZE", help="the most bytes one bucket may merge, e.g. 25MiB "
                     "(default: no cap)")
+    sp.add_argument("--bucket-layout", choices=["copy", "coalesced"], default="copy",
+                    help="issue each bucket through one buffer copied in and out (copy, torch's; default) or as "
+                         "one group call on the members' own buffers (coalesced; docs/MODEL.md, Buckets)")
     sp.add_argument("--out", required=True, metavar="PLAN", help="plan JSON to write")
     sp = sub.add_parser("bench", help="compare over a corpus of graphs, one row per graph plus a summary",
                         description="compare over a corpus of graphs, one row per graph plus a summary")
@@ -757,6 +763,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "install_fx(..., plans=True) (docs/plans.md)")
     sp.add_argument("--bucket-cap", metavar="SIZE", help="with --plans: the most bytes one bucket may merge, "
                                                          "e.g. 25MiB (default: no cap)")
+    sp.add_argument("--bucket-layout", choices=["copy", "coalesced"], help="with --plans: how each bucket is "
+                    "issued, copy (default) or coalesced (docs/MODEL.md, Buckets)")
     _solver_args(sp)
     sp.set_defaults(fn=cmd_solve_cache)
     sp = sub.add_parser("calibrate", help="build cost-model tables from measurement files",

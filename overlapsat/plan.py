@@ -18,6 +18,7 @@ from overlapsat.graph import Buffer, Graph, Node, NodeKind, _find_cycle, derived
 
 BUCKET_OPS = ("all_gather", "reduce_scatter", "all_reduce")  # what torch's bucketing merges (merge_*_bucket)
 Pricing = Callable[[Node], float]  # a cost model's `duration`: prices the merged collective and its copies
+BUCKET_LAYOUTS = ("copy", "coalesced")  # how a bucket is issued (MODEL.md "Buckets", decision 55)
 
 
 @dataclass(frozen=True)
@@ -40,12 +41,44 @@ class Bucket:
 class Plan:
     """Buckets and an order (names of the bucketed graph's nodes), for the graph of `fingerprint`;
     `transports`: the bucketed graph's collectives that move their data by copy engine (MODEL.md "Transport"),
-    the rest by NCCL."""
+    the rest by NCCL; `layout`: how every bucket is issued, "copy" (one buffer) or "coalesced" (one group call,
+    no copies; decision 55)."""
 
     order: tuple[str, ...]
     buckets: tuple[Bucket, ...] = ()
     fingerprint: str = ""
     transports: tuple[str, ...] = ()
+    layout: str = "copy"
+
+
+class LaidOut:
+    """A pricing that also says the bucket layout (`layout_of`): the layout travels with the prices through the
+    search, as the transport's pricing does, so every bucketed graph a search builds is the plan's own."""
+
+    def __init__(self, price: Pricing, layout: str) -> None:
+        if layout not in BUCKET_LAYOUTS:
+            raise GraphError(f"bucket layout must be one of {', '.join(BUCKET_LAYOUTS)}; got {layout!r}")
+        self.price, self.layout = price, layout
+
+    def __call__(self, nd: Node) -> float:
+        return self.price(nd)
+
+    def __getattr__(self, name: str):  # the wrapped pricing's own attributes (a transport's `base`, `floor`)
+        if name in ("price", "layout"):
+            raise AttributeError(name)
+        return getattr(self.price, name)
+
+
+def laid_out(price: Pricing, layout: str) -> Pricing:
+    """`price` with bucket layout `layout` ("copy": `price` itself)."""
+    if layout == "copy" and layout_of(price) == "copy":
+        return price
+    return LaidOut(price.price if isinstance(price, LaidOut) else price, layout)
+
+
+def layout_of(price: Pricing) -> str:
+    """The bucket layout a pricing carries ("copy" unless made by `laid_out`)."""
+    return getattr(price, "layout", "copy") if isinstance(price, LaidOut) else "copy"
 
 
 def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:
@@ -248,26 +281,37 @@ def _bucketed(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> _Parts
             out[e] = None
         return tuple(out)
 
+    coalesced = layout_of(price) == "coalesced"
     new_nodes: dict[str, Node] = {nd.name: nd for nd in graph.nodes if nd.name not in of}
     new_bufs: list[Buffer] = []
     for b in buckets:
         four = bucket_nodes(graph, b, price)
         for nd in four:
             new_nodes[nd.name] = nd
+        if coalesced:  # no bucket buffers: the group call reads and writes the members' own
+            continue
         c_in, coll, wait, c_out = b.nodes
         in_bytes, out_bytes = int(four[0].bytes_accessed) // 2, int(four[3].bytes_accessed) // 2
         new_bufs.append(Buffer(f"{coll}.in", c_in, (coll,), in_bytes, in_bytes))
         new_bufs.append(Buffer(f"{coll}.out", coll, (wait, c_out), out_bytes, out_bytes))
+
+    def reader(c: str) -> str:  # who reads a buffer c read: coalesced, a member's reads are the group call's
+        b = of.get(c)
+        return b.nodes[1] if coalesced and b is not None and c in b.members else dst(c)
+
     for buf in graph.buffers:
-        # a member's output is written by the copy-out and no longer read by the member's wait; a member's input
-        # is read by the copy-in
+        # copy layout: a member's output is written by the copy-out and no longer read by the member's wait; a
+        # member's input is read by the copy-in. Coalesced: the group call writes the outputs, which the wait
+        # reads, and reads the inputs
         p = buf.producer
         written_by_member = p is not None and p in of and p in of[p].members
-        cons = tuple(dict.fromkeys(dst(c) for c in buf.consumers
-                                   if not (written_by_member and of.get(c) is of[p] and c not in of[p].members)))
-        prod = None if p is None else of[p].nodes[3] if p in of else p
+        cons = tuple(dict.fromkeys(reader(c) for c in buf.consumers
+                                   if coalesced or not (written_by_member and of.get(c) is of[p]
+                                                        and c not in of[p].members)))
+        prod = None if p is None else of[p].nodes[1 if coalesced and written_by_member else 3] if p in of else p
         new_bufs.append(Buffer(buf.name, prod, cons, buf.size_alloc, buf.size_free, buf.output, buf.freeable_input))
-    edges = mapped(graph.edges) + tuple((b.nodes[0], b.nodes[1]) for b in buckets)
+    edges = mapped(graph.edges) + tuple((b.nodes[0], b.nodes[1]) for b in buckets) + (
+        tuple((b.nodes[2], b.nodes[3]) for b in buckets) if coalesced else ())
     fake, implied = mapped(graph.fake_edges), mapped(graph.implied_edges)
     return new_nodes, new_bufs, edges, fake, implied, _placed(graph, buckets, new_nodes, new_bufs,
                                                               edges + fake + implied)
@@ -292,10 +336,14 @@ def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, N
     c_in, coll, wait, c_out = b.nodes
     merged = Node(coll, NodeKind.COLLECTIVE, 0.0, group=ms[0].group, op=ms[0].op, nbytes=sum(m.nbytes for m in ms),
                   group_size=ms[0].group_size, launch=max(m.launch for m in ms), bucket_key=ms[0].bucket_key)
+    the_wait = Node(wait, NodeKind.WAIT, max(w.duration for w in waits), collective=coll)
+    if layout_of(price) == "coalesced":  # one group call on the members' own buffers: nothing is copied, and
+        # the two copy nodes stay as empty markers so that every layout has the same four places (decision 55)
+        return (Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_coalesced_in"), _priced(merged, price), the_wait,
+                Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_coalesced_out"))
     copy_in = Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_copy_in", bytes_accessed=2.0 * in_bytes)
     copy_out = Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_copy_out", bytes_accessed=2.0 * out_bytes)
-    return (_priced(copy_in, price), _priced(merged, price),
-            Node(wait, NodeKind.WAIT, max(w.duration for w in waits), collective=coll), _priced(copy_out, price))
+    return (_priced(copy_in, price), _priced(merged, price), the_wait, _priced(copy_out, price))
 
 
 RATE_GRID = 1.0 / 128  # relative step of the sizes at which `any_bucketing_relaxation` reads the price
@@ -411,6 +459,6 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
     return out
 
 
-__all__ = ["Bucket", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key", "bucket_nodes", "bucketable_by_key",
-           "bucket_problems", "collective_sequence", "crossing_buckets", "materialize", "member_problems",
-           "transport_problems"]
+__all__ = ["BUCKET_LAYOUTS", "Bucket", "LaidOut", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key",
+           "bucket_nodes", "bucketable_by_key", "bucket_problems", "collective_sequence", "crossing_buckets",
+           "laid_out", "layout_of", "materialize", "member_problems", "transport_problems"]

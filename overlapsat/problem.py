@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 class Problem:
     """A graph, its memory budget in bytes (None: none), its collective-order policy, and its bucket policy:
     `bucket_cap`, the most bytes a bucket may merge (None: no cap; MODEL.md "Buckets"), which bounds the plans
-    `optimize_plan` may choose, as torch's `bucket_cap_mb` bounds its bucketers' (a hard cap here).
+    `optimize_plan` may choose, as torch's `bucket_cap_mb` bounds its bucketers' (a hard cap here), and
+    `bucket_layout`, how its plans issue a bucket: "copy" (torch's: one buffer, copied in and out) or
+    "coalesced" (one group call on the members' own buffers; decision 55).
 
     Build one with `Problem.of`, which resolves a budget given as a ratio or a
     size; the fields are final. `graph` is the graph as given (Inductor's chain
@@ -37,8 +39,13 @@ class Problem:
     budget: int | None = None
     collective_order: str = "group"
     bucket_cap: int | None = None
+    bucket_layout: str = "copy"
 
     def __post_init__(self) -> None:
+        from overlapsat.plan import BUCKET_LAYOUTS
+
+        if self.bucket_layout not in BUCKET_LAYOUTS:
+            raise GraphError(f"bucket_layout must be one of {', '.join(BUCKET_LAYOUTS)}; got {self.bucket_layout!r}")
         if self.collective_order not in COLLECTIVE_ORDERS:
             raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; "
                              f"got {self.collective_order!r}")
@@ -53,11 +60,11 @@ class Problem:
 
     @classmethod
     def of(cls, graph: Graph, memory_budget: BudgetLike = None, collective_order: str = "group",
-           bucket_cap: int | str | None = None) -> Problem:
+           bucket_cap: int | str | None = None, bucket_layout: str = "copy") -> Problem:
         """The problem of `graph`: a ratio budget is of the graph's input-order peak, resolved exactly, once;
         `bucket_cap` is bytes or a size ('25MiB')."""
         return cls(graph, resolve_budget(graph, memory_budget), collective_order,
-                   resolve_size(bucket_cap, "bucket cap"))
+                   resolve_size(bucket_cap, "bucket cap"), bucket_layout)
 
     @cached_property
     def relaxed(self) -> Graph:

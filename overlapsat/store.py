@@ -79,13 +79,13 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
         if not plans:
             return None, "a bucketed plan (the scheduler-node pass applies orders only; install_fx(plans=True) " \
                          "applies plans)"
-        from overlapsat.plan import materialize
+        from overlapsat.plan import laid_out, materialize
         from overlapsat.schedules import unpriced
 
         over = problem.over_cap(sched.plan.buckets)
         if over:
             return None, f"outside the bucket policy: {over[0]}"
-        target = problem.on(materialize(problem.relaxed, sched.plan.buckets, unpriced))
+        target = problem.on(materialize(problem.relaxed, sched.plan.buckets, laid_out(unpriced, sched.layout)))
     vs = validate(target, sched.order, limit=1)
     if vs:
         return None, f"invalid schedule: {vs[0]}"
@@ -186,7 +186,8 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -
                 from overlapsat.problem import Problem
                 from overlapsat.solver.plan_search import optimize_plan
 
-                r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None)),
+                r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None),
+                                             opts.pop("bucket_layout", None) or "copy"),
                                   cost_model(profile).duration, time_limit=time_limit, **opts)
                 r.save(schedule_path(store, fp))
             else:
@@ -212,8 +213,9 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     `plans="h200"` (a profile) writes plans instead of orders (`optimize_plan`,
     merged collectives priced by that profile's cost model): apply them with
     `install_fx(..., plans=True)`. With it, `transport="h100"` (a copy-engine
-    table) lets each plan move all_gathers by copy engine where that is cheaper, and `bucket_cap="25MiB"`
-    bounds each bucket's bytes (`Problem.bucket_cap`).
+    table) lets each plan move all_gathers by copy engine where that is cheaper, `bucket_cap="25MiB"`
+    bounds each bucket's bytes (`Problem.bucket_cap`), and `bucket_layout="coalesced"` issues each bucket as
+    one group call with no copies (`Problem.bucket_layout`, decision 55).
     """
     if executor not in EXECUTORS:
         raise GraphError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
@@ -223,11 +225,17 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
 
     SolveParams.from_kwargs(time_limit=time_limit, **{k: v for k, v in options.items()
                                                       if k not in ("memory_budget", "plans", "transport",
-                                                                   "bucket_cap")})
+                                                                   "bucket_cap", "bucket_layout")})
     if options.get("plans") is not None:
         from overlapsat.cost import cost_model
 
         cost_model(options["plans"])  # an unknown profile fails here, not in every task
+    if options.get("bucket_layout") is not None:
+        if options.get("plans") is None:
+            raise GraphError("bucket_layout is a choice of plans: pass plans=PROFILE with it")
+        from overlapsat.plan import laid_out
+
+        laid_out(len, options["bucket_layout"])  # an unknown layout fails here, not in every task
     if options.get("bucket_cap") is not None:
         if options.get("plans") is None:
             raise GraphError("bucket_cap bounds plans: pass plans=PROFILE with it")

@@ -151,7 +151,12 @@ class Result:
     @property
     def plan(self) -> Plan:
         """The order by name, the buckets and transports, and the fingerprint of the graph as given."""
-        return Plan(tuple(self.names), self.best.buckets, self.graph.fingerprint(), self.best.transports)
+        return Plan(tuple(self.names), self.best.buckets, self.graph.fingerprint(), self.best.transports, self.layout)
+
+    @property
+    def layout(self) -> str:
+        """How the plan's buckets are issued ("copy" or "coalesced", decision 55); "copy" for an order."""
+        return self.stats.get("plan", {}).get("layout", "copy")
 
     @property
     def unbucketed(self) -> float:
@@ -224,12 +229,12 @@ class Result:
                 "cut_by_wall_clock": self.cut_by_wall_clock, "stopped_by": self.stopped_by}
 
     def save(self, path: str, graph: Graph | None = None) -> None:
-        """Write the order (with its buckets and transports: a plan, schedule version 2 or 3) for `graph` (default:
+        """Write the order (with its buckets, transports and layout: a plan, schedule version 2 to 4) for `graph` (default:
         the graph solved; give the graph as read where that was priced anew: the file names its fingerprint)."""
         from overlapsat.schedules import save_schedule
 
         save_schedule(path, graph or self.graph, self.names, metrics=self.summary(), meta={"heuristics": self.heuristics},
-                      buckets=self.buckets, transports=self.best.transports)
+                      buckets=self.buckets, transports=self.best.transports, layout=self.layout)
 
 
 class _Progress(cp_model.CpSolverSolutionCallback):

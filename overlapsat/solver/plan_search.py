@@ -37,6 +37,7 @@ from overlapsat.plan import (
     bucketable_by_key,
     collective_sequence,
     crossing_buckets,
+    laid_out,
     materialize,
 )
 from overlapsat.problem import Problem
@@ -95,6 +96,7 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
                   "bound_scope": "every bucketing and order" + (", each bucketing ordered under the budget"
                                                                 if "every_bucketing" in stats else ", the budget left out")}
     plan_stats.setdefault("unbucketed_us", None)
+    plan_stats["layout"] = problem.bucket_layout
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
                    bound=bound, baseline=baseline,
                    stats={**res.stats, "plan": plan_stats}, over="plans", rows=dict(rows or {}))
@@ -149,6 +151,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     leaves out the joint CP-SAT model of buckets and order (decision 43; it runs only on small graphs, with
     `JOINT_SHARE` of the time)."""
     starts_given = starts
+    price = laid_out(price, problem.bucket_layout)  # every bucketed graph below is the problem's layout
     if unbucketed is not None:
         bad = validate(problem, unbucketed.names, limit=1)
         if bad:

@@ -1,4 +1,5 @@
-"""Apply a plan's buckets to a post-grad FX graph with torch's own merge utilities (`install_fx(plans=True)`).
+"""Apply a plan's buckets to a post-grad FX graph with torch's own merge utilities (`install_fx(plans=True)`),
+or, for a plan of coalesced buckets, as one coalesced functional collective each (`coalesce`, decision 55).
 
 A bucket becomes what torch's bucketing makes of it (`merge_all_gather_bucket`,
 `merge_reduce_scatter_bucket`, `merge_all_reduce_bucket` in
@@ -60,14 +61,21 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
         if missing:
             raise GraphError(f"{b.name}: the FX graph has no collective {missing[0]!r}")
         members = [by_name[m] for m in b.members]
-        new_nodes, _ = getattr(tb, MERGERS[op])(fx_graph, members)
+        if plan.layout == "coalesced":
+            new_nodes = coalesce(fx_graph, members, b.name)
+        else:
+            new_nodes, _ = getattr(tb, MERGERS[op])(fx_graph, members)
         ci = next((i for i, n in enumerate(new_nodes) if is_collective(n)), None)
         wi = next((i for i, n in enumerate(new_nodes) if is_wait(n)), None)
         if ci is None or wi is None or wi < ci:
             raise GraphError(f"{b.name}: torch's merge made no collective followed by its wait")
         c_in, coll, wait, c_out = b.nodes
-        expand[c_in], expand[coll] = new_nodes[:ci], [new_nodes[ci]]
-        expand[wait], expand[c_out] = new_nodes[ci + 1:wi + 1], new_nodes[wi + 1:]
+        if plan.layout == "coalesced":  # the collective and its getitems; every wait; nothing copied
+            expand[c_in], expand[coll], expand[c_out] = [], new_nodes[:wi], []
+            expand[wait] = new_nodes[wi:]
+        else:
+            expand[c_in], expand[coll] = new_nodes[:ci], [new_nodes[ci]]
+            expand[wait], expand[c_out] = new_nodes[ci + 1:wi + 1], new_nodes[wi + 1:]
         coll_of[coll] = new_nodes[ci].name
     if plan.buckets:  # torch's merge puts a bucket after its last member, before which users of the first
         # member's wait may stand; torch 2.11 leaves them there (2.13 sorts the region), so the node list is
@@ -101,6 +109,59 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
         raise GraphError("the merged FX graph issues its collectives in another sequence than the plan's")
     ce = [coll_of.get(nm, nm) for nm in plan.transports]  # the FX names of the copy-engine all_gathers
     return h, order, ce
+
+
+COALESCED = {"all_gather_into_tensor": "all_gather_into_tensor_coalesced",
+             "reduce_scatter_tensor": "reduce_scatter_tensor_coalesced", "all_reduce": "all_reduce_coalesced"}
+
+
+def coalesce(fx_graph: Any, members: list[Any], name: str) -> list[Any]:
+    """Replace `members` (functional collectives of one key, each with one wait) by one coalesced collective of
+    their inputs, in their order (decision 55): NCCL runs it as one group call into each member's own output, so
+    nothing is copied. Returns the new nodes in graph order: the collective, a getitem per member, a wait per
+    member; every user of a member's wait reads its new wait. Raises GraphError before any change where a member
+    is not a plain functional collective of the same operation with one wait."""
+    import operator
+
+    import torch
+
+    fnames = {_functional_name(m) for m in members}
+    fname = next(iter(fnames)) if len(fnames) == 1 else None
+    if fname not in COALESCED:
+        raise GraphError(f"{name}: coalesced buckets merge one of {', '.join(COALESCED)} (out= variants excepted); "
+                         f"its members are {sorted(map(str, fnames))}")
+    waits = []
+    for m in members:
+        ws = [u for u in m.users if is_wait(u)]
+        if len(ws) != 1 or len(m.users) != 1 or m.kwargs:
+            raise GraphError(f"{name}: member {m.name!r} must have exactly one user, its wait, and no keyword "
+                             f"arguments (it has users {[u.name for u in m.users]})")
+        waits.append(ws[0])
+    if len({tuple(map(str, m.args[1:])) for m in members}) != 1:
+        raise GraphError(f"{name}: members differ in their group or reduce op: {[m.args[1:] for m in members]}")
+    target = getattr(torch.ops._c10d_functional, COALESCED[fname]).default
+    pos = {n: i for i, n in enumerate(fx_graph.nodes)}
+    last = max(members, key=pos.__getitem__)
+    with fx_graph.inserting_after(last):
+        coll = fx_graph.call_function(target, ([m.args[0] for m in members], *members[0].args[1:]))
+    coll.meta["val"] = [m.meta.get("val") for m in members]
+    new = [coll]
+    at = coll
+    for i, m in enumerate(members):
+        with fx_graph.inserting_after(at):
+            at = fx_graph.call_function(operator.getitem, (coll, i))
+        at.meta["val"] = m.meta.get("val")
+        new.append(at)
+    for w, item in zip(waits, new[1:]):
+        with fx_graph.inserting_after(new[-1]):
+            nw = fx_graph.call_function(w.target, (item, *w.args[1:]), dict(w.kwargs))
+        nw.meta.update(w.meta)
+        w.replace_all_uses_with(nw)
+        new.append(nw)
+    for w, m in zip(waits, members):
+        fx_graph.erase_node(w)
+        fx_graph.erase_node(m)
+    return new
 
 
 GATHERS = ("all_gather_into_tensor", "all_gather_into_tensor_out")
@@ -149,4 +210,5 @@ def apply_transports(fx_graph: Any, nodes: list[Any]) -> list[Any]:
     return new_nodes
 
 
-__all__ = ["GATHERS", "MERGERS", "apply_transports", "is_collective", "is_wait", "merge_plan", "transport_nodes"]
+__all__ = ["COALESCED", "GATHERS", "MERGERS", "apply_transports", "coalesce", "is_collective", "is_wait", "merge_plan",
+           "transport_nodes"]

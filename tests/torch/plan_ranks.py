@@ -40,5 +40,6 @@ calls = [ln.strip() for ln in codes[0][codes[0].find("def call("):].splitlines()
          if "_c10d_functional." in ln and not ln.strip().startswith(("assert", "#"))]
 finish_rank(out, {"rank": rank, "gathers": sum("all_gather_into_tensor" in ln for ln in calls),
                   "reduce_scatters": sum("reduce_scatter_tensor" in ln for ln in calls),
+                  "coalesced": sum("_coalesced" in ln for ln in calls),
                   "matches_eager": all(bool(torch.allclose(a, b, atol=1e-5)) for a, b in zip(res, ref)),
                   "values": [float.hex(v) for t in res for v in t.flatten().tolist()], "warnings": warnings})

@@ -15,22 +15,22 @@ def _ranks(phase, tmp_path, stores):
     return run_ranks("plan_ranks.py", phase, tmp_path, stores, tag="_" + os.path.basename(stores[1]))
 
 
-def _save_plan(store):
+def _save_plan(store, layout="copy"):
     """Every gather in one bucket and both reduce-scatters in another (torch's greedy bucketer with no cap),
-    ordered by `optimize` on the bucketed graph: the plan file `overlapsat plan` would write."""
+    ordered by `optimize` on the bucketed graph of `layout`: the plan file `overlapsat plan` would write."""
     from overlapsat import Problem, load_graph, optimize, save_schedule
     from overlapsat.cost import cost_model
     from overlapsat.heuristics.bucketing import greedy_buckets
-    from overlapsat.plan import materialize
+    from overlapsat.plan import laid_out, materialize
     from overlapsat.store import graph_path, recorded, schedule_path
 
     (fp,) = recorded(str(store))
     g = load_graph(graph_path(str(store), fp))
     bs = greedy_buckets(g.relaxed("group"), 10**12)
     assert sorted(len(b.members) for b in bs) == [2, 3]
-    h = materialize(g.relaxed("group"), bs, cost_model("h200").duration)
+    h = materialize(g.relaxed("group"), bs, laid_out(cost_model("h200").duration, layout))
     r = optimize(Problem.of(h, None, "group"), time_limit=2, deterministic=True)
-    save_schedule(schedule_path(str(store), fp), g, r.names, buckets=bs)
+    save_schedule(schedule_path(str(store), fp), g, r.names, buckets=bs, layout=layout)
 
 
 @pytest.mark.compile
@@ -55,6 +55,25 @@ def test_two_ranks_apply_a_plan_with_torchs_merges_and_match_eager(tmp_path):
         assert r["gathers"] == 3 and r["reduce_scatters"] == 2 and r["matches_eager"], r
     assert len(split[0]["warnings"]) == 1 and "did not agree" in split[0]["warnings"][0], split[0]
     assert split[1]["warnings"] == [], split[1]
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+def test_two_ranks_apply_a_coalesced_plan_with_no_copies_and_match_eager_bitwise(tmp_path):
+    """Decision 55: a plan of coalesced buckets issues each bucket as one coalesced functional collective (one
+    NCCL group call) on the members' own tensors: one gather call and one reduce-scatter call per step, no
+    bucket buffer, and every rank's results bitwise Inductor's unbucketed graph's (each tensor is reduced alone,
+    as unbucketed)."""
+    pytest.importorskip("torch")
+    store = tmp_path / "store"
+    store.mkdir()
+    cap = _ranks("capture", tmp_path, [store, store])
+    _save_plan(store, layout="coalesced")
+    both = _ranks("apply", tmp_path, [store, store])
+    for r, c in zip(both, cap):
+        assert r["gathers"] == 1 and r["reduce_scatters"] == 1 and r["coalesced"] == 2, r
+        assert r["matches_eager"] and r["warnings"] == [], r
+        assert r["values"] == c["values"], r
 
 
 # one gloo rank in a fresh interpreter, Inductor's caches off, overlapsat's warnings collected; G the world group
