@@ -25,6 +25,8 @@ in backward), forward and backward, and times the step:
 - p_mem   the same as p, under a memory budget (`--memory-budget`, as d_mem);
 - p_ce    the same as p, with each all_gather the measured copy-engine table offers moved by copy engine where
           that is cheaper (`solve_store(transport=--transport)`, MODEL.md "Transport");
+- p_co    the same as p, each bucket issued as one coalesced collective (one NCCL group call on the members' own
+          tensors, no copies: `solve_store(bucket_layout="coalesced")`, decision 55);
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
 - d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
@@ -63,9 +65,9 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, stored_schedules, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "tbb_torch", "p", "p_mem", "p_ce")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce")
-PLANS = ("tbb", "p", "p_mem", "p_ce")  # configurations whose stores hold plans (buckets and order)
+           "tbb_torch", "p", "p_mem", "p_ce", "p_co")
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce", "p_co")
+PLANS = ("tbb", "p", "p_mem", "p_ce", "p_co")  # configurations whose stores hold plans (buckets and order)
 BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
@@ -554,8 +556,10 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
                 res["solved"] = tbb_store(store, a.collective_order, a.profile, a.solve_s, len(PARAMS_PER_BLOCK),
                                           tie.get("memory_budget"))
             else:
-                if cfg in ("p", "p_mem", "p_ce"):
+                if cfg in ("p", "p_mem", "p_ce", "p_co"):
                     tie["plans"] = a.profile
+                if cfg == "p_co":
+                    tie["bucket_layout"] = "coalesced"
                 if cfg == "p_ce":
                     tie["transport"] = a.transport
                 outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
@@ -844,7 +848,7 @@ def predict(store: str, collective_order: str = "group", profile: str = "h200", 
         simulate_contended,
         simulate_with_interference,
     )
-    from overlapsat.plan import materialize
+    from overlapsat.plan import laid_out, materialize
 
     out: dict = {"graphs": []}
     for fp, g0, sched, _why in stored_schedules(store, collective_order):
@@ -861,7 +865,7 @@ def predict(store: str, collective_order: str = "group", profile: str = "h200", 
                 price, base = table.pricing(price, group), table.repriced(g0, group)
                 ce = {"copy_engine": sched.transports, "copy_engine_share": table.contention_share}
                 row["copy_engine"] = len(sched.transports)
-            bucketed = materialize(base.relaxed(collective_order), sched.plan.buckets, price)
+            bucketed = materialize(base.relaxed(collective_order), sched.plan.buckets, laid_out(price, sched.layout))
             row["buckets"] = len(sched.buckets)
             row["collectives_after_buckets"] = len(bucketed.coll_seq)
         for label, o in (("captured", None), ("solved", order)):

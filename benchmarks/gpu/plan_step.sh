@@ -6,7 +6,8 @@
 # FSDP).
 # Configurations (benchmarks/gpu/e2e_step.py): a, b_iter, c_bkt (torch's scheduler with its bucketing), c_lc
 # (c_bkt with torch's copy-engine swap), tbb, tbb_torch (torch's manual_overlap_bucketing), d (overlapsat's order), p (overlapsat's plan), p_mem (p under a
-# budget), p_ce (p with copy-engine all_gathers where the measured table prices them cheaper). Pricing
+# budget), p_ce (p with copy-engine all_gathers where the measured table prices them cheaper), p_co (p with
+# coalesced buckets: one NCCL group call per bucket, no copies; decision 55). Pricing
 # follows the card: h200 (calibrated) on H200s, h100_sxm (the analytical roofline) on H100s.
 # Everything comes back as one archive, $OUT/<case>.tar.xz. Carry the wheels in .whl (benchmarks/gpu/device_env.sh). Environment: CONFIGS,
 # LIMIT (seconds for the step), SOLVE_S (per graph), KEEP (configurations whose rank-0 trace comes back),
@@ -28,7 +29,7 @@ step() {  # DIR LIMIT [e2e_step options]
     --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-15} --keep-traces ${KEEP:-} ${ALL_RANKS:+--trace-all-ranks} \
     ${STORE_FROM:+--store-from "$STORE_FROM"} "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$work/log_$dir.txt"
-  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|tbb_torch|d|p|p_mem|p_ce) " "$work/log_$dir.txt" | cut -c1-160
+  grep -E "^(a|b_iter|c|c_bkt|c_lc|tbb|tbb_torch|d|p|p_mem|p_ce|p_co) " "$work/log_$dir.txt" | cut -c1-160
 }
 case "$case_" in
 comparable)

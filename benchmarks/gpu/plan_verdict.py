@@ -23,9 +23,9 @@ NAMES = {"a": "no reordering", "b_iter": "torch iterative pair", "c_bkt": "torch
          "c_lc": "c_bkt + copy-engine swap (absent on 2.11: = c_bkt)", "tbb": "TBB buckets, overlapsat order",
          "tbb_torch": "TBB, torch's manual_overlap_bucketing",
          "d": "overlapsat order", "p": "overlapsat plan", "p_mem": "overlapsat plan, memory budget",
-         "p_ce": "overlapsat plan, copy-engine all_gathers"}
+         "p_ce": "overlapsat plan, copy-engine all_gathers", "p_co": "overlapsat plan, coalesced buckets"}
 PRED = {"d": "prediction", "tbb": "prediction_tbb", "p": "prediction_p", "p_mem": "prediction_p_mem",
-        "d_mem": "prediction_d_mem", "p_ce": "prediction_p_ce"}
+        "d_mem": "prediction_d_mem", "p_ce": "prediction_p_ce", "p_co": "prediction_p_co"}
 
 
 def graphs_by_shape(res: dict, cfg: str) -> dict[tuple, list[dict]]:
