@@ -59,76 +59,85 @@ def worker(rank: int, world: int, port: int, out: str, iters: int, warmup: int) 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=torch.device("cuda", rank))
-    grp = dist.group.WORLD
-    name = grp.group_name
-    c10d = torch.ops._c10d_functional
     rows = []
     for bname, shapes in BUCKETS.items():
-        shards = [torch.randn((s[0] // world, *s[1:]), device="cuda", dtype=torch.bfloat16) for s in shapes]
-        grads = [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in shapes]
-        n_in = sum(t.numel() for t in shards)
-        flat_in = torch.empty(n_in, device="cuda", dtype=torch.bfloat16)
-        flat_out = torch.empty(n_in * world, device="cuda", dtype=torch.bfloat16)
-        sizes = [t.numel() for t in shards]
-
-        def copy() -> None:
-            torch.cat([t.reshape(-1) for t in shards], out=flat_in)
-            dist.all_gather_into_tensor(flat_out, flat_in, group=grp)
-            per_rank = flat_out.view(world, n_in).split(sizes, dim=1)
-            [p.contiguous() for p in per_rank]  # each weight: its rows from every rank, one copy
-
-        def flat() -> None:
-            dist.all_gather_into_tensor(flat_out, flat_in, group=grp)
-
-        def coalesced() -> None:
-            for t in c10d.all_gather_into_tensor_coalesced(shards, world, name):
-                c10d.wait_tensor(t)
-
-        def separate() -> None:
-            for t in shards:
-                c10d.wait_tensor(c10d.all_gather_into_tensor(t, world, name))
-
-        n_g = sum(t.numel() for t in grads)
-        g_flat = torch.empty(n_g, device="cuda", dtype=torch.bfloat16)
-        g_out = torch.empty(n_g // world, device="cuda", dtype=torch.bfloat16)
-
-        def rs_copy() -> None:
-            torch.cat([t.reshape(world, -1) for t in grads], dim=1, out=g_flat.view(world, -1))
-            dist.reduce_scatter_tensor(g_out, g_flat, group=grp)
-            g_out.split([t.numel() // world for t in grads])  # views: a reduce_scatter's results need no copy
-            # out of the bucket beyond the split (torch's merge views them)
-
-        def rs_flat() -> None:
-            dist.reduce_scatter_tensor(g_out, g_flat, group=grp)
-
-        def rs_coalesced() -> None:
-            for t in c10d.reduce_scatter_tensor_coalesced(grads, "sum", world, name):
-                c10d.wait_tensor(t)
-
-        def rs_separate() -> None:
-            for t in grads:
-                c10d.wait_tensor(c10d.reduce_scatter_tensor(t, "sum", world, name))
-
-        row = {"bucket": bname, "members": len(shapes), "gather_out_bytes": 2 * n_in * world}
-        for k, fn in (("copy", copy), ("flat", flat), ("coalesced", coalesced), ("separate", separate),
-                      ("rs_copy", rs_copy), ("rs_flat", rs_flat), ("rs_coalesced", rs_coalesced),
-                      ("rs_separate", rs_separate)):
-            dist.barrier()
-            row[k + "_ms"] = _time(fn, iters, warmup)
+        dist.barrier()
+        row = {"bucket": bname, "members": len(shapes), **_measure(shapes, world, iters, warmup)}
         rows.append(row)
         if rank == 0:
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
                   flush=True)
-        del shards, grads, flat_in, flat_out, g_flat, g_out
         torch.cuda.empty_cache()
     if rank == 0:
         import torch.cuda.nccl as nccl
 
         with open(os.path.join(out, "coalesced.json"), "w") as f:
-            json.dump({"torch": torch.__version__, "nccl": ".".join(map(str, nccl.version())),
+            json.dump({"torch": torch.__version__, "nccl": str(nccl.version()),
                        "gpu": torch.cuda.get_device_name(), "world": world, "iters": iters, "rows": rows}, f,
                       indent=1)
     dist.destroy_process_group()
+
+
+def _measure(shapes: list[tuple[int, ...]], world: int, iters: int, warmup: int) -> dict:
+    """One bucket's timings, each way of issuing it (ms)."""
+    import torch
+    import torch.distributed as dist
+
+    grp = dist.group.WORLD
+    name = grp.group_name
+    c10d = torch.ops._c10d_functional
+    shards = [torch.randn((s[0] // world, *s[1:]), device="cuda", dtype=torch.bfloat16) for s in shapes]
+    grads = [torch.randn(s, device="cuda", dtype=torch.bfloat16) for s in shapes]
+    n_in = sum(t.numel() for t in shards)
+    flat_in = torch.empty(n_in, device="cuda", dtype=torch.bfloat16)
+    flat_out = torch.empty(n_in * world, device="cuda", dtype=torch.bfloat16)
+    sizes = [t.numel() for t in shards]
+
+    def copy() -> None:
+        torch.cat([t.reshape(-1) for t in shards], out=flat_in)
+        dist.all_gather_into_tensor(flat_out, flat_in, group=grp)
+        per_rank = flat_out.view(world, n_in).split(sizes, dim=1)
+        [p.contiguous() for p in per_rank]  # each weight: its rows from every rank, one copy
+
+    def flat() -> None:
+        dist.all_gather_into_tensor(flat_out, flat_in, group=grp)
+
+    def coalesced() -> None:
+        for t in c10d.all_gather_into_tensor_coalesced(shards, world, name):
+            c10d.wait_tensor(t)
+
+    def separate() -> None:
+        for t in shards:
+            c10d.wait_tensor(c10d.all_gather_into_tensor(t, world, name))
+
+    n_g = sum(t.numel() for t in grads)
+    g_flat = torch.empty(n_g, device="cuda", dtype=torch.bfloat16)
+    g_out = torch.empty(n_g // world, device="cuda", dtype=torch.bfloat16)
+
+    def rs_copy() -> None:
+        torch.cat([t.reshape(world, -1) for t in grads], dim=1, out=g_flat.view(world, -1))
+        dist.reduce_scatter_tensor(g_out, g_flat, group=grp)
+        g_out.split([t.numel() // world for t in grads])  # views: a reduce_scatter's results need no copy
+        # out of the bucket beyond the split (torch's merge views them)
+
+    def rs_flat() -> None:
+        dist.reduce_scatter_tensor(g_out, g_flat, group=grp)
+
+    def rs_coalesced() -> None:
+        for t in c10d.reduce_scatter_tensor_coalesced(grads, "sum", world, name):
+            c10d.wait_tensor(t)
+
+    def rs_separate() -> None:
+        for t in grads:
+            c10d.wait_tensor(c10d.reduce_scatter_tensor(t, "sum", world, name))
+
+    row = {"gather_out_bytes": 2 * n_in * world}
+    for k, fn in (("copy", copy), ("flat", flat), ("coalesced", coalesced), ("separate", separate),
+                  ("rs_copy", rs_copy), ("rs_flat", rs_flat), ("rs_coalesced", rs_coalesced),
+                  ("rs_separate", rs_separate)):
+        dist.barrier()
+        row[k + "_ms"] = _time(fn, iters, warmup)
+    return row
 
 
 def main(argv: list[str] | None = None) -> int:
