@@ -235,3 +235,34 @@ def test_plan_keeps_within_a_bucket_cap_and_refuses_a_bad_one_before_any_work(tm
     r = run("plan", "fsdp_small", "--profile", "h200", "--bucket-cap", "1.2x", "--out", str(bad))
     assert r.returncode == 2 and "bucket cap '1.2x'" in r.stderr and "Traceback" not in r.stderr
     assert not bad.exists()
+
+
+def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_the_copied_plan(tmp_path):
+    """`--bucket-layout coalesced` (decision 55): the file says its layout (version 4), the summary names it,
+    and since a coalesced bucket costs no more than the same bucket copied, its plan is no longer than the
+    copy layout's plan of the same time limit (deterministic mode; both checked by the simulator). An unknown
+    layout is refused by argparse, exit 2, no file."""
+    from overlapsat import load_graph, load_schedule, simulate
+    from overlapsat.cost import cost_model
+    from overlapsat.plan import laid_out, materialize
+
+    outs = {}
+    for layout in ("copy", "coalesced"):
+        out = tmp_path / f"{layout}.json"
+        r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "2", "--bucket-layout", layout,
+                "--out", str(out), "--no-progress")
+        assert r.returncode == 0, r.stderr
+        outs[layout] = (json.loads(out.read_text()), r.stdout)
+    co, cp = outs["coalesced"][0], outs["copy"][0]
+    assert co["version"] == 4 and co["layout"] == "coalesced" and co["buckets"], co.get("buckets")
+    assert "coalesced buckets" in outs["coalesced"][1] and "coalesced buckets" not in outs["copy"][1]
+    assert co["metrics"]["makespan_us"] <= cp["metrics"]["makespan_us"] + 1e-6
+    from overlapsat.cli import _load
+
+    g = _load("fsdp_small").reprice(cost_model("h200"))
+    sched = load_schedule(tmp_path / "coalesced.json", g)
+    h = materialize(g.relaxed("group"), sched.plan.buckets, laid_out(cost_model("h200").duration, "coalesced"))
+    assert simulate(h, sched.order).makespan == pytest.approx(co["metrics"]["makespan_us"], rel=1e-9)
+    bad = tmp_path / "bad.json"
+    r = run("plan", "fsdp_small", "--profile", "h200", "--bucket-layout", "flat", "--out", str(bad))
+    assert r.returncode == 2 and "invalid choice: 'flat'" in r.stderr and not bad.exists()

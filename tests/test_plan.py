@@ -45,6 +45,36 @@ def test_the_bucketed_graph_has_the_four_nodes_and_the_hand_computed_figures():
     assert validate(h, h.names) == []
 
 
+def test_a_coalesced_bucket_copies_nothing_and_has_the_hand_computed_figures():
+    """Decision 55: the same bucket issued as one group call on the members' own buffers. Its copy nodes are
+    empty markers (0 us, no buffers), the group call reads xa and xb and writes ya and yb itself, and its wait
+    and then the markers come before the members' readers."""
+    from overlapsat.plan import laid_out, layout_of
+
+    g = two_gathers()
+    b = Bucket(("ag1", "ag2"))
+    co = laid_out(price, "coalesced")
+    assert layout_of(co) == "coalesced" and layout_of(price) == "copy" and laid_out(price, "copy") is price
+    assert co(g.node("ag1")) == price(g.node("ag1"))
+    h = materialize(g, [b], co)
+    c_in, coll, wait, c_out = b.nodes
+    assert h.node(coll).duration == 15.0 and h.node(c_in).duration == 0.0 and h.node(c_out).duration == 0.0
+    bufs = {bf.name: bf for bf in h.buffers}
+    assert set(bufs) == {"xa", "xb", "ya", "yb"}  # no b.in, no b.out
+    assert bufs["xa"].consumers == (coll,) and bufs["ya"].producer == coll
+    assert set(bufs["ya"].consumers) == {wait, "m1"}
+    # a [0, 10), b [10, 20), the transfer [20, 35), the wait stalls 15 us, m1 [35, 55), m2 [55, 75)
+    assert simulate(h).makespan == 75.0 and simulate(h).exposed == 15.0
+    # at the group call: both inputs and both outputs (100 + 100 + 400 + 400); the copy layout's 1,600 held b.in
+    assert peak_memory(h) == 1000
+    assert validate(h, h.names) == []
+    # no copy: a marker may run before its members' inputs exist, but the call and the readers keep their order
+    with pytest.raises(GraphError):
+        materialize(two_gathers(dependent=True), [b], co)
+    with pytest.raises(GraphError, match="bucket layout must be one of copy, coalesced; got 'flat'"):
+        laid_out(price, "flat")
+
+
 def test_a_member_reading_no_buffer_copies_in_its_payloads_input():
     """Decision 54: a gather of a constant graph input (a parameter's shard: no buffer, left out of memory) still
     copies its input into the bucket: one rank's share of its payload. Before, such a copy-in cost nothing (run 85:
@@ -167,6 +197,81 @@ def test_a_plan_file_round_trips_and_is_checked_against_the_bucketed_graph(tmp_p
     with pytest.raises(GraphError, match="is invalid"):  # saving checks the order on the bucketed graph
         save_schedule(tmp_path / "x.json", g, list(reversed(h.names)), buckets=[b])
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_coalesced_plan_file_is_version_4_and_checked_against_its_own_bucketed_graph(tmp_path):
+    """Decision 55: the layout travels in the file (version 4, "layout"), so a reader builds the bucketed graph
+    the order is of; an order valid only without copies (the marker before b, whose output the copy layout's
+    copy-in reads) is refused under the copy layout, and a version or a layout that cannot say it is refused."""
+    import json
+
+    from overlapsat import load_schedule, save_schedule
+    from overlapsat.plan import laid_out
+
+    g = two_gathers()
+    b = Bucket(("ag1", "ag2"))
+    h = materialize(g, [b], laid_out(price, "coalesced"))
+    assert h.names.index(b.nodes[0]) < h.names.index("b")
+    path = tmp_path / "plan.json"
+    save_schedule(path, g, h.names, buckets=[b], layout="coalesced")
+    data = json.loads(path.read_text())
+    assert data["version"] == 4 and data["layout"] == "coalesced"
+    back = load_schedule(path, g)
+    assert back.layout == "coalesced" and back.plan.layout == "coalesced" and back.order == h.names
+    with pytest.raises(GraphError, match="is invalid"):
+        save_schedule(tmp_path / "x.json", g, h.names, buckets=[b])
+    assert not (tmp_path / "x.json").exists()
+    with pytest.raises(GraphError, match="not a schedule of graph 'two_gathers' bucketed"):
+        path.write_text(json.dumps({**data, "order": g.names}))
+        load_schedule(path, g)
+    for bad, match in (({"version": 2}, "a layout needs buckets and version 4"),
+                       ({"layout": "flat"}, "layout: expected one of copy, coalesced, got 'flat'"),
+                       ({"buckets": []}, "a layout needs buckets")):
+        path.write_text(json.dumps({**data, **bad}))
+        with pytest.raises(GraphError, match=match):
+            load_schedule(path, g)
+    with pytest.raises(GraphError, match="layout must be one of copy, coalesced; got 'flat'"):
+        save_schedule(tmp_path / "y.json", g, h.names, buckets=[b], layout="flat")
+    # a copy plan is written as before: version 2, no layout field
+    save_schedule(path, g, materialize(g, [b], price).names, buckets=[b], layout="copy")
+    assert "layout" not in json.loads(path.read_text()) and json.loads(path.read_text())["version"] == 2
+
+
+def test_the_bucket_layout_is_a_policy_of_the_problem_and_its_plans(tmp_path):
+    """`Problem.bucket_layout` names what it allows; `optimize_plan` searches the problem's layout and says it;
+    `solve_store(bucket_layout=...)` needs `plans` and writes a version-4 plan the store hands back."""
+    import json
+
+    from overlapsat import Problem
+    from overlapsat.solver.plan_search import optimize_plan
+
+    with pytest.raises(GraphError, match="bucket_layout must be one of copy, coalesced; got 'flat'"):
+        Problem.of(two_gathers(), bucket_layout="flat")
+    g = two_gathers()
+    co = optimize_plan(Problem.of(g, None, "group", None, "coalesced"), price, time_limit=2)
+    cp = optimize_plan(Problem.of(g, None, "group"), price, time_limit=2)
+    assert co.layout == "coalesced" and cp.layout == "copy"
+    # by hand: coalesced, a and b then the bucket hide nothing but cost one latency (75 us, above); unbucketed,
+    # ag1 [10, 20) hides behind b, ag2 [20, 30), m1 [30, 50) after w1 and w2 needs nothing: 60 us
+    assert co.makespan == cp.makespan == 60.0 and co.buckets == cp.buckets == ()
+    from overlapsat import save_graph
+    from overlapsat.store import graph_path, schedule_path, solve_store, usable_stored
+
+    with pytest.raises(GraphError, match="bucket_layout is a choice of plans"):
+        solve_store(str(tmp_path), time_limit=1, bucket_layout="coalesced")
+    with pytest.raises(GraphError, match="bucket layout must be one of"):
+        solve_store(str(tmp_path), time_limit=1, plans="h200", bucket_layout="flat")
+    big = _latency(500.0)  # a latency that pays for a bucket
+    gg = Graph(tuple(replace_dur(nd, big) for nd in g.nodes), g.buffers, name="two_gathers_slow")
+    fp = gg.fingerprint()
+    save_graph(gg, graph_path(str(tmp_path), fp))
+    (o,) = solve_store(str(tmp_path), time_limit=2, plans="h200", bucket_layout="coalesced")
+    assert o.outcome == "solved", o
+    data = json.loads(open(schedule_path(str(tmp_path), fp)).read())
+    sched, why = usable_stored(str(tmp_path), fp, gg, "group", plans=True)
+    # the h200 profile prices the merged gather below two (one NCCL latency): the plan buckets them, coalesced
+    assert data["buckets"] == [["ag1", "ag2"]] and data["version"] == 4 and data["layout"] == "coalesced"
+    assert why == "ok" and sched.layout == "coalesced"
 
 
 def test_the_store_does_not_hand_a_plan_to_the_reorder_pass(tmp_path):
@@ -331,7 +436,9 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
     """Random small graphs (brute force's generator) with a latency-heavy price, a bucket cap on every fourth:
     every legal bucketing within the cap is enumerated and each bucketed graph brute-forced. The plan's makespan
     is at least the best over every plan, its order is valid on its bucketed graph, its buckets are within the
-    cap, and an `optimal` status is true there."""
+    cap, and an `optimal` status is true there. Half the seeds (both search paths) issue buckets coalesced
+    (decision 55): brute force then orders the coalesced bucketed graphs."""
+    from overlapsat.plan import laid_out
 
     from overlapsat import Problem
     from overlapsat.solver.plan_search import optimize_plan
@@ -349,13 +456,14 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
     if seed % 4 == 3:  # a bucket cap that binds some buckets: brute force and the plan see the same plans
         sizes = sorted({nd.nbytes for nd in g.nodes if nd.kind is K}) or [0]
         cap = random.Random(seed).choice([sizes[0], 2 * sizes[0], sizes[-1] + sizes[0]])
-    pb = Problem.of(g, None, co, cap)
+    layout = ("copy", "coalesced")[(seed // 2) % 2]
+    pb = Problem.of(g, None, co, cap, layout)
     rg = pb.relaxed
     best_any = None
     for bs in few_bucketings(rg):
         if pb.over_cap(bs):
             continue
-        truth = brute_force(materialize(rg, list(bs), price), co)
+        truth = brute_force(materialize(rg, list(bs), laid_out(price, layout)), co)
         if truth is None or not truth.orders:
             continue
         ms = truth.best(None)
@@ -366,6 +474,7 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
         monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
     r = optimize_plan(pb, price, time_limit=5, max_evaluations=20)
     assert ("every_bucketing" in r.stats["plan"]) == (seed % 2 == 0) and pb.over_cap(r.buckets) == []
+    assert r.layout == layout and r.plan.layout == layout
     assert validate(Problem(r.bucketed, None, co), list(r.plan.order)) == []
     assert r.makespan >= best_any - 1e-9
     assert r.bound <= best_any * (1 + 1e-9)  # a bound over every plan
@@ -721,3 +830,50 @@ def test_a_bucket_whose_wait_is_held_back_still_has_its_copy_out_after_it():
     h = materialize(g, [b], price)
     assert h.names.index(b.nodes[2]) < h.names.index(b.nodes[3]) and h.names.index("w3") < h.names.index(b.nodes[2])
     assert validate(h, h.names) == []
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_coalesced_bucketing_is_never_longer_nor_higher_than_the_same_bucketing_copied(seed):
+    """Decision 55, against the simulator: every legal bucketing of a random graph, the copy layout's input
+    order and a random valid order of it are valid on the coalesced graph too (its nodes have no more
+    dependencies), and there no longer and no higher in memory (only copies and bucket buffers go)."""
+    from overlapsat.plan import laid_out
+    from tests.brute import random_graph
+
+    g = _gathers(seed) if seed % 4 else random_graph(seed, max_nodes=8)[0]
+    price = _PRICES[seed % len(_PRICES)](random.Random(seed).choice([0.5, 5.0, 50.0]))
+    rg = g.relaxed("free")
+    tried = 0
+    for bs in few_bucketings(rg):
+        if not bs:
+            continue
+        hc = materialize(rg, list(bs), price)
+        hk = materialize(rg, list(bs), laid_out(price, "coalesced"))
+        assert sorted(hc.names) == sorted(hk.names)
+        rnd = random.Random(seed)
+        for order in (hc.names, _random_topo(hc, rnd)):
+            assert validate(hc, order, collective_order="free") == []
+            assert validate(hk, order, collective_order="free") == []
+            a, b = simulate(hc, order), simulate(hk, order)
+            assert b.makespan <= a.makespan + 1e-9 and b.peak_memory <= a.peak_memory
+        tried += 1
+    if not tried:
+        pytest.skip("no legal bucket")
+
+
+def _random_topo(g, rnd):
+    """A random valid order of `g` at level free: repeatedly a random node whose predecessors are placed, kept
+    only when `validate` agrees (else the graph's own order)."""
+    order = list(g.names)
+    for _ in range(20):
+        left, placed, out = set(g.names), set(), []
+        preds = {nm: {g.names[u] for u in g.preds[g.index[nm]]} for nm in g.names}
+        while left:
+            ready = sorted(nm for nm in left if preds[nm] <= placed)
+            nm = rnd.choice(ready)
+            out.append(nm)
+            placed.add(nm)
+            left.discard(nm)
+        if not validate(g, out, collective_order="free", limit=1):
+            return out
+    return order
