@@ -242,7 +242,7 @@ def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_t
     and since a coalesced bucket costs no more than the same bucket copied, its plan is no longer than the
     copy layout's plan of the same time limit (deterministic mode; both checked by the simulator). An unknown
     layout is refused by argparse, exit 2, no file."""
-    from overlapsat import load_graph, load_schedule, simulate
+    from overlapsat import load_schedule, simulate
     from overlapsat.cost import cost_model
     from overlapsat.plan import laid_out, materialize
 
@@ -259,8 +259,9 @@ def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_t
     assert co["metrics"]["makespan_us"] <= cp["metrics"]["makespan_us"] + 1e-6
     from overlapsat.cli import _load
 
-    g = _load("fsdp_small").reprice(cost_model("h200"))
-    sched = load_schedule(tmp_path / "coalesced.json", g)
+    g0 = _load("fsdp_small")
+    sched = load_schedule(tmp_path / "coalesced.json", g0)  # the file names the graph as read
+    g = g0.reprice(cost_model("h200"))
     h = materialize(g.relaxed("group"), sched.plan.buckets, laid_out(cost_model("h200").duration, "coalesced"))
     assert simulate(h, sched.order).makespan == pytest.approx(co["metrics"]["makespan_us"], rel=1e-9)
     bad = tmp_path / "bad.json"

@@ -307,3 +307,48 @@ def test_a_plan_whose_copy_engine_cannot_apply_stands_on_nccl_with_one_warning()
     assert (applied, gathers, swapped, same) == ("1", "1", "False", "True"), row
     assert warned.count("copy-engine all_gathers stay on NCCL") == 1 and "not on a CUDA device" in warned, row
     assert "//" not in warned, row
+
+
+def test_merge_plan_issues_a_coalesced_bucket_as_one_group_call_with_a_wait_per_member():
+    """Decision 55 on a traced graph: the two gathers become one `all_gather_into_tensor_coalesced` of both
+    shards, in the members' order, a getitem and a wait per member; no copy node; the plan's order places every
+    node and is valid on the merged graph. Members of different operations are refused by name before any change."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat import GraphError, Problem, optimize, validate
+    from overlapsat.cost import cost_model
+    from overlapsat.plan import Bucket, Plan, laid_out, materialize
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_plan import coalesce, is_collective, is_wait, merge_plan
+    from tests.torch.test_fx import _trace
+
+    def f(w1, w2, x):
+        h = torch.relu(x @ funcol.all_gather_tensor(w1, 0, dist.group.WORLD).T)
+        return h @ funcol.all_gather_tensor(w2, 0, dist.group.WORLD)
+
+    gm = _trace(f, torch.randn(8, 16), torch.randn(8, 16), torch.randn(4, 16))
+    g = import_fx(gm)
+    bs = (Bucket(tuple(g.names[c] for c in g.coll_seq)),)
+    h = materialize(g.relaxed("group"), bs, laid_out(cost_model("h200").duration, "coalesced"))
+    order = optimize(Problem.of(h, None, "group"), time_limit=1, deterministic=True).names
+    shards = [n for n in gm.graph.nodes if n.op == "placeholder"][:2]
+    merged, placed, _ = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint(), layout="coalesced"),
+                                   import_fx)
+    (coll,) = [n for n in gm.graph.nodes if is_collective(n)]
+    assert coll.target is torch.ops._c10d_functional.all_gather_into_tensor_coalesced.default
+    assert list(coll.args[0]) == shards  # the shards themselves: nothing copied into a buffer
+    assert sum(is_wait(n) for n in gm.graph.nodes) == 2 and not any("cat" in str(n.target) for n in gm.graph.nodes)
+    assert validate(merged, placed, collective_order="free") == [] and len(merged.waits_of[merged.index[coll.name]]) == 2
+
+    def mixed(w, x):
+        a = funcol.all_gather_tensor(w, 0, dist.group.WORLD)
+        return funcol.reduce_scatter_tensor(x @ a.T, "sum", 0, dist.group.WORLD)
+
+    gm2 = _trace(mixed, torch.randn(8, 16), torch.randn(8, 16))
+    colls = [n for n in gm2.graph.nodes if is_collective(n)]
+    before = len(gm2.graph.nodes)
+    with pytest.raises(GraphError, match="coalesced buckets merge one of"):
+        coalesce(gm2.graph, colls, "b")
+    assert len(gm2.graph.nodes) == before
