@@ -560,6 +560,41 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
         row = next(line for line in page.splitlines() if line.startswith(f"| {label} |"))
         assert row.startswith(f"| {label} | {plain:.2f} ms | {contended:.2f} ms | {ms(res, 'p'):.2f} ms"), label
         assert pct(contended, ms(res, "p")).removesuffix(" %") in row, label
+    # runs 91-94, the verdict: coalesced buckets (decision 55), each margin against the same call's torch runs
+    verdict = {("comparable, 2 GPUs", "92"): "run92_comparable_coalesced", ("re-gather, 2 GPUs", "91"):
+               "run91_regather_coalesced", ("", "93"): "run93_regather_coalesced",
+               ("FSDP x4", "94"): "run94_fsdp4_coalesced", ("2-way TP x 2-way FSDP, 4 GPUs", "94"): "run94_tp_coalesced"}
+    for (label, n), name in verdict.items():
+        res = run(name)
+        assert price(res) == "host40.json" and "H100" in res["meta"]["gpu"], name
+        assert res["configs"]["p_co"]["ranks"][0]["applied_graphs"] and len(
+            res["configs"]["p_co"]["ranks"][0]["applied_graphs"]) == 2, name
+        cells = [f"**{ms(res, 'p_co'):.2f} ms**", f"{ms(res, 'c_bkt'):.2f}"]
+        cells += [f"{ms(res, c):.2f}" if c in res["configs"] else "not run" for c in ("tbb_torch", "p")]
+        p_co, c_bkt = ms(res, "p_co"), ms(res, "c_bkt")
+        target = f"**{pct(p_co, c_bkt)}: {'met' if p_co < 0.9 * c_bkt else 'missed'}**"
+        tbb = "-"
+        if "tbb_torch" in res["configs"]:
+            tbb = f"**{pct(p_co, ms(res, 'tbb_torch'))}: {'met' if p_co <= ms(res, 'tbb_torch') else 'missed'}**"
+        want = f"| {label} | {n} | ".replace("|  |", "| |") + " | ".join(cells) + f" | {target} | {tbb} |"
+        assert want in page, want
+        loss = [res["configs"][c]["ranks"][0]["loss_compiled"] for c in res["configs"]]
+        assert max(abs(x / res["configs"]["c_bkt"]["ranks"][0]["loss_compiled"] - 1) for x in loss) < 1.2e-4, name
+    probe = json.loads((d27 / "run91_regather_coalesced" / "coalesced.json").read_text())
+    layer = next(r for r in probe["rows"] if r["bucket"] == "layer")
+    assert (f"the group call took {layer['coalesced_ms']:.3f} ms, flat {layer['flat_ms']:.3f} ms, copied "
+            f"{layer['copy_ms']:.3f} ms, and nine separate gathers {layer['separate_ms']:.3f} ms") in " ".join(page.split())
+    for label, names in (("comparable, coalesced", ("run92_comparable_coalesced",)),
+                         ("re-gather, coalesced", ("run91_regather_coalesced", "run93_regather_coalesced")),
+                         ("FSDP x4, coalesced", ("run94_fsdp4_coalesced",)),
+                         ("2-way TP x 2-way FSDP, coalesced", ("run94_tp_coalesced",))):
+        rs = [run(nm) for nm in names]
+        assert len({pv["predicted"](r, "p_co") for r in rs}) == 1, label  # the same plan solved in each call
+        plain, contended = pv["predicted"](rs[0], "p_co")
+        row = next(line for line in page.splitlines() if line.startswith(f"| {label} |"))
+        assert row.startswith(f"| {label} | {plain:.2f} ms | {contended:.2f} ms | "
+                              + ", ".join(f"{ms(r, 'p_co'):.2f}" for r in rs)), label
+        assert all(pct(contended, ms(r, "p_co")).removesuffix(" %") in row for r in rs), label
     r76 = json.loads((d27 / "run76_fsdp4_host40" / "results.json").read_text())  # d and p only
     assert f"| 76 | {ms(r76, 'p'):.2f} ms | not run | not run | not run | {ms(r76, 'd'):.2f} |" in page
     # earlier pricings: the compact table's cells

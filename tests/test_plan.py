@@ -438,9 +438,8 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
     is at least the best over every plan, its order is valid on its bucketed graph, its buckets are within the
     cap, and an `optimal` status is true there. Half the seeds (both search paths) issue buckets coalesced
     (decision 55): brute force then orders the coalesced bucketed graphs."""
-    from overlapsat.plan import laid_out
-
     from overlapsat import Problem
+    from overlapsat.plan import laid_out
     from overlapsat.solver.plan_search import optimize_plan
     from tests.brute import brute_force, random_graph
 
