@@ -78,7 +78,7 @@ def laid_out(price: Pricing, layout: str) -> Pricing:
 
 def layout_of(price: Pricing) -> str:
     """The bucket layout a pricing carries ("copy" unless made by `laid_out`)."""
-    return getattr(price, "layout", "copy") if isinstance(price, LaidOut) else "copy"
+    return price.layout if isinstance(price, LaidOut) else "copy"
 
 
 def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:

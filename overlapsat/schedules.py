@@ -110,8 +110,8 @@ def load_schedule(path: str | os.PathLike[str], graph: Graph | None = None) -> S
     if not all(isinstance(b, list) and all(isinstance(x, str) for x in b) for b in buckets):
         raise GraphError(f"{where}.buckets: expected a list of lists of collective names")
     tr = _field(data, "transports", where, dict, {})
-    if tr and version != TRANSPORTS_VERSION:
-        raise GraphError(f"{where}: transports need version {TRANSPORTS_VERSION}, the file says {version}")
+    if tr and version not in (TRANSPORTS_VERSION, LAYOUT_VERSION):
+        raise GraphError(f"{where}: transports need version {TRANSPORTS_VERSION} or later, the file says {version}")
     if set(tr) - {"copy_engine"} or not all(isinstance(x, str) for x in tr.get("copy_engine", [])) \
             or not isinstance(tr.get("copy_engine", []), list):
         raise GraphError(f"{where}.transports: expected {{\"copy_engine\": [collective names]}}, got {tr!r}")

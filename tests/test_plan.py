@@ -247,6 +247,8 @@ def test_the_bucket_layout_is_a_policy_of_the_problem_and_its_plans(tmp_path):
 
     with pytest.raises(GraphError, match="bucket_layout must be one of copy, coalesced; got 'flat'"):
         Problem.of(two_gathers(), bucket_layout="flat")
+    with pytest.raises(GraphError, match="with bucket_layout 'coalesced' leave it out"):  # one tensor per call
+        optimize_plan(Problem.of(two_gathers(), bucket_layout="coalesced"), price, transport="h100")
     g = two_gathers()
     co = optimize_plan(Problem.of(g, None, "group", None, "coalesced"), price, time_limit=2)
     cp = optimize_plan(Problem.of(g, None, "group"), price, time_limit=2)

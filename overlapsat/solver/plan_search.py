@@ -115,6 +115,9 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     bucketed graph that take the copy engine."""
     if transport is None:
         return _optimize_plan(problem, price, params, **options)
+    if problem.bucket_layout != "copy":  # torch's copy-engine gather moves one tensor; a group call is several
+        raise GraphError(f"optimize_plan: `transport` moves single all_gathers by copy engine; with bucket_layout "
+                         f"{problem.bucket_layout!r} leave it out")
     from overlapsat.cost.transport import copy_engine
 
     table = copy_engine(transport)
