@@ -530,6 +530,12 @@ def test_a_plan_stays_within_the_budget(search, monkeypatch):
     assert tight.proven == (not search) and tight.makespan == pytest.approx(240.0)
     loose = optimize_plan(Problem.of(priced, 1600, "group"), _latency(100.0), time_limit=5)
     assert len(loose.buckets) == 1 and loose.peak_memory <= 1600 and loose.makespan < tight.makespan
+    # coalesced (decision 55), the bucket's peak is 1,000 B by hand (no bucket buffers): a budget of 999 B
+    # leaves it out, and a budget of exactly 1,000 B keeps it: a, b, then the 110-us transfer [20, 130), m1, m2
+    below = optimize_plan(Problem.of(priced, 999, "group", None, "coalesced"), _latency(100.0), time_limit=5)
+    assert below.buckets == () and below.peak_memory <= 999 and below.makespan == pytest.approx(240.0)
+    exact = optimize_plan(Problem.of(priced, 1000, "group", None, "coalesced"), _latency(100.0), time_limit=5)
+    assert len(exact.buckets) == 1 and exact.peak_memory == 1000 and exact.makespan == pytest.approx(170.0)
 
 
 @pytest.mark.parametrize("seed", range(12))
