@@ -51,14 +51,19 @@ class Plan:
     layout: str = "copy"
 
 
+def check_layout(layout: str, what: str = "bucket layout") -> str:
+    """`layout` when it is one of `BUCKET_LAYOUTS`; else GraphError naming `what` and the layouts there are."""
+    if layout not in BUCKET_LAYOUTS:
+        raise GraphError(f"{what} must be one of {', '.join(BUCKET_LAYOUTS)}; got {layout!r}")
+    return layout
+
+
 class LaidOut:
     """A pricing that also says the bucket layout (`layout_of`): the layout travels with the prices through the
     search, as the transport's pricing does, so every bucketed graph a search builds is the plan's own."""
 
     def __init__(self, price: Pricing, layout: str) -> None:
-        if layout not in BUCKET_LAYOUTS:
-            raise GraphError(f"bucket layout must be one of {', '.join(BUCKET_LAYOUTS)}; got {layout!r}")
-        self.price, self.layout = price, layout
+        self.price, self.layout = price, check_layout(layout)
 
     def __call__(self, nd: Node) -> float:
         return self.price(nd)
@@ -460,5 +465,5 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
 
 
 __all__ = ["BUCKET_LAYOUTS", "Bucket", "LaidOut", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key",
-           "bucket_nodes", "bucketable_by_key", "bucket_problems", "collective_sequence", "crossing_buckets",
+           "bucket_nodes", "bucketable_by_key", "bucket_problems", "check_layout", "collective_sequence", "crossing_buckets",
            "laid_out", "layout_of", "materialize", "member_problems", "transport_problems"]

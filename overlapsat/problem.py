@@ -42,10 +42,9 @@ class Problem:
     bucket_layout: str = "copy"
 
     def __post_init__(self) -> None:
-        from overlapsat.plan import BUCKET_LAYOUTS
+        from overlapsat.plan import check_layout
 
-        if self.bucket_layout not in BUCKET_LAYOUTS:
-            raise GraphError(f"bucket_layout must be one of {', '.join(BUCKET_LAYOUTS)}; got {self.bucket_layout!r}")
+        check_layout(self.bucket_layout, "bucket_layout")
         if self.collective_order not in COLLECTIVE_ORDERS:
             raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; "
                              f"got {self.collective_order!r}")

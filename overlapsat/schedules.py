@@ -15,7 +15,16 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node
 from overlapsat.io import SCHEDULE_FORMAT, VERSION, _field, atomic_write_text, read_json
-from overlapsat.plan import BUCKET_LAYOUTS, Bucket, Plan, bucket_problems, laid_out, materialize, transport_problems
+from overlapsat.plan import (
+    BUCKET_LAYOUTS,
+    Bucket,
+    Plan,
+    bucket_problems,
+    check_layout,
+    laid_out,
+    materialize,
+    transport_problems,
+)
 from overlapsat.simulate import check_permutation
 from overlapsat.validate import assert_valid
 
@@ -69,8 +78,7 @@ def save_schedule(path: str | os.PathLike[str], graph: Graph, order: Sequence[st
                   layout: str = "copy") -> Schedule:
     """Validate `order` against `graph` (with `buckets`: against the bucketed graph of `layout`), and `transports`
     (the collectives moved by copy engine) against the rules of MODEL.md "Transport", then write it atomically."""
-    if layout not in BUCKET_LAYOUTS:
-        raise GraphError(f"layout must be one of {', '.join(BUCKET_LAYOUTS)}; got {layout!r}")
+    check_layout(layout, "layout")
     bs = [b if isinstance(b, Bucket) else Bucket(tuple(b)) for b in buckets]
     target = materialize(graph.relaxed("free"), bs, laid_out(unpriced, layout)) if bs else graph  # (Inductor's chain edges are
     # a level's, not the graph's: buckets are judged without them, decision 39)

@@ -233,9 +233,9 @@ def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor
     if options.get("bucket_layout") is not None:
         if options.get("plans") is None:
             raise GraphError("bucket_layout is a choice of plans: pass plans=PROFILE with it")
-        from overlapsat.plan import laid_out
+        from overlapsat.plan import check_layout
 
-        laid_out(len, options["bucket_layout"])  # an unknown layout fails here, not in every task
+        check_layout(options["bucket_layout"])  # an unknown layout fails here, not in every task
     if options.get("bucket_cap") is not None:
         if options.get("plans") is None:
             raise GraphError("bucket_cap bounds plans: pass plans=PROFILE with it")
