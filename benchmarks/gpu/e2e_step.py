@@ -556,7 +556,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
                 res["solved"] = tbb_store(store, a.collective_order, a.profile, a.solve_s, len(PARAMS_PER_BLOCK),
                                           tie.get("memory_budget"))
             else:
-                if cfg in ("p", "p_mem", "p_ce", "p_co"):
+                if cfg in PLANS:  # tbb is solved above
                     tie["plans"] = a.profile
                 if cfg == "p_co":
                     tie["bucket_layout"] = "coalesced"
