@@ -183,13 +183,16 @@ def _sweep(problem: Problem, ts: TimeScale, best: list[int], best_ms: float, wal
             if tb.exhausted(params.deterministic) or (work_cap is not None and stats["work"] >= work_cap):
                 return best, stats
             i, j = widen_to_atomic(g, best, i0, j0)
+            py_work = WORK_PER_NODE * n + WORK_PER_WINDOW_NODE * (j - i)  # the Python side, deterministically
+            # the window's share is reserved first, so that the work spent stays within the budget
+            room = min(tb.work_left(), work_cap - stats["work"] if work_cap is not None else math.inf) - py_work
+            if room <= 0:
+                return best, stats
             cand, spent, cut = solve_window(problem, ts, best, i, j,
-                                            work=min(params.lns_window_work * window / params.lns_window,
-                                                     tb.work_left(),
-                                                     work_cap - stats["work"] if work_cap is not None else math.inf),
+                                            work=min(params.lns_window_work * window / params.lns_window, room),
                                             deterministic=params.deterministic, workers=params.n_workers,
                                             max_time=tb.wall_left(), walk=walk)
-            spent += WORK_PER_NODE * n + WORK_PER_WINDOW_NODE * (j - i)  # the Python side, deterministically
+            spent += py_work
             tb.spend(spent)
             if cut and params.deterministic:
                 tb.cut_by_wall_clock = True

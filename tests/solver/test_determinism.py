@@ -88,16 +88,25 @@ def test_same_order_across_processes_load_and_file_order(tmp_path, example, opti
 
 def test_deterministic_mode_is_bound_by_work_not_the_clock():
     """A deterministic run with more work than its time limit allows finishes late with the answer of an
-    unhurried run (the clock is only a safety net at 10 x the limit); it says the work ended it."""
+    unhurried run (the clock is only a safety net at 10 x the limit); it says the work ended it.
+
+    The hurried limit is half the unhurried run's own wall time, so the work surely outlasts it on any machine
+    while the safety net (5 x that run) stays far off under CI load."""
+    import time as _time
+
     from overlapsat.examples import bundled as _bundled
     from overlapsat.solver import optimize as _optimize
 
     g = load_graph(_bundled("tp_small"))
-    hurried = _optimize(g, time_limit=0.5, work_limit=1.5, workers=1)
-    calm = _optimize(g, time_limit=100, work_limit=1.5, workers=1)
+    t = _time.monotonic()
+    calm = _optimize(g, time_limit=100, work_limit=0.3, workers=1)
+    limit = (_time.monotonic() - t) / 2
+    hurried = _optimize(g, time_limit=limit, work_limit=0.3, workers=1)
+    assert hurried.stats["total_s"] > limit  # the run did outlast its time limit
     assert hurried.order == calm.order and hurried.status == calm.status
     assert not hurried.cut_by_wall_clock and hurried.stopped_by in ("work", "proof")
-    assert hurried.stats["work_used"] <= 1.5 + 1e-6
+    # CP-SAT checks its deterministic limit between its own steps, so a solve may pass it by a little
+    assert hurried.stats["work_used"] <= 0.3 * 1.01
 
 
 def test_timed_mode_stops_on_the_clock_and_says_so():
@@ -222,7 +231,7 @@ def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
             from overlapsat import load_graph
             from overlapsat.torch.apply import stored_or_solved
             g = load_graph({str(g_path)!r})
-            order, why, _, _ = stored_or_solved({str(store)!r}, g, g.fingerprint(), mode="solve", time_limit=10,
+            order, why, _, _ = stored_or_solved({str(store)!r}, g, g.fingerprint(), mode="solve", time_limit=3,
                                              collective_order="group")
             print("|".join(order))
         """

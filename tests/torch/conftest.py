@@ -1,12 +1,34 @@
-"""Every bridge test leaves torch's Inductor config as it found it.
+"""Every bridge test leaves torch's Inductor config as it found it, and the session's rank scripts share one
+cache of compiled kernels.
 
 Tests patch the config through its own `patch` context: pytest 9.2's `monkeypatch` undo deletes a config
 setting instead of restoring it, and every later test then compiled without it. This guard fails the test
 that leaks a change, and restores the config so that the tests after it still run on torch's settings."""
 
+import os
+
 import pytest
 
+from tests.torch.scripts import KERNELS_ENV
+
 torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_kernel_cache(tmp_path_factory):
+    """One cache of compiled C++ kernels for every rank script of the session (`scripts.KERNELS_ENV`); under
+    xdist both workers' folders sit in one session folder, so they share it too."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "inductor_kernels"
+    path.mkdir(exist_ok=True)
+    old = os.environ.get(KERNELS_ENV)
+    os.environ[KERNELS_ENV] = str(path)
+    yield
+    if old is None:
+        os.environ.pop(KERNELS_ENV, None)
+    else:
+        os.environ[KERNELS_ENV] = old
 
 
 def config_changes(before: dict, after: dict) -> list[str]:

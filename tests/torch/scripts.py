@@ -61,6 +61,13 @@ def _graph_cache_settings() -> list[tuple]:
             (dcfg, {"automatic_dynamic_local_pgo": False, "automatic_dynamic_remote_pgo": False})]
 
 
+# the test session's shared cache of compiled C++ kernels (tests/torch/conftest.py): a script whose graph caches
+# are off (`turn_graph_caches_off`) compiles there, so a kernel and Inductor's one-off CPU probes and headers are
+# built once per session, not once per process (about 13 s each on a 2-core machine, 2026-11-27). The kernels'
+# cache is keyed by their source, so sharing it changes no compile's passes, only its C++ build.
+KERNELS_ENV = "OVERLAPSAT_TEST_KERNELS"
+
+
 def turn_graph_caches_off() -> None:
     """Inductor's FX graph cache, AOTAutograd's cache and dynamo's profile of dynamic shapes off for the rest of
     this process, so every compile runs overlapsat's passes on the same graph; the compiled kernels' cache stays
@@ -83,14 +90,15 @@ def graph_caches_off() -> Iterator[None]:
 
 def start_rank() -> tuple[str, int, str, str, list[str]]:
     """Begin a rank script that `run_ranks` runs, before anything imports torch: read its argv (PHASE RANK WORLD
-    INIT_FILE STORE OUT), give Inductor the test's own cache directory (beside INIT_FILE: every phase and rank of
-    one test shares its compiled kernels, no other test sees them), join the gloo group, turn the graph caches
+    INIT_FILE STORE OUT), give Inductor the session's kernel cache (`KERNELS_ENV`; else the test's own, beside
+    INIT_FILE), join the gloo group, turn the graph caches
     off (`turn_graph_caches_off`), and collect overlapsat's warnings. Returns (phase, rank, store, out, the warnings
     list)."""
     import logging
 
     phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.path.dirname(os.path.abspath(init_file)), "inductor")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = (os.environ.get(KERNELS_ENV)
+                                             or os.path.join(os.path.dirname(os.path.abspath(init_file)), "inductor"))
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)

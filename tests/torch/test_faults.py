@@ -7,7 +7,7 @@ from tests.torch.scripts import CATCH_WARNINGS, run_script
 
 SCRIPT = r"""
 import importlib, json, logging, os, sys, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get("OVERLAPSAT_TEST_KERNELS") or tempfile.mkdtemp()
 import torch, torch.distributed as dist
 import torch._inductor.config as icfg
 import torch.distributed._functional_collectives as funcol

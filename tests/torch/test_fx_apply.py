@@ -8,7 +8,7 @@ from tests.torch.test_fx_plan import ONE_RANK
 
 SCRIPT = r"""
 import importlib, logging, os, re, sys, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get("OVERLAPSAT_TEST_KERNELS") or tempfile.mkdtemp()
 import torch, torch.distributed as dist
 import torch._inductor.config as icfg
 import torch.distributed._functional_collectives as funcol
