@@ -162,7 +162,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
             extra_orders: dict[str, Any] | None = None,
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
             interference: Interference | None = None, hold: float | None = None,
-            plans: Pricing | None = None, plan_peers: dict[str, Any] | None = None) -> Comparison:
+            plans: Pricing | None = None, plan_peers: dict[str, Any] | None = None,
+            bucket_layout: str | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
@@ -178,9 +179,16 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     which prices merged collectives) adds plan rows beside the other graphs': torch's greedy bucketing (2000 MB,
     its default) with the best pass on its bucketed graph, and `optimize_plan`'s plan (its own `time_limit`).
     `plan_peers` (name -> buckets, each a list of collective names: TBB, torch's OverlapScheduler's) adds a row per
-    peer bucketing, with the best pass on it, and gives each to the plan search as a warm start."""
+    peer bucketing, with the best pass on it, and gives each to the plan search as a warm start. `bucket_layout`
+    ("copy", the default, or "coalesced"; `Problem.bucket_layout`) is how overlapsat's plan issues its buckets;
+    torch's greedy row and the peers' rows keep the copied buckets torch issues, so the coalesced plan is judged
+    against what torch runs."""
     graph = as_graph(graph)
-    problem = Problem.of(graph, memory_budget, collective_order)  # the budget resolved once, for every row
+    if bucket_layout is not None and plans is None:
+        raise GraphError("bucket_layout is a choice of plans: pass plans= (the cost model that prices merged "
+                         "collectives) with it")
+    # the budget resolved once, for every row
+    problem = Problem.of(graph, memory_budget, collective_order, bucket_layout=bucket_layout or "copy")
     budget = problem.budget
     if hold is not None:
         hold = check_hold(hold)
@@ -246,8 +254,9 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
                        work_limit=work_limit, starts=peers, unbucketed=unbucketed)
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
-    # it did not (timed mode, out of time)
-    best = pr.rows.get(DEFAULT_PEER)
+    # it did not (timed mode, out of time), or where it judged them in another layout than torch's copies
+    copied = problem.bucket_layout == "copy"
+    best = pr.rows.get(DEFAULT_PEER) if copied else None
     greedy = list(best.buckets) if best is not None else greedy_buckets(g)
     h = materialize(g, greedy, price)
     if best is None:
@@ -259,7 +268,7 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     for name, buckets in peers.items():  # judged by the plan search where it ran the portfolio on them
         bs = list(as_buckets(g, buckets))
         h = materialize(g, bs, price)
-        best = pr.rows.get(name) or min(
+        best = (pr.rows.get(name) if copied else None) or min(
             (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
              if r.valid), key=rank_key, default=None)
         if best is not None:
@@ -267,7 +276,8 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     bk = pr.stats["plan"]["bucketing"]
     out.append(replace(pr.best, name="overlapsat plan", runtime_s=plan_s, stats={},
-                       note=f"{len(pr.buckets)} buckets: {len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
+                       note=f"{len(pr.buckets)} {'' if copied else problem.bucket_layout + ' '}buckets: "
+                            f"{len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
                             f"collectives; order {bk['status']} for these buckets; "
                             + ("optimal over every bucketing" if pr.proven else
                                f"bound over every bucketing {pr.bound:.1f} us")))

@@ -203,3 +203,33 @@ def test_a_peer_bucketing_is_a_row_and_a_warm_start_and_the_plan_is_never_worse(
     assert rows["overlapsat plan"].makespan <= rows["block buckets"].makespan + 1e-9
     with pytest.raises(GraphError, match="plans="):
         compare(g, time_limit=1, plan_peers={"block": peer})
+
+
+def test_a_coalesced_plan_is_judged_against_torchs_copied_buckets():
+    """compare(bucket_layout="coalesced"): overlapsat's plan row is the coalesced plan (its copy places are empty
+    markers, MODEL.md "Buckets"), while torch's greedy row keeps the copies torch issues; each row's figure is
+    the simulator's on its own graph, and the plan is no longer than torch's greedy buckets (coalescing them is
+    one of the plans it could keep). The layout needs plans=, and a bad one is named."""
+    from overlapsat import compare, load_graph, simulate
+    from overlapsat.cost.model import cost_model
+    from overlapsat.examples import bundled
+
+    model = cost_model("h200")
+    g = load_graph(bundled("fsdp_medium")).reprice(model)  # large enough for the searched path (its peer rows)
+    c = compare(g, time_limit=1, plans=model.duration, bucket_layout="coalesced")
+    rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
+    assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
+    ops = {k: [n.op for n in r.sim.graph.nodes if (n.op or "").startswith("bucket_")] for k, r in rows.items()}
+    plan_g, torch_g = rows["overlapsat plan"].sim.graph, rows["torch greedy buckets"].sim.graph
+    assert ops["overlapsat plan"] and set(ops["overlapsat plan"]) == {"bucket_coalesced_in", "bucket_coalesced_out"}
+    assert all(n.duration == 0 for n in plan_g.nodes if (n.op or "").startswith("bucket_"))
+    assert ops["torch greedy buckets"] and set(ops["torch greedy buckets"]) == {"bucket_copy_in", "bucket_copy_out"}
+    assert all(n.duration > 0 for n in torch_g.nodes if (n.op or "").startswith("bucket_copy"))
+    for r in rows.values():
+        assert r.valid and abs(simulate(r.sim.graph, r.order).makespan - r.makespan) <= 1e-6 * r.makespan
+    assert rows["overlapsat plan"].makespan <= rows["torch greedy buckets"].makespan + 1e-9
+    assert "coalesced buckets" in rows["overlapsat plan"].note
+    with pytest.raises(GraphError, match="plans="):
+        compare(g, time_limit=1, bucket_layout="coalesced")
+    with pytest.raises(GraphError, match="bucket_layout.*'grouped'"):
+        compare(g, time_limit=1, plans=model.duration, bucket_layout="grouped")
