@@ -86,6 +86,20 @@ def layout_of(price: Pricing) -> str:
     return price.layout if isinstance(price, LaidOut) else "copy"
 
 
+def group_member_us(price: Pricing) -> float:
+    """What a coalesced bucket's group call costs per member beyond the first, above one flat collective of the
+    summed bytes (decision 56): the pricing's own `group_member_us`, else its cost model's hardware profile's,
+    else 0."""
+    inner = price.price if isinstance(price, LaidOut) else price
+    own = getattr(inner, "group_member_us", None)
+    if own is None:
+        hw = getattr(getattr(inner, "__self__", None), "hw", None)  # a cost model's bound `duration`
+        own = getattr(hw, "group_member_us", 0.0)
+    if isinstance(own, bool) or not isinstance(own, (int, float)) or not 0.0 <= own < float("inf"):
+        raise GraphError(f"group_member_us must be a finite number >= 0, got {own!r}")
+    return float(own)
+
+
 def bucket_key(nd: Node) -> tuple[str | None, str | None, int, str | None]:
     """torch's bucket key, as far as a graph records it: operation, process group, group size, and the node's
     `bucket_key` (dtype, reduce op) (MODEL.md)."""
@@ -343,8 +357,11 @@ def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, N
                   group_size=ms[0].group_size, launch=max(m.launch for m in ms), bucket_key=ms[0].bucket_key)
     the_wait = Node(wait, NodeKind.WAIT, max(w.duration for w in waits), collective=coll)
     if layout_of(price) == "coalesced":  # one group call on the members' own buffers: nothing is copied, and
-        # the two copy nodes stay as empty markers so that every layout has the same four places (decision 55)
-        return (Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_coalesced_in"), _priced(merged, price), the_wait,
+        # the two copy nodes stay as empty markers so that every layout has the same four places (decision 55);
+        # the call costs a measured time per member beyond the first above a flat collective (decision 56)
+        call = _priced(merged, price)
+        call = replace(call, duration=call.duration + group_member_us(price) * (len(ms) - 1))
+        return (Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_coalesced_in"), call, the_wait,
                 Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_coalesced_out"))
     copy_in = Node(c_in, NodeKind.COMPUTE, 0.0, op="bucket_copy_in", bytes_accessed=2.0 * in_bytes)
     copy_out = Node(c_out, NodeKind.COMPUTE, 0.0, op="bucket_copy_out", bytes_accessed=2.0 * out_bytes)
@@ -466,4 +483,5 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
 
 __all__ = ["BUCKET_LAYOUTS", "Bucket", "LaidOut", "Plan", "Pricing", "any_bucketing_relaxation", "bucket_key",
            "bucket_nodes", "bucketable_by_key", "bucket_problems", "check_layout", "collective_sequence", "crossing_buckets",
+           "group_member_us",
            "laid_out", "layout_of", "materialize", "member_problems", "transport_problems"]

@@ -183,3 +183,13 @@ def graphs(draw: st.DrawFn, max_nodes: int = 12, **kw: object) -> Graph:
     if "groups" not in kw:
         kw["groups"] = draw(st.integers(1, 3))
     return random_graph(seed, n, **kw)  # type: ignore[arg-type]
+
+
+class WithGroupMember:
+    """`price` that also charges `us` per member beyond the first of a coalesced bucket's group call (decision 56)."""
+
+    def __init__(self, price, us: float) -> None:
+        self.inner, self.group_member_us = price, us
+
+    def __call__(self, nd):
+        return self.inner(nd)

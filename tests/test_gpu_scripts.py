@@ -754,3 +754,19 @@ def test_contended_plan_ranks_the_plan_search_by_the_contended_walk_and_restores
         assert any(r.makespan > simulate(r.sim.graph, r.order).makespan for r in rows)  # an overlapping order
     assert ps.run_all is plain
     assert all(r.makespan == simulate(r.sim.graph, r.order).makespan for r in ps.run_all(pb) if r.valid)
+
+
+def test_the_coalesced_plans_repriced_at_the_measured_group_call_time_are_what_the_raw_files_give():
+    """Decision 56's before-and-after figures: the committed table is what the probe computes from runs 91-94's
+    stored plans and results now, and the page and the decision quote its rows."""
+    import runpy
+
+    probe = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "probes" / "reprice_coalesced.py"))
+    d27 = ROOT / "benchmarks" / "results" / "gpu_2026-11-27"
+    got = probe["rows"](str(d27))
+    assert "\n".join(got) + "\n" == (d27 / "reprice_coalesced.md").read_text()
+    assert len(got) == 2 + 5 and all("| 10.5 |" in r for r in got[2:])
+    after = [float(r.split("|")[-2].strip(" %")) for r in got[2:]]
+    assert all(-10 < a < 0 for a in after)  # every step's estimate within 10 % at the measured time
+    page = (ROOT / "docs" / "gpu_results.md").read_text()
+    assert "-8.5 %" in page and "-1.8 to -8.5 %" in page

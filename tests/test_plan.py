@@ -75,6 +75,37 @@ def test_a_coalesced_bucket_copies_nothing_and_has_the_hand_computed_figures():
         laid_out(price, "flat")
 
 
+def test_a_group_call_costs_its_profiles_time_per_member_beyond_the_first():
+    """Decision 56: a coalesced bucket's group call costs `group_member_us` per member beyond the first above the
+    flat collective of the summed bytes (run 91's probe: about 10.5 us on H100s). By hand on `two_gathers`: the
+    call is 15 + 7 = 22 us, so the wait stalls 22 us and the makespan is 82; the copy layout is left unchanged,
+    and the hardware profile's value reaches the cost model's pricing. A bad value is named."""
+    from overlapsat.cost import cost_model
+    from overlapsat.cost.hardware import HardwareProfile, load_profile
+    from overlapsat.plan import group_member_us, laid_out
+    from tests.helpers import WithGroupMember
+
+    g = two_gathers()
+    b = Bucket(("ag1", "ag2"))
+    h = materialize(g, [b], laid_out(WithGroupMember(price, 7.0), "coalesced"))
+    assert h.node(b.name).duration == 22.0
+    assert simulate(h).makespan == 82.0 and simulate(h).exposed == 22.0  # a, b, the call [20, 42), m1, m2
+    copied = materialize(g, [b], WithGroupMember(price, 7.0))  # no group call: no member time
+    assert copied.node(b.name).duration == 15.0 and simulate(copied).makespan == 95.0
+    assert group_member_us(price) == 0.0 and group_member_us(cost_model("h200").duration) == 0.0
+    hw = load_profile("h200")
+    assert hw.group_member_us == 0.0  # built-in profiles: 0 until measured
+    from dataclasses import asdict
+
+    for name in ("h200", "h200_member"):  # with h200's built-in tables, and without any
+        model = cost_model(HardwareProfile(**{**asdict(hw), "name": name, "group_member_us": 10.5}))
+        assert group_member_us(laid_out(model.duration, "coalesced")) == 10.5
+    with pytest.raises(GraphError, match="group_member_us"):
+        HardwareProfile(**{**asdict(hw), "group_member_us": -1.0})
+    with pytest.raises(GraphError, match="group_member_us must be a finite number >= 0, got nan"):
+        materialize(g, [b], laid_out(WithGroupMember(price, float("nan")), "coalesced"))
+
+
 def test_a_member_reading_no_buffer_copies_in_its_payloads_input():
     """Decision 54: a gather of a constant graph input (a parameter's shard: no buffer, left out of memory) still
     copies its input into the bucket: one rank's share of its payload. Before, such a copy-in cost nothing (run 85:
@@ -439,7 +470,8 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
     every legal bucketing within the cap is enumerated and each bucketed graph brute-forced. The plan's makespan
     is at least the best over every plan, its order is valid on its bucketed graph, its buckets are within the
     cap, and an `optimal` status is true there. Half the seeds (both search paths) issue buckets coalesced
-    (decision 55): brute force then orders the coalesced bucketed graphs."""
+    (decision 55): brute force then orders the coalesced bucketed graphs; half of those charge the group call a
+    time per member (decision 56)."""
     from overlapsat import Problem
     from overlapsat.plan import laid_out
     from overlapsat.solver.plan_search import optimize_plan
@@ -458,6 +490,10 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
         sizes = sorted({nd.nbytes for nd in g.nodes if nd.kind is K}) or [0]
         cap = random.Random(seed).choice([sizes[0], 2 * sizes[0], sizes[-1] + sizes[0]])
     layout = ("copy", "coalesced")[(seed // 2) % 2]
+    if layout == "coalesced" and (seed // 4) % 2:  # a group call's time per member (decision 56)
+        from tests.helpers import WithGroupMember
+
+        price = WithGroupMember(price, random.Random(seed).choice([0.5, 5.0, 50.0]))
     pb = Problem.of(g, None, co, cap, layout)
     rg = pb.relaxed
     best_any = None

@@ -39,6 +39,9 @@ class HardwareProfile:
     # 17); 0 in the built-in profiles until measured (docs/cost_model.md)
     collective_launch_us: float = 0.0
     wait_us: float = 0.0
+    # what a coalesced bucket's group call costs per member beyond the first, above one flat collective of the
+    # summed bytes (decisions.md 56); 0 in the built-in profiles until measured
+    group_member_us: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -51,7 +54,8 @@ class HardwareProfile:
             raise GraphError(f"{where}: peak_flops must map dtypes to FLOP/s")
         for k, v in self.peak_flops.items():
             _pos(v, f"{where}: peak_flops[{k!r}]")
-        for f in ("hbm_bw", "nvlink_bw", "net_bw", "kernel_floor_us", "collective_launch_us", "wait_us"):
+        for f in ("hbm_bw", "nvlink_bw", "net_bw", "kernel_floor_us", "collective_launch_us", "wait_us",
+                  "group_member_us"):
             _pos(getattr(self, f), f"{where}: {f}", allow_zero=f.endswith("_us"))
         for f in ("flops_efficiency", "hbm_efficiency", "link_efficiency"):
             v = getattr(self, f)

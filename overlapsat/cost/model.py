@@ -49,6 +49,11 @@ class CalibratedCostModel:
     base: AnalyticalCostModel
     calibration: Calibration
 
+    @property
+    def hw(self) -> HardwareProfile:
+        """The profile under the tables (its latencies, such as `group_member_us`, hold for both)."""
+        return self.base.hw
+
     def collective_us(self, op: str, nbytes: float, n: int) -> float:
         table = self.calibration.collectives.get((op, n))
         if table is None:
