@@ -306,13 +306,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise GraphError(f"--plot {args.plot!r}: the picture's name must end in .png, .svg or .pdf")
     inter = _interference(args.interference)
     hold = _hold(args.hold)
+    plans = None
+    if args.bucket_layout is not None and not args.plans:
+        raise GraphError("--bucket-layout is a choice of plans: give --plans with it")
+    if args.plans:
+        if not (args.profile or args.calibration):
+            raise GraphError("compare --plans: a merged collective is priced by a cost model: give --profile "
+                             "(e.g. h200) or --calibration")
+        from overlapsat.cost import cost_model
+
+        plans = cost_model(args.profile, calibration=args.calibration).duration
     tick = _Ticker(not (args.json or args.no_progress))
     g = _priced(_load(args.graph), args)
     others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
     try:
         c = compare(g, **_search(args), memory_budget=args.memory_budget,
                     collective_order=args.collective_order, workers=args.workers, on_progress=tick, on_phase=tick.phase,
-                    other_graphs=others, interference=inter, hold=hold)
+                    other_graphs=others, interference=inter, hold=hold, plans=plans, bucket_layout=args.bucket_layout)
     finally:
         tick.done()
     interrupted = bool(c.result.stats.get("interrupted"))
@@ -720,6 +730,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="add each order's exposure with transfers held back by running GEMMs: h200 (0.70, measured "
                          "on H200 training steps) or a fraction in [0, 1]; an estimate beside the model's figures "
                          "(docs/cost_model.md)")
+    sp.add_argument("--plans", action="store_true",
+                    help="add plan rows (buckets and order), priced by --profile or --calibration: torch's greedy "
+                         "buckets with the best pass, and overlapsat's plan (docs/plans.md)")
+    sp.add_argument("--bucket-layout", choices=["copy", "coalesced"],
+                    help="with --plans: how overlapsat's plan issues each bucket (copy, torch's; default) or "
+                         "coalesced (one group call); torch's rows keep torch's copies")
     sp = add("solve", cmd_solve, "solve and write the schedule file")
     _solver_args(sp)
     _pricing_args(sp)

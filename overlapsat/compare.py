@@ -276,7 +276,8 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     bk = pr.stats["plan"]["bucketing"]
     out.append(replace(pr.best, name="overlapsat plan", runtime_s=plan_s, stats={},
-                       note=f"{len(pr.buckets)} {'' if copied else problem.bucket_layout + ' '}buckets: "
+                       note=f"{len(pr.buckets)} {'' if copied else problem.bucket_layout + ' '}"
+                            f"bucket{'' if len(pr.buckets) == 1 else 's'}: "
                             f"{len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
                             f"collectives; order {bk['status']} for these buckets; "
                             + ("optimal over every bucketing" if pr.proven else

@@ -237,6 +237,30 @@ def test_plan_keeps_within_a_bucket_cap_and_refuses_a_bad_one_before_any_work(tm
     assert not bad.exists()
 
 
+def test_compare_plans_option_adds_the_plan_rows_and_refuses_what_it_cannot_price():
+    """`compare --plans` (priced by --profile): torch's greedy buckets and overlapsat's plan as rows of their own
+    graphs, as `compare(plans=)` gives them; `--bucket-layout coalesced` makes only the plan coalesced. Without a
+    cost model, or a layout without --plans: exit 2, each named."""
+    from overlapsat import compare, load_graph
+    from overlapsat.cost import cost_model
+
+    r = run("compare", "fsdp_small", "--profile", "h200", "--plans", "--bucket-layout", "coalesced", "--time-limit",
+            "1", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {x["method"].split(" + ")[0]: x for x in json.loads(r.stdout)["rows"] if "other_graph" in x}
+    assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
+    assert "coalesced bucket" in rows["overlapsat plan"]["note"] and "coalesced" not in rows["torch greedy buckets"]["note"]
+    model = cost_model("h200")
+    lib = compare(load_graph(bundled("fsdp_small")).reprice(model), time_limit=1, plans=model.duration,
+                  bucket_layout="coalesced")
+    by_lib = {x.method.split(" + ")[0]: x.makespan for x in lib.other_rows}
+    assert {k: v["makespan_us"] for k, v in rows.items()} == pytest.approx(by_lib, rel=1e-9)  # deterministic
+    r = run("compare", "fsdp_small", "--plans", "--time-limit", "1")
+    assert r.returncode == 2 and "--profile" in r.stderr and "Traceback" not in r.stderr
+    r = run("compare", "fsdp_small", "--bucket-layout", "coalesced", "--time-limit", "1")
+    assert r.returncode == 2 and "give --plans with it" in r.stderr
+
+
 def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_the_copied_plan(tmp_path):
     """`--bucket-layout coalesced` (decision 55): the file says its layout (version 4), the summary names it,
     and since a coalesced bucket costs no more than the same bucket copied, its plan is no longer than the

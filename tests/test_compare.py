@@ -228,7 +228,7 @@ def test_a_coalesced_plan_is_judged_against_torchs_copied_buckets():
     for r in rows.values():
         assert r.valid and abs(simulate(r.sim.graph, r.order).makespan - r.makespan) <= 1e-6 * r.makespan
     assert rows["overlapsat plan"].makespan <= rows["torch greedy buckets"].makespan + 1e-9
-    assert "coalesced buckets" in rows["overlapsat plan"].note
+    assert "coalesced bucket" in rows["overlapsat plan"].note
     with pytest.raises(GraphError, match="plans="):
         compare(g, time_limit=1, bucket_layout="coalesced")
     with pytest.raises(GraphError, match="bucket_layout.*'grouped'"):
