@@ -5,6 +5,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 
@@ -68,6 +69,14 @@ def _graph_cache_settings() -> list[tuple]:
 KERNELS_ENV = "OVERLAPSAT_TEST_KERNELS"
 
 
+def use_kernel_cache(fallback: str | None = None) -> str:
+    """Point Inductor at the session's kernel cache (`KERNELS_ENV`), else at `fallback`, else at a new folder;
+    call it before anything imports torch (or before a compile in the test process). Returns the folder."""
+    path = os.environ.get(KERNELS_ENV) or fallback or tempfile.mkdtemp()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    return path
+
+
 def turn_graph_caches_off() -> None:
     """Inductor's FX graph cache, AOTAutograd's cache and dynamo's profile of dynamic shapes off for the rest of
     this process, so every compile runs overlapsat's passes on the same graph; the compiled kernels' cache stays
@@ -97,8 +106,7 @@ def start_rank() -> tuple[str, int, str, str, list[str]]:
     import logging
 
     phase, rank, world, init_file, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *sys.argv[4:7]
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = (os.environ.get(KERNELS_ENV)
-                                             or os.path.join(os.path.dirname(os.path.abspath(init_file)), "inductor"))
+    use_kernel_cache(os.path.join(os.path.dirname(os.path.abspath(init_file)), "inductor"))
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)

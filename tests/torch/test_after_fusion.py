@@ -19,7 +19,7 @@ from overlapsat.store import schedule_path  # noqa: E402
 from overlapsat.torch import after_fusion as af  # noqa: E402
 from overlapsat.torch.apply import stored_or_solved  # noqa: E402
 from overlapsat.torch.fx_apply import _budget_of  # noqa: E402
-from tests.torch.scripts import KERNELS_ENV, graph_caches_off  # noqa: E402
+from tests.torch.scripts import graph_caches_off, use_kernel_cache  # noqa: E402
 
 
 def test_pending_is_taken_once_and_only_with_a_budget():
@@ -140,7 +140,7 @@ def fake_world():
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     old = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get(KERNELS_ENV) or tempfile.mkdtemp()  # graph caches off
+    use_kernel_cache()  # the tests below compile with the graph caches off
     # an earlier test of this worker may have left its process group (tests/torch/test_fx.py `_world`): a fake one
     # of 2 ranks is what this test needs, anything else is replaced by one, which stays as `_world` leaves its own
     if dist.is_initialized() and (dist.get_backend() != "fake" or dist.get_world_size() != 2):

@@ -16,7 +16,8 @@ pytest.importorskip("torch")
 
 SCRIPT = r"""
 import json, logging, os, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get("OVERLAPSAT_TEST_KERNELS") or tempfile.mkdtemp()
+from tests.torch.scripts import use_kernel_cache
+use_kernel_cache()
 import torch, torch.distributed as dist
 import torch._inductor.config as icfg
 import torch.distributed._functional_collectives as funcol

@@ -8,7 +8,8 @@ from tests.torch.test_fx_plan import ONE_RANK
 
 SCRIPT = r"""
 import importlib, logging, os, re, sys, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get("OVERLAPSAT_TEST_KERNELS") or tempfile.mkdtemp()
+from tests.torch.scripts import use_kernel_cache
+use_kernel_cache()
 import torch, torch.distributed as dist
 import torch._inductor.config as icfg
 import torch.distributed._functional_collectives as funcol

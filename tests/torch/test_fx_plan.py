@@ -71,7 +71,8 @@ def test_two_ranks_apply_a_plan_with_torchs_merges_or_coalesced_and_match_eager(
 # one gloo rank in a fresh interpreter, Inductor's caches off, overlapsat's warnings collected; G the world group
 ONE_RANK = r"""
 import logging, os, sys, tempfile
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.environ.get("OVERLAPSAT_TEST_KERNELS") or tempfile.mkdtemp()
+from tests.torch.scripts import use_kernel_cache
+use_kernel_cache()
 import torch, torch.distributed as dist
 import torch._inductor.config as icfg
 import torch.distributed._functional_collectives as funcol

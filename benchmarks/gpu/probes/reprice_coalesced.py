@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
@@ -33,12 +34,13 @@ def rows(results_dir: str) -> list[str]:
         res = json.load(open(path))
         cfg = res["configs"].get("p_co", {})
         tar = os.path.join(os.path.dirname(path), "store.tar.gz")
-        if "ranks" not in cfg or not os.path.exists(tar) or predicted(res, "p_co") is None:
+        was = predicted(res, "p_co")
+        if "ranks" not in cfg or not os.path.exists(tar) or was is None:
             continue
         args = res["meta"]["args"]
-        store = os.path.join(unpack_store(tar), "store", "p_co")
-        now = predicted({"prediction_p_co": predict(store, args["collective_order"], args["profile"])}, "p_co")
-        was = predicted(res, "p_co")
+        with tempfile.TemporaryDirectory() as tmp:
+            store = os.path.join(unpack_store(tar, tmp), "store", "p_co")
+            now = predicted({"prediction_p_co": predict(store, args["collective_order"], args["profile"])}, "p_co")
         ms = cfg["ranks"][0]["step_ms_median"]
         member = group_member_us(cost_model(args["profile"]).duration)
         out.append(f"| {os.path.basename(os.path.dirname(path))[:5]} | {step_of(res)} | {ms:.2f} | {member:g} | "
