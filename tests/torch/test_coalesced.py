@@ -25,6 +25,7 @@ def f(a, b):
     else:
         a2, b2 = funcol.all_gather_into_tensor_coalesced([torch.relu(a), torch.tanh(b)], dist.group.WORLD)
     return a2 @ b2.T + 1
+torch.manual_seed(0)  # fixed inputs: unseeded, an output near 0 once failed allclose on a 1e-7 kernel difference
 x, w = torch.randn(8, 8), torch.randn(8, 8)
 ref = f(x, w)
 applied = []
