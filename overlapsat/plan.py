@@ -461,23 +461,36 @@ def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], buf
             for c in buf.consumers:
                 if c not in ws:
                     preds[c].update(sink)
-    succs: dict[str, list[str]] = {nm: [] for nm in nodes}
+    # an atomic group is placed whole, at its first member's key: a bucket placed by its own key must never land
+    # inside one (its members' input positions are contiguous, the bucketed graph's must be too)
+    unit = {nm: nm for nm in nodes}
+    members: dict[str, tuple[str, ...]] = {nm: (nm,) for nm in nodes}
+    for grp in graph.atomic_groups:
+        for nm in grp:
+            unit[nm] = grp[0]
+            members.pop(nm, None)
+        members[grp[0]] = tuple(grp)
+    usuccs: dict[str, set[str]] = {u: set() for u in members}
+    indeg = {u: 0 for u in members}
     for v, ps in preds.items():
-        for u in ps:
-            succs[u].append(v)
-    indeg = {nm: len(ps) for nm, ps in preds.items()}
-    heap = [key[nm] for nm, d in indeg.items() if d == 0]
+        for p in ps:
+            a, b = unit[p], unit[v]
+            if a != b and b not in usuccs[a]:
+                usuccs[a].add(b)
+                indeg[b] += 1
+    heap = [key[u] for u, d in indeg.items() if d == 0]
     heapq.heapify(heap)
     out: list[str] = []
     while heap:
-        nm = heapq.heappop(heap)[2]
-        out.append(nm)
-        for s in succs[nm]:
+        u = heapq.heappop(heap)[2]
+        out.extend(members[u])
+        for s in sorted(usuccs[u]):
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(heap, key[s])
-    if len(out) != len(nodes):  # excluded by the legality check; kept as a guard
-        raise GraphError(f"the buckets of graph {graph.name!r} make a dependency cycle")
+    if len(out) != len(nodes):  # a cycle through the buckets, or through a bucket and an atomic group
+        raise GraphError(f"the buckets of graph {graph.name!r} make a dependency cycle, or leave no place outside an "
+                         "atomic group")
     return out
 
 

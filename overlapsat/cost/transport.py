@@ -163,6 +163,14 @@ def copy_engine_from_rows(rows: Iterable[dict], world: int, source: str = "",
     median over GEMM shapes of its time alone over NCCL's; the contention share is the median, over pairs where
     NCCL slowed the GEMM chain by 10 % or more, of its slowdown over NCCL's (each less 1)."""
     by = {(r["shape"], r["size_mb"], r["transport"]): r for r in rows}
+    for (sh, mb, t), r in by.items():  # a ratio of times: each must be a positive finite time
+        ms, slow = r.get("transfer_alone_ms"), r.get("gemm_slowdown")
+        if not (isinstance(ms, (int, float)) and not isinstance(ms, bool) and 0 < ms < float("inf")):
+            raise GraphError(f"{source or 'rows'}: row (shape {sh!r}, {mb} MB, {t}) has transfer_alone_ms {ms!r}; "
+                             "expected a positive finite time")
+        if not (isinstance(slow, (int, float)) and not isinstance(slow, bool) and 0 < slow < float("inf")):
+            raise GraphError(f"{source or 'rows'}: row (shape {sh!r}, {mb} MB, {t}) has gemm_slowdown {slow!r}; "
+                             "expected a positive finite ratio")
     sizes = sorted({mb for (_, mb, t) in by if t == transport})
     pts, shares = [], []
     for mb in sizes:

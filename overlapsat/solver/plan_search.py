@@ -156,6 +156,13 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     starts_given = starts
     price = laid_out(price, problem.bucket_layout)  # every bucketed graph below is the problem's layout
     if unbucketed is not None:
+        if not isinstance(unbucketed, Result) or unbucketed.over != "orders":
+            raise GraphError(f"unbucketed: expected optimize's Result on this problem, got {type(unbucketed).__name__}"
+                             + (" over plans" if isinstance(unbucketed, Result) else ""))
+        if unbucketed.graph.fingerprint() != problem.graph.fingerprint():
+            raise GraphError(f"unbucketed: its result is of another graph ({unbucketed.graph.name!r}, fingerprint "
+                             f"{unbucketed.graph.fingerprint()[:12]}) than this problem's ({problem.graph.name!r}, "
+                             f"{problem.graph.fingerprint()[:12]}): other nodes or other prices")
         bad = validate(problem, unbucketed.names, limit=1)
         if bad:
             raise GraphError(f"unbucketed: not a valid order of this problem ({bad[0]})")
@@ -234,7 +241,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
 
     starts: dict[str, tuple[Bucket, ...]] = {"no buckets": ()}
     for cap in CAPS_MB:
-        bs = _acyclic(g, _within_cap(problem, tuple(greedy_buckets(g, int(cap * MIB)))))
+        bs = _acyclic(g, _within_cap(problem, _legal(g, tuple(greedy_buckets(g, int(cap * MIB))))))
         if bs not in starts.values():
             starts[f"torch greedy, {cap:g} MB"] = bs
     peers: list[tuple[Bucket, ...]] = []
@@ -524,7 +531,7 @@ def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> 
         return r
     ps = r.stats["plan"]
     ps["unbucketed_us"] = _finite(min(r.unbucketed, unbucketed.makespan))
-    if not r.buckets or unbucketed.makespan >= r.makespan - 1e-9 * max(1.0, r.makespan):
+    if unbucketed.makespan >= r.makespan - 1e-9 * max(1.0, r.makespan):
         return r
     log.info("plan: the unbucketed order given (%.1f us) is shorter than the best bucketed plan (%.1f us)",
              unbucketed.makespan, r.makespan)
@@ -554,6 +561,27 @@ def _within_cap(problem: Problem, bs: tuple[Bucket, ...]) -> tuple[Bucket, ...]:
             run.append(m)
             size += nb
         if len(run) > 1 and size <= problem.bucket_cap:
+            out.append(Bucket(tuple(run)))
+    return tuple(out)
+
+
+def _legal(g: Graph, bs: tuple[Bucket, ...]) -> tuple[Bucket, ...]:
+    """`bs` with each bucket that breaks MODEL.md's legality rules cut, in member order, into the longest legal
+    runs (torch's greedy bucketer does not check every rule overlapsat's model has, such as a member depending on
+    another); a run of one is no bucket."""
+    out: list[Bucket] = []
+    for b in bs:
+        if not bucket_problems(g, [b]):
+            out.append(b)
+            continue
+        run: list[str] = []
+        for m in b.members:
+            if run and bucket_problems(g, [Bucket((*run, m))]):
+                if len(run) > 1:
+                    out.append(Bucket(tuple(run)))
+                run = []
+            run.append(m)
+        if len(run) > 1:
             out.append(Bucket(tuple(run)))
     return tuple(out)
 
