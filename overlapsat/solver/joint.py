@@ -352,7 +352,7 @@ def too_large(g: Graph, cands: Candidates) -> str:
 
 def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
                 start: tuple[Sequence[Bucket], list[str]] | None = None,
-                cands: Candidates | None = None) -> JointResult:
+                cands: Candidates | None = None, clock: TimeBudget | None = None) -> JointResult:
     """The joint model of `problem`'s graph at level "free" with no budget, warm-started from `start` (buckets,
     and an order of their bucketed graph by name; used only when its buckets are candidates), choosing among
     `cands` (default: `candidates` of the graph; a bound only when they are complete). Never raises for
@@ -377,7 +377,7 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     if start is not None and not set(start[0]) <= set(cands.buckets):
         start = None  # not among the candidates: no complete hint
     md = build_joint(u, ts, start, price)
-    tb = TimeBudget(params)
+    tb = TimeBudget(params, parent=clock)
     stats: dict[str, Any] = {"candidates": len(cands.buckets), "complete": cands.complete,
                              "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact}
     work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit

@@ -28,7 +28,7 @@ from overlapsat.heuristics.portfolio import pipelines, run_all
 from overlapsat.io import as_graph
 from overlapsat.plan import Bucket, Plan
 from overlapsat.problem import Problem
-from overlapsat.solver.exhaustive import exhaustive
+from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
 from overlapsat.solver.model import RELAX, RESTRICT, build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale, safe_horizon, unit_walk
@@ -264,7 +264,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
              on_phase: Callable[[Progress], None] | None = None,
              heuristic_results: list[Evaluated] | None = None, extra_orders: dict[str, Any] | None = None,
-             **options: Any) -> Result:
+             clock: TimeBudget | None = None, **options: Any) -> Result:
     """Least exposed communication order of a `Problem`, or of `graph` (a `Graph` or a graph file's path).
 
     Options come as a `SolveParams` or as its fields by keyword
@@ -274,7 +274,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     is never worse than any valid order in it. `extra_orders` (name -> order)
     are orders from elsewhere, e.g. torch's FX OverlapScheduler: each is
     validated and reported with the heuristics, and the result is never worse
-    than any valid one.
+    than any valid one. `clock`: the budget of a caller that runs this as one of its phases; the search then
+    ends by its deadline too.
 
     Raises `InfeasibleBudgetError` only when no order can meet the budget
     (proven), and `NoValidOrderError` when none was found in time.
@@ -294,7 +295,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     if given_problem is not None and params.collective_order != given_problem.collective_order:
         raise GraphError(f"collective_order {params.collective_order!r} differs from the Problem's "
                          f"{given_problem.collective_order!r}")
-    tb = TimeBudget(params)
+    tb = TimeBudget(params, parent=clock)
 
     def phase(name: str, makespan: float = math.inf, bound_us: float = 0.0) -> None:
         """Tell `on_phase` (a progress display) what runs now: it is never asked to stop the search."""
@@ -323,9 +324,10 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     include = None if n <= params.lns_min_nodes else CHEAP_PASSES
     from_input: list[Evaluated] = []
     canon: list[Evaluated] = []
-    # timed mode: the portfolios also stop on the clock (between two pipelines), each at its share of the time limit
-    def deadline(share: float) -> float | None:
-        return None if params.deterministic else time.monotonic() + max(0.0, share * params.time_limit - tb.elapsed())
+    # the portfolios also stop on the clock (between two pipelines), each at its share of the time limit; in
+    # deterministic mode that cut is flagged (the work limit, not the clock, should end them)
+    def deadline(share: float) -> float:
+        return time.monotonic() + max(0.0, tb.at(share) - tb.clock())
 
     try:
         # the graph as given: the passes see Inductor's chain edges as Inductor's do (run_all judges their orders
@@ -347,16 +349,17 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     base = next(h for h in from_input if h.name == "input_order")
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     stats: dict[str, Any] = {"heuristics_s": tb.elapsed()}
-    if not params.deterministic:
-        ran_input, ran_canon = {h.name for h in from_input}, {h.name for h in canon}
-        skipped = {"input order": [nm for nm in pipelines() if heuristic_results is None and nm not in ran_input],
-                   "canonical form": [nm for nm in pipelines() if nm not in ran_canon
-                                      and (include is None or nm in include)]}
-        skipped = {k: v for k, v in skipped.items() if v}
-        if skipped:
-            stats["portfolio_cut_by_clock"] = skipped
-            log.info("timed mode: heuristics not started past their share of the time limit: %s",
-                     "; ".join(f"{k}: {', '.join(v)}" for k, v in skipped.items()))
+    ran_input, ran_canon = {h.name for h in from_input}, {h.name for h in canon}
+    skipped = {"input order": [nm for nm in pipelines() if heuristic_results is None and nm not in ran_input],
+               "canonical form": [nm for nm in pipelines() if nm not in ran_canon
+                                  and (include is None or nm in include)]}
+    skipped = {k: v for k, v in skipped.items() if v}
+    if skipped and not tb.interrupted:
+        stats["portfolio_cut_by_clock"] = skipped
+        if params.deterministic:
+            tb.cut_by_wall_clock = True
+        log.info("heuristics not started past their share of the time limit: %s",
+                 "; ".join(f"{k}: {', '.join(v)}" for k, v in skipped.items()))
     cut = sorted({h.name for h in from_input + canon if h.note})
     if cut:  # the result is never worse than these cut orders, but may be worse than the complete passes
         stats["portfolio_cut_by_work_limit"] = cut
@@ -374,9 +377,13 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     proven_by_listing = False
     if n <= EXHAUSTIVE_NODES or (incumbent is None and n <= EXHAUSTIVE_NODES_NO_ORDER):
         # a small graph: every order judged by the arbiters (exhaustive.py); a search may miss its answer
-        ex = exhaustive(cp)
+        ex = exhaustive(cp, max_orders=exhaustive_orders(params), deadline=tb.deadline, clock=tb.clock)
+        if ex.cut_by_clock and params.deterministic:
+            tb.cut_by_wall_clock = True
         stats["exhaustive"] = {"orders": ex.judged, "complete": ex.complete}
-        if ex.complete and ex.order is None and budget is not None and exhaustive(Problem(cg, None, co)).order is not None:
+        if ex.complete and ex.order is None and budget is not None and exhaustive(
+                Problem(cg, None, co), max_orders=exhaustive_orders(params), deadline=tb.deadline,
+                clock=tb.clock).order is not None:
             # the budget, not the collective-order policy, is what no order meets (a policy no order satisfies
             # is reported below as such)
             raise _budget_error(InfeasibleBudgetError, budget, canon + from_input, proven=True)
@@ -535,6 +542,11 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
                else "work")
     return Result(given, final, status, bound, method, baseline, heur_orig, stats, budget, message,
                   tb.cut_by_wall_clock, stopped)
+
+
+def exhaustive_orders(params: SolveParams) -> int:
+    """Orders the listing may judge: a function of the options, so that a deterministic answer is too."""
+    return max(1000, min(MAX_ORDERS, int(ORDERS_PER_SECOND * params.time_limit)))
 
 
 def tie_break(problem: Problem, final: Evaluated, params: SolveParams) -> tuple[Evaluated, dict]:

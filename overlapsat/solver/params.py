@@ -151,26 +151,47 @@ class SolveParams:
         return cls(**kw)  # type: ignore[arg-type]
 
 
-DETERMINISTIC_CLOCK_FACTOR = 10.0  # deterministic mode: the clock cuts (and says so) only at 10 x time_limit
-
-
 class TimeBudget:
-    """The deadline (wall clock, outer safety) and the deterministic work budget of one call."""
+    """The one clock of a call: its deadline (the time limit, a wall-clock promise in every mode, decision 57) and
+    its deterministic work budget. A phase that runs under a caller's budget (`optimize` inside `optimize_plan`)
+    is given `parent`: it then never ends past the parent's deadline, and what the clock cut is flagged on both."""
 
-    def __init__(self, params: SolveParams, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.t0 = clock()
+    def __init__(self, params: SolveParams, clock: Callable[[], float] | None = None,
+                 parent: TimeBudget | None = None) -> None:
+        self.clock = clock or (parent.clock if parent is not None else time.monotonic)
+        self.t0 = self.clock()
         self.deterministic = params.deterministic
-        # deterministic: the work budget ends every phase and the clock is only a safety net far past the time
-        # limit (a slow or loaded machine finishes late with the same answer); timed: the clock ends the search,
-        # and the work budget too only where the caller set one
-        self.deadline = self.t0 + (params.time_limit * DETERMINISTIC_CLOCK_FACTOR if params.deterministic
-                                   else params.time_limit)
+        self.parent = parent
+        # deterministic: the work budget ends every phase, and the clock cuts (and says so) only at the time
+        # limit; timed: the clock ends the search, and the work budget too only where the caller set one
+        self.deadline = self.t0 + params.time_limit
+        if parent is not None:
+            self.deadline = min(self.deadline, parent.deadline)
         self.work_total = params.total_work if params.deterministic or params.work_limit is not None else math.inf
         self.work_used = 0.0
         self.phase_end: float | None = None  # timed mode: a phase's own end (`until`)
-        self.interrupted = False  # Ctrl-C: stop searching, return the best order so far
-        self.cut_by_wall_clock = False  # set when the clock, not the work budget, ended a search
+        self._interrupted = False  # Ctrl-C: stop searching, return the best order so far
+        self._cut = False  # set when the clock, not the work budget, ended a search
+
+    @property
+    def interrupted(self) -> bool:
+        return self._interrupted or (self.parent is not None and self.parent.interrupted)
+
+    @interrupted.setter
+    def interrupted(self, value: bool) -> None:
+        self._interrupted = value
+        if value and self.parent is not None:
+            self.parent.interrupted = True
+
+    @property
+    def cut_by_wall_clock(self) -> bool:
+        return self._cut
+
+    @cut_by_wall_clock.setter
+    def cut_by_wall_clock(self, value: bool) -> None:
+        self._cut = value
+        if value and self.parent is not None and self.deterministic:
+            self.parent.cut_by_wall_clock = True
 
     def elapsed(self) -> float:
         return self.clock() - self.t0
@@ -203,3 +224,15 @@ class TimeBudget:
     def clock_over(self) -> bool:
         """The call's own deadline has passed (not just a phase's)."""
         return self.clock() >= self.deadline
+
+    def cut(self) -> bool:
+        """Whether the deadline has passed; in deterministic mode, flagged as a cut (the work did not end it)."""
+        if self.clock() < self.deadline:
+            return False
+        if self.deterministic:
+            self.cut_by_wall_clock = True
+        return True
+
+    def at(self, share: float) -> float:
+        """The wall-clock time (`clock()`'s) at `share` of this budget's time, never past its deadline."""
+        return min(self.deadline, self.t0 + share * (self.deadline - self.t0))

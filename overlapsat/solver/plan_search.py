@@ -25,6 +25,7 @@ from typing import Any
 from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.bucketing import greedy_buckets
 from overlapsat.heuristics.portfolio import pipelines, run_all
@@ -44,7 +45,7 @@ from overlapsat.problem import Problem
 from overlapsat.solver.bucket_moves import Confirm, MovesResult, order_preserving_search
 from overlapsat.solver.joint import JointResult, solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
-from overlapsat.solver.params import SolveParams
+from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -177,7 +178,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         max_evaluations = max(10, int(rate * SEARCH_SHARE * params.time_limit))
     elif max_evaluations is None:  # timed: the clock (its share of the time limit) ends the search
         max_evaluations = 2**62
-    t0 = time.monotonic()
+    tb = TimeBudget(params)  # the one clock of the call: every phase below ends by its deadline
+    t0 = tb.t0
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
@@ -190,20 +192,32 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         bad = problem.over_cap(given)
         if bad:
             raise GraphError.from_problems(f"warm start {name!r}: outside the bucket policy", bad)
+    # The search runs on the canonical form (canonical.py), so that the plan does not depend on how the file
+    # lists the nodes; only the peer a user gets from torch by default is taken from the given order (torch's
+    # bucketer walks it), and a plan built on it says so
+    given = problem
+    peer_given = _greedy(given, g, CAPS_MB[0])
+    problem = problem.canonical
+    g = problem.relaxed
+    starts_given = {name: as_buckets(g, bs) for name, bs in starts_given.items()}
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     if space is not None:  # the bucket policy's: every legal bucketing within the cap
         space = [bs for bs in space if not problem.over_cap(bs)]
     if space is not None:  # few enough to order each (the starts are among them)
-        return _keep_solved(problem, _keep_unbucketed(problem, _every_bucketing(problem, price, params, space, t0),
-                                                      unbucketed), solved_given)
+        return _given(given, tb, _keep_solved(problem, _keep_unbucketed(
+            problem, _every_bucketing(problem, price, params, space, tb), unbucketed), solved_given))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the few passes of the hill climb
     full: dict[tuple[Bucket, ...], Evaluated | None] = {}  # by the whole portfolio
     passes: list[str] = list(SCORE_PASSES)
 
     def best_row(bs: tuple[Bucket, ...], include: list[str] | None) -> Evaluated | None:
         """The best valid order of the passes `include` (None: the whole portfolio) on the bucketed graph."""
-        h = materialize(g, list(bs), price)
-        rows = [r for r in run_all(problem.on(h), include=include, work_limit=params.portfolio_steps) if r.valid]
+        try:
+            h = materialize(g, list(bs), price)
+        except GraphError:  # buckets that leave no valid place (a cycle, an atomic group): no plan
+            return None
+        rows = [r for r in run_all(problem.on(h), include=include, work_limit=params.portfolio_steps,
+                                   deadline=_monotonic(tb, tb.deadline)) if r.valid]
         return min(rows, key=rank_key) if rows else None
 
     def score(bs: tuple[Bucket, ...]) -> Evaluated | None:
@@ -233,15 +247,15 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     if large_timed:  # there a move costs milliseconds and a bucketing scored half a second
         share, moves_share = SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE
 
-    def late() -> bool:
-        return not params.deterministic and time.monotonic() - t0 > share * params.time_limit
+    def late() -> bool:  # timed: past the search's share; deterministic: past the deadline (flagged)
+        return tb.cut() or (not params.deterministic and tb.elapsed() > share * params.time_limit)
 
     def out_of_budget() -> bool:
         return len(scored) + len(full) >= max_evaluations or late()
 
     starts: dict[str, tuple[Bucket, ...]] = {"no buckets": ()}
     for cap in CAPS_MB:
-        bs = _acyclic(g, _within_cap(problem, _legal(g, tuple(greedy_buckets(g, int(cap * MIB))))))
+        bs = as_buckets(g, peer_given) if cap == CAPS_MB[0] else _greedy(problem, g, cap)
         if bs not in starts.values():
             starts[f"torch greedy, {cap:g} MB"] = bs
     peers: list[tuple[Bucket, ...]] = []
@@ -321,7 +335,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                 end_k = t_moves + (k + 1) / len(origins) * moves_share * params.time_limit
                 runs.append(_alternate(g, price, bs, [hk.names[v] for v in best_known(bs).order],  # type: ignore[union-attr]
                                        budget_moves // len(origins) if params.deterministic else 2**62,
-                                       lambda end_k=end_k: not params.deterministic and time.monotonic() > end_k,
+                                       lambda end_k=end_k: tb.cut() or (not params.deterministic
+                                                                        and time.monotonic() > end_k),
                                        score, _confirmer(problem, price), _sequences(problem)))
             mv = min(runs, key=lambda r: r.makespan)
             firsts = [t for r in runs if (t := r.first_s) is not None]
@@ -344,7 +359,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     if joint:
         try:
             jr = solve_joint(problem, price, with_time(params, JOINT_SHARE),
-                             (best, [h.names[v] for v in start_order]) if start_order is not None else None)
+                             (best, [h.names[v] for v in start_order]) if start_order is not None else None,
+                             clock=tb)
         except Exception as e:  # noqa: BLE001 - solve_joint contains CP-SAT; this catches the rest (the brief)
             log.exception("plan: the joint model failed; the search's plan is kept")
             jr = JointResult(stats={"error": f"{type(e).__name__}: {e}"})
@@ -364,11 +380,15 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         share_left = max(FINAL_SHARE_MIN, share_left)
         final_params = replace(params, time_limit=share_left * params.time_limit,
                                work_limit=None if params.work_limit is None else share_left * params.work_limit)
-    else:  # the clock: what is left of the time limit
-        spent = time.monotonic() - t0 + (lift.time_limit if lifted else 0.0)
-        final_params = replace(params, time_limit=max(0.1, params.time_limit - spent))
-    res = optimize(problem.on(h), final_params, on_phase=on_phase, extra_orders=extra or None)
-    bound, notes = bound_over_bucketings(problem, price, lift)
+    else:  # the clock: what is left of the time limit, less the bound's share
+        spent = tb.elapsed() + (lift.time_limit if lifted else 0.0)
+        final_params = replace(params, time_limit=max(0.01, params.time_limit - spent))
+    try:
+        res = optimize(problem.on(h), final_params, on_phase=on_phase, extra_orders=extra or None, clock=tb)
+    except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
+        log.info("plan: no order of the chosen bucketing meets the budget (%s); trying the others", e)
+        best, h, res = _rescue(problem, price, final_params, tb, [best, *finalists, *ranked], e)
+    bound, notes = bound_over_bucketings(problem, price, lift, clock=tb)
     bound = max(bound, jr.bound)
     unb = full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(best),
@@ -381,7 +401,87 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                     "plan_search_s": time.monotonic() - t0 - res.stats.get("total_s", 0.0), "joint": jstats,
                     "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None},
                    rows)
-    return _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given)
+    out = _given(given, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
+    if best == starts.get(DEFAULT_PEER) and peer_given != _greedy(problem, g, CAPS_MB[0]):
+        out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
+    return out
+
+
+def _greedy(problem: Problem, g: Graph, cap_mb: float) -> tuple[Bucket, ...]:
+    """torch's greedy buckets of `g` (in its node order) at `cap_mb`, cut to legal runs within the bucket policy."""
+    return _acyclic(g, _within_cap(problem, _legal(g, tuple(greedy_buckets(g, int(cap_mb * MIB))))))
+
+
+def _given(given: Problem, tb: TimeBudget, r: Result) -> Result:
+    """A plan searched on the canonical form, as a result of the problem as given: its graph, and the figures of
+    its input order; with what the clock cut (`_clocked`)."""
+    g = given.relaxed
+    base = evaluate(given.on(g), "input_order", list(range(len(g.nodes))))
+    baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
+    return _clocked(tb, replace(r, graph=given.graph, baseline=baseline))
+
+
+RESCUE_BUCKETINGS = 512  # bucketings listed (each ordered) when the search's choice has no order within the budget
+
+
+def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget, tried: list[tuple[Bucket, ...]],
+            first: GraphError) -> tuple[tuple[Bucket, ...], Graph, Result]:
+    """Where the chosen bucketing has no order within the budget: order the others, the search's candidates
+    (`tried`, best first), then no buckets, then every legal bucketing where there are at most
+    `RESCUE_BUCKETINGS`, until one has a valid order. Raises InfeasibleBudgetError only when every legal bucketing
+    was proven to have none, else NoValidOrderError (no proof)."""
+    g = problem.relaxed
+    space = all_bucketings(g, RESCUE_BUCKETINGS)
+    listed = [bs for bs in space if not problem.over_cap(bs)] if space is not None else []
+    todo = list(dict.fromkeys([*tried, (), *listed]))
+    errors: list[GraphError] = [first]
+    proven: set[tuple[Bucket, ...]] = {tried[0]} if isinstance(first, InfeasibleBudgetError) else set()
+    for k, bs in enumerate(todo[1:], start=1):
+        if tb.cut():
+            break
+        per = replace(params, time_limit=max(0.01, tb.wall_left() / (len(todo) - k)), work_limit=None
+                      if params.work_limit is None else params.work_limit / len(todo))
+        try:
+            h = materialize(g, list(bs), price)
+            return bs, h, optimize(problem.on(h), per, clock=tb)
+        except InfeasibleBudgetError as e:
+            proven.add(bs)
+            errors.append(e)
+        except GraphError as e:  # no order found (not proven), or buckets with no valid place
+            errors.append(e)
+            if not isinstance(e, NoValidOrderError):
+                proven.add(bs)  # no bucketed graph: not a plan at all
+    raise _no_plan(problem, errors, proven=space is not None and all(bs in proven for bs in listed))
+
+
+def _no_plan(problem: Problem, errors: list[GraphError], proven: bool) -> GraphError:
+    """The error over every plan: infeasibility only where every legal bucketing was proven to have no order
+    within the budget, with the lowest peak any of them reached."""
+    lows = [low for e in errors if (low := getattr(e, "lowest_peak", None)) is not None]
+    low = f"; the lowest peak found is {fmt_bytes(min(lows))}" if lows else ""
+    b = problem.budget or 0
+    if proven:
+        err: GraphError = InfeasibleBudgetError(
+            f"memory budget of {fmt_bytes(b)} ({b} B) is unreachable: no plan (no bucketing, no order) peaks that "
+            f"low (proven over every legal bucketing){low}")
+    else:
+        err = NoValidOrderError(
+            f"no plan within the memory budget of {fmt_bytes(b)} ({b} B) was found within the time limit; this is "
+            f"not a proof that none exists{low}; raise time_limit or the budget")
+    err.budget, err.lowest_peak = b, min(lows) if lows else None  # type: ignore[attr-defined]
+    return err
+
+
+def _monotonic(tb: TimeBudget, at: float) -> float:
+    """`at` on `tb`'s clock as a `time.monotonic()` time (what the portfolio's deadline is read on)."""
+    return time.monotonic() + (at - tb.clock())
+
+
+def _clocked(tb: TimeBudget, r: Result) -> Result:
+    """`r` saying whether the call's clock cut a deterministic search in any phase."""
+    if not tb.cut_by_wall_clock or r.cut_by_wall_clock:
+        return r
+    return replace(r, cut_by_wall_clock=True, stopped_by=r.stopped_by if r.stopped_by == "proof" else "clock")
 
 
 def _solved_plans(problem: Problem, price: Pricing, solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]]
@@ -653,25 +753,30 @@ def _partitions(g: Graph, rest: list[str], blocks: list[list[str]], out: list[li
 
 
 def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, space: list[tuple[Bucket, ...]],
-                     t0: float) -> Result:
+                     tb: TimeBudget) -> Result:
     """Order every legal bucketing with `optimize` (a share of the time limit each): the best plan, and a bound
     at the problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no
     order within the budget has none), beside the relaxation's."""
     g = problem.relaxed
-    per = replace(params, time_limit=max(0.05, params.time_limit / len(space)))
+    bound_time = BOUND_SHARE * params.time_limit if len(g.nodes) <= LIFT_NODES else 0.0
+    per = replace(params, time_limit=max(0.01, (params.time_limit - bound_time) / len(space)),
+                  work_limit=None if params.work_limit is None else params.work_limit / len(space))
     best: tuple[tuple[Bucket, ...], Graph, Result] | None = None
     bounds: list[float] = []
-    first_error: GraphError | None = None
+    errors: list[GraphError] = []
     unb = math.inf
     for bs in space:
-        h = materialize(g, list(bs), price)
         try:
-            res = optimize(problem.on(h), per)
+            h = materialize(g, list(bs), price)
+        except GraphError:  # no valid place for these buckets (an atomic group between): not a plan
+            continue
+        try:
+            res = optimize(problem.on(h), per, clock=tb)
         except InfeasibleBudgetError as e:  # proven: no order of this bucketing is within the budget
-            first_error = first_error or e
+            errors.append(e)
             continue
         except NoValidOrderError as e:  # not proven either way: the analytical bound of its schedules
-            first_error = first_error or e
+            errors.append(e)
             bounds.append(lower_bound(problem.on(h)).makespan)
             continue
         bounds.append(res.bound)
@@ -680,18 +785,18 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         if best is None or (res.makespan, len(bs)) < (best[2].makespan, len(best[0])):
             best = (bs, h, res)
     if best is None:
-        assert first_error is not None
-        raise first_error
+        raise _no_plan(problem, errors, proven=len(errors) == len(space))
     bs, h, res = best
-    relaxed_bound, notes = bound_over_bucketings(problem, price)
+    relaxed_bound, notes = bound_over_bucketings(
+        problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
     return _as_plan(problem, res, bs, max(relaxed_bound, min(bounds)), notes,
                     {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
-                     "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": time.monotonic() - t0,
+                     "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": tb.elapsed(),
                      "unbucketed_us": _finite(unb)})
 
 
-def bound_over_bucketings(problem: Problem, price: Pricing,
-                          params: SolveParams | None = None) -> tuple[float, list[str]]:
+def bound_over_bucketings(problem: Problem, price: Pricing, params: SolveParams | None = None,
+                          clock: TimeBudget | None = None) -> tuple[float, list[str]]:
     """A lower bound on every plan's makespan, over every legal bucketing and every order, and the notes of the
     relaxation it comes from (MODEL.md "Bounds over every bucketing"): the bounds of `any_bucketing_relaxation`
     with no collective order and no budget. With `params`, on a graph of at most `LIFT_NODES` nodes, `optimize`
@@ -700,7 +805,10 @@ def bound_over_bucketings(problem: Problem, price: Pricing,
     pb = Problem(rg, None, "free")
     bound = lower_bound(pb).makespan
     if params is not None and len(rg.nodes) <= LIFT_NODES:
-        bound = max(bound, optimize(pb, replace(params, collective_order="free")).bound)
+        try:
+            bound = max(bound, optimize(pb, replace(params, collective_order="free"), clock=clock).bound)
+        except (NoValidOrderError, InfeasibleBudgetError):  # no budget here: none proven; the analytical bound
+            pass
     return bound, notes
 
 
