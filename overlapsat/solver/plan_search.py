@@ -114,6 +114,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     which each all_gather the table offers takes the cheaper transport (MODEL.md "Transport", decision 50): the
     plan is searched, bounded and proven on those prices, and `plan.transports` names the collectives of its
     bucketed graph that take the copy engine."""
+    _check_call(problem, price, options.get("starts"))
     if transport is None:
         return _optimize_plan(problem, price, params, **options)
     if problem.bucket_layout != "copy":  # torch's copy-engine gather moves one tensor; a group call is several
@@ -179,7 +180,6 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     elif max_evaluations is None:  # timed: the clock (its share of the time limit) ends the search
         max_evaluations = 2**62
     tb = TimeBudget(params)  # the one clock of the call: every phase below ends by its deadline
-    t0 = tb.t0
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
@@ -192,6 +192,22 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         bad = problem.over_cap(given)
         if bad:
             raise GraphError.from_problems(f"warm start {name!r}: outside the bucket policy", bad)
+    try:
+        return _search(problem, price, params, tb, g, starts_given, solved_given, unbucketed, max_evaluations,
+                       on_phase, joint)
+    except (InfeasibleBudgetError, NoValidOrderError, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001 - valid input: a failure inside the search keeps the unbucketed order
+        log.exception("plan: the search failed; returning the best unbucketed order")
+        return _unbucketed_fallback(problem, price, params, tb, unbucketed, e)
+
+
+def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget, g: Graph,
+            starts_given: dict[str, tuple[Bucket, ...]], solved_given: dict[str, tuple[tuple[Bucket, ...], Result]],
+            unbucketed: Result | None, max_evaluations: int, on_phase: Callable[[Progress], None] | None,
+            joint: bool) -> Result:
+    """The search of `_optimize_plan` on inputs it has checked."""
+    t0 = tb.t0
     # The search runs on the canonical form (canonical.py), so that the plan does not depend on how the file
     # lists the nodes; only the peer a user gets from torch by default is taken from the given order (torch's
     # bucketer walks it), and a plan built on it says so
@@ -405,6 +421,45 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     if best == starts.get(DEFAULT_PEER) and peer_given != _greedy(problem, g, CAPS_MB[0]):
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
     return out
+
+
+def _check_call(problem: object, price: object, starts: object) -> None:
+    """Refuse, by name, arguments of the wrong kind (a graph where a Problem is expected, warm starts that are
+    not buckets of collectives by name) before any search."""
+    if not isinstance(problem, Problem):
+        raise GraphError(f"optimize_plan: expected a Problem (Problem.of(graph, budget, collective_order)), got "
+                         f"{type(problem).__name__}")
+    if not callable(price):
+        raise GraphError(f"optimize_plan: price must be a pricing (node -> us), got {type(price).__name__}")
+    if starts is None:
+        return
+    if not isinstance(starts, dict):
+        raise GraphError(f"optimize_plan: starts must be a dict of name -> buckets, got {type(starts).__name__}")
+    names = set(problem.graph.index)
+    for name, bs in starts.items():
+        if not isinstance(name, str):
+            raise GraphError(f"optimize_plan: warm start names must be strings, got {name!r}")
+        if isinstance(bs, (str, bytes)) or not isinstance(bs, (list, tuple)):
+            raise GraphError(f"warm start {name!r}: expected a list of buckets, got {type(bs).__name__}")
+        for b in bs:
+            members = b.members if isinstance(b, Bucket) else b
+            if isinstance(members, (str, bytes)) or not isinstance(members, (list, tuple)):
+                raise GraphError(f"warm start {name!r}: a bucket must be a Bucket or a list of collective names, "
+                                 f"got {b!r}")
+            for m in members:
+                if not isinstance(m, str) or m not in names:
+                    raise GraphError(f"warm start {name!r}: {m!r} is not a node name of graph {problem.graph.name!r}")
+
+
+def _unbucketed_fallback(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget,
+                         unbucketed: Result | None, error: Exception) -> Result:
+    """The best unbucketed order as a plan with no buckets (the caller's where given, else `optimize`'s in the
+    time left), after an internal failure of the search, with the analytical bound over every plan."""
+    res = unbucketed or optimize(problem, replace(params, time_limit=max(0.01, tb.wall_left())), clock=tb)
+    why = f"internal error in the plan search ({type(error).__name__}: {error}); the best unbucketed order instead"
+    bound, notes = bound_over_bucketings(problem, price)
+    out = _as_plan(problem, res, (), bound, notes, {"error": why, "unbucketed_us": _finite(res.makespan)})
+    return _clocked(tb, replace(out, message=why))
 
 
 def _greedy(problem: Problem, g: Graph, cap_mb: float) -> tuple[Bucket, ...]:

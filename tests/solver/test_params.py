@@ -39,13 +39,23 @@ def test_time_budget_flags_a_wall_clock_cut_in_deterministic_mode():
     tb = TimeBudget(SolveParams(time_limit=1.0, work_limit=5.0), clock=lambda: now[0])
     assert not tb.exhausted(True)
     tb.spend(1.0)
-    now[0] = 2.0  # past the time limit: deterministic mode goes on (the work binds; decision: solver.md)
+    now[0] = 0.9  # within the time limit: the work binds
     assert not tb.exhausted(True) and not tb.cut_by_wall_clock
-    now[0] = 10.5  # past the safety net at 10 x the limit: cut, and flagged
+    now[0] = 1.0  # at the time limit: cut, and flagged (decision 57: the limit is a wall-clock promise)
     assert tb.exhausted(True) and tb.cut_by_wall_clock
     tb = TimeBudget(SolveParams(time_limit=100.0, work_limit=1.0), clock=lambda: 0.0)
     tb.spend(1.0)
     assert tb.exhausted(True) and not tb.cut_by_wall_clock
+
+
+def test_a_phase_budget_ends_by_its_parents_deadline_and_flags_the_parent():
+    now = [0.0]
+    parent = TimeBudget(SolveParams(time_limit=1.0, work_limit=5.0), clock=lambda: now[0])
+    now[0] = 0.5
+    child = TimeBudget(SolveParams(time_limit=10.0, work_limit=5.0), parent=parent)
+    assert child.deadline == parent.deadline == 1.0 and child.wall_left() == pytest.approx(0.5)
+    now[0] = 1.0
+    assert child.exhausted(True) and child.cut_by_wall_clock and parent.cut_by_wall_clock
 
 
 def test_optimize_warns_and_flags_when_the_clock_cuts(caplog):
