@@ -18,9 +18,11 @@ from overlapsat.io import as_graph
 from overlapsat.plan import Pricing
 from overlapsat.problem import Problem
 from overlapsat.solver.optimize import Progress, Result, optimize, tie_break
-from overlapsat.solver.params import SolveParams
+from overlapsat.solver.params import SolveParams, TimeBudget
 
 Row = Evaluated  # one row of the table: an evaluated order
+HEURISTICS_SHARE = 0.3  # of compare's time limit: the heuristics' rows stop by then
+EXACT_SHARE_WITH_PLANS = 0.4  # of what is left after them: the exact row, where the plan rows follow
 TIE_BROKEN = "exact + interference tie-break"  # the exact order, its plain ties broken by the contended makespan
 
 
@@ -198,14 +200,18 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     others = [_other_row(graph, nm, spec, budget, collective_order) for nm, spec in (other_graphs or {}).items()]
     if on_phase is not None:
         on_phase(Progress(0.0, float("inf"), 0.0, "heuristics"))
+    # one clock for the whole call (decision 57): the heuristics' rows stop by HEURISTICS_SHARE of it, the exact
+    # row and the plan search share the rest
+    tb = TimeBudget(SolveParams(time_limit=time_limit, deterministic=deterministic, work_limit=work_limit))
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
-    heur = run_all(problem, work_limit=steps)
+    heur = run_all(problem, work_limit=steps, deadline=time.monotonic() + tb.at(HEURISTICS_SHARE) - tb.clock())
     heur += evaluate_named(problem.on(problem.relaxed), extra_orders or {})
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
-    res = optimize(problem, time_limit=time_limit, workers=workers, deterministic=deterministic,
-                   work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase)
+    exact_s = max(0.01, tb.wall_left() * (EXACT_SHARE_WITH_PLANS if plans is not None else 1.0))
+    res = optimize(problem, time_limit=exact_s, workers=workers, deterministic=deterministic,
+                   work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase, clock=tb)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     rows.append(replace(res.best, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
     from overlapsat.bounds import lower_bound
@@ -218,7 +224,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
     if plans is not None:
-        others += _plan_rows(problem, plans, time_limit, workers, deterministic, work_limit, plan_peers or {}, res)
+        others += _plan_rows(problem, plans, tb, workers, deterministic, work_limit, plan_peers or {}, res)
     elif plan_peers:
         raise GraphError("plan_peers need plans= (the cost model that prices merged collectives)")
     if interference is not None:  # the other graphs' rows too (a bucket's longer transfer slows what runs beside it)
@@ -240,7 +246,7 @@ def _polished_row(problem: Problem, res: Result, interference: Interference, tim
     return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")
 
 
-def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int | None, deterministic: bool,
+def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | None, deterministic: bool,
                work_limit: float | None, peers: dict[str, Any], unbucketed: Result) -> list[Row]:
     """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
     from overlapsat.heuristics.bucketing import greedy_buckets
@@ -250,8 +256,10 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     g = problem.relaxed
     out = []
     t = time.monotonic()
+    time_limit = max(0.01, tb.wall_left())
     pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
-                       work_limit=work_limit, starts=peers, unbucketed=unbucketed)
+                       work_limit=work_limit, starts=peers, unbucketed=unbucketed, clock=tb)
+    late = time.monotonic() + tb.wall_left()
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
     # it did not (timed mode, out of time), or where it judged them in another layout than torch's copies
@@ -260,8 +268,8 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
     greedy = list(best.buckets) if best is not None else greedy_buckets(g)
     h = materialize(g, greedy, price)
     if best is None:
-        best = next((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
-                     if r.valid), None)
+        best = next((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
+                                        deadline=late) if r.valid), None)
     if best is not None:
         out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
                            note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
@@ -269,8 +277,8 @@ def _plan_rows(problem: Problem, price: Pricing, time_limit: float, workers: int
         bs = list(as_buckets(g, buckets))
         h = materialize(g, bs, price)
         best = (pr.rows.get(name) if copied else None) or min(
-            (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps)
-             if r.valid), key=rank_key, default=None)
+            (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
+                                deadline=late) if r.valid), key=rank_key, default=None)
         if best is not None:
             out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))

@@ -165,8 +165,8 @@ class TimeBudget:
         # deterministic: the work budget ends every phase, and the clock cuts (and says so) only at the time
         # limit; timed: the clock ends the search, and the work budget too only where the caller set one
         self.deadline = self.t0 + params.time_limit
-        if parent is not None:
-            self.deadline = min(self.deadline, parent.deadline)
+        if parent is not None:  # a deterministic phase ends on its work, or at the call's deadline: never at its share
+            self.deadline = parent.deadline if params.deterministic else min(self.deadline, parent.deadline)
         self.work_total = params.total_work if params.deterministic or params.work_limit is not None else math.inf
         self.work_used = 0.0
         self.phase_end: float | None = None  # timed mode: a phase's own end (`until`)

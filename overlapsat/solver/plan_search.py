@@ -141,7 +141,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                    starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
                    unbucketed: Result | None = None,
                    solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
-                   joint: bool = True, **options: Any) -> Result:
+                   joint: bool = True, clock: TimeBudget | None = None, **options: Any) -> Result:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
     by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
@@ -154,7 +154,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     bucketings the caller has ordered already (name -> its buckets and `optimize`'s result on their bucketed graph,
     priced by `price`); the plan is never longer than any of them either. `joint=False`
     leaves out the joint CP-SAT model of buckets and order (decision 43; it runs only on small graphs, with
-    `JOINT_SHARE` of the time)."""
+    `JOINT_SHARE` of the time). `clock`: the budget of a caller that runs this as one of its phases."""
     starts_given = starts
     price = laid_out(price, problem.bucket_layout)  # every bucketed graph below is the problem's layout
     if unbucketed is not None:
@@ -179,7 +179,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         max_evaluations = max(10, int(rate * SEARCH_SHARE * params.time_limit))
     elif max_evaluations is None:  # timed: the clock (its share of the time limit) ends the search
         max_evaluations = 2**62
-    tb = TimeBudget(params)  # the one clock of the call: every phase below ends by its deadline
+    tb = TimeBudget(params, parent=clock)  # the one clock of the call: every phase below ends by its deadline
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed

@@ -54,6 +54,9 @@ def test_a_phase_budget_ends_by_its_parents_deadline_and_flags_the_parent():
     now[0] = 0.5
     child = TimeBudget(SolveParams(time_limit=10.0, work_limit=5.0), parent=parent)
     assert child.deadline == parent.deadline == 1.0 and child.wall_left() == pytest.approx(0.5)
+    # a deterministic phase is not cut at its own share of the time (its work ends it), a timed one is
+    assert TimeBudget(SolveParams(time_limit=0.1, work_limit=5.0), parent=parent).deadline == 1.0
+    assert TimeBudget(SolveParams(time_limit=0.1, deterministic=False), parent=parent).deadline == pytest.approx(0.6)
     now[0] = 1.0
     assert child.exhausted(True) and child.cut_by_wall_clock and parent.cut_by_wall_clock
 
