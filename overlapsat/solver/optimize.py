@@ -532,6 +532,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
             status = Status.INTERRUPTED
     stats["total_s"] = tb.elapsed()
     stats["work_used"] = tb.work_used
+    if params.deterministic and tb.clock_over() and not tb.interrupted:
+        tb.cut_by_wall_clock = True  # it ran to the deadline: some phase may have been cut there (decision 57)
     if tb.cut_by_wall_clock:
         log.warning("deterministic search ended by the wall clock before its work limit (%.2f of %.2f): the order "
                     "may differ across machines; raise time_limit or lower work_limit", tb.work_used, tb.work_total)

@@ -222,7 +222,9 @@ def test_same_orders_on_50_random_graphs_under_cpu_load():
 @pytest.mark.slow
 def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
     """The torch bridge's "solve" mode solves inline on every rank; ranks agree only if the answer is a function
-    of the graph. Its solve (`stored_or_solved`) in two processes, one under two burners: the same schedule."""
+    of the graph. Its solve (`stored_or_solved`) in two processes, one under two burners: the same schedule, or,
+    where the clock cut the loaded solve before its work (decision 57), a refusal that names the clock (the bridge
+    then keeps the order every rank has), never another schedule."""
     pytest.importorskip("torch")
     g_path = tmp_path / "g.json"
     save_graph(load_graph(bundled("tp_small")), g_path)
@@ -240,6 +242,8 @@ def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
         """
         p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=ROOT,
                            timeout=600)
+        if p.returncode and "cut by the wall clock" in p.stderr:
+            return "cut"
         assert p.returncode == 0, p.stderr[-800:]
         return p.stdout.strip().splitlines()[-1]
 
@@ -256,7 +260,8 @@ def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
         stop.set()
         for p in hogs:
             p.join()
-    assert calm == loaded and len(calm.split("|")) == len(load_graph(bundled("tp_small")).nodes)
+    assert calm != "cut", "the calm solve was cut by the clock: raise time_limit in this test"
+    assert loaded in (calm, "cut") and len(calm.split("|")) == len(load_graph(bundled("tp_small")).nodes)
 
 
 def test_the_portfolios_stop_on_the_clock_in_both_modes_and_deterministic_mode_flags_it():
