@@ -77,7 +77,10 @@ class Problem:
         from overlapsat.canonical import canonical_graph
 
         cg = canonical_graph(self.relaxed, self.collective_order)
-        return self.on(cg)
+        cp = self.on(cg)
+        if cp.relaxed.names == cg.names:  # the canonical form's own canonical form is itself: not computed again
+            cp.__dict__["canonical"] = cp
+        return cp
 
     @cached_property
     def to_given(self) -> list[int]:

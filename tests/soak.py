@@ -66,7 +66,7 @@ def main() -> None:
     if a.no_listing:
         import importlib
 
-        opt = importlib.import_module("overlapsat.solver.optimize")
+        opt = importlib.import_module("overlapsat.solver.search")
         opt.EXHAUSTIVE_NODES = opt.EXHAUSTIVE_NODES_NO_ORDER = 0
     if a.child:
         print(json.dumps([check(int(s), a.time_limit, a.interference, a.edges) for s in a.child.split(",")]))

@@ -45,7 +45,7 @@ def test_the_check_catches_a_false_bound(monkeypatch):
 
     from overlapsat.bounds import LowerBound
 
-    opt = importlib.import_module("overlapsat.solver.optimize")
+    opt = importlib.import_module("overlapsat.solver.search")
 
     real = opt.lower_bound
     monkeypatch.setattr(opt, "lower_bound", lambda g, co="group": LowerBound(real(g, co).makespan * 1.5 + 1, 0, 0, 0))

@@ -49,29 +49,42 @@ def greedy_buckets(g: Graph, cap_bytes: int = TORCH_CAP_BYTES, ops: Sequence[str
 
 
 def _cut(g: Graph, run: list[int], cap_bytes: int) -> list[Bucket]:
+    """`run` cut into buckets of at most `cap_bytes` (closed once the next member would pass it), skipping a member
+    that depends on one already in the bucket (merging it would make a cycle)."""
+    below = _descendants_in(g, run)
     buckets: list[Bucket] = []
     cur: list[int] = []
-    below: set[int] = set()  # descendants of the bucket being filled
+    reach = 0  # the run's members below the bucket being filled, as bits
     size = 0
-    for c in run:
-        if c in below:  # it depends on a member: merging would make a cycle
+    for k, c in enumerate(run):
+        if reach >> k & 1:  # it depends on a member: merging would make a cycle
             continue
         nbytes = g.nodes[c].nbytes
         if cur and size + nbytes > cap_bytes:
             if len(cur) > 1:
                 buckets.append(_bucket(g, cur))
-            cur, below, size = [], set(), 0
+            cur, reach, size = [], 0, 0
         cur.append(c)
         size += nbytes
-        stack = [c]
-        while stack:
-            for s in g.succs[stack.pop()]:
-                if s not in below:
-                    below.add(s)
-                    stack.append(s)
+        reach |= below[k]
     if len(cur) > 1:
         buckets.append(_bucket(g, cur))
     return buckets
+
+
+def _descendants_in(g: Graph, run: list[int]) -> list[int]:
+    """For each member of `run`, the other members it reaches, as bits by position in `run`: one sweep backwards
+    over the graph's order (a topological order), up to the run's last member."""
+    bit = {c: 1 << k for k, c in enumerate(run)}
+    last = max(run)
+    reach = [0] * (last + 1)
+    for v in range(last, -1, -1):
+        r = bit.get(v, 0)
+        for s in g.succs[v]:
+            if s <= last:
+                r |= reach[s]
+        reach[v] = r
+    return [reach[c] & ~bit[c] for c in run]
 
 
 def _bucket(g: Graph, members: list[int]) -> Bucket:

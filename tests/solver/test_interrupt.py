@@ -72,7 +72,7 @@ def test_sigint_during_the_portfolio_returns_the_input_order_at_worst():
     try:
         import importlib
 
-        mod = importlib.import_module("overlapsat.solver.optimize")
+        mod = importlib.import_module("overlapsat.solver.search")
         old, mod.run_all = mod.run_all, slow
         r = optimize(g, time_limit=5)
     finally:

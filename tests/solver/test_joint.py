@@ -305,7 +305,7 @@ def test_a_solver_failure_in_the_joint_model_keeps_the_searchs_plan(monkeypatch)
     g = three_gathers()
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("overlapsat.solver.optimize"), "_interruptible_solve", boom)
+    monkeypatch.setattr(importlib.import_module("overlapsat.solver.cpsat"), "_interruptible_solve", boom)
     r = solve_joint(Problem(g, None, "free"), price, SolveParams(time_limit=2, collective_order="free"))
     assert r.buckets is None and r.bound == 0.0 and r.stats["error"] == "RuntimeError: solver exploded"
     monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)  # the search path, then the model

@@ -15,7 +15,7 @@ import pytest
 import overlapsat as osat
 from tests.brute import brute_force, random_graph
 
-optimize_module = importlib.import_module("overlapsat.solver.optimize")
+search_module = importlib.import_module("overlapsat.solver.search")
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "repro", "t3")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,8 +31,8 @@ def case(name: str):
 
 def no_listing(monkeypatch):
     """Without the exhaustive listing of small graphs, so that CP-SAT's own path answers."""
-    monkeypatch.setattr(optimize_module, "EXHAUSTIVE_NODES", 0)
-    monkeypatch.setattr(optimize_module, "EXHAUSTIVE_NODES_NO_ORDER", 0)
+    monkeypatch.setattr(search_module, "EXHAUSTIVE_NODES", 0)
+    monkeypatch.setattr(search_module, "EXHAUSTIVE_NODES_NO_ORDER", 0)
 
 
 @pytest.mark.parametrize("listing", [True, False], ids=["listing", "cp-sat"])
@@ -85,7 +85,7 @@ def test_a_fake_edge_read_in_another_order_keeps_one_meaning():
 CHILD = r"""
 import json, sys
 sys.path.insert(0, {root!r})
-import importlib; O = importlib.import_module("overlapsat.solver.optimize")
+import importlib; O = importlib.import_module("overlapsat.solver.search")
 O.EXHAUSTIVE_NODES = O.EXHAUSTIVE_NODES_NO_ORDER = 0
 import overlapsat as osat
 r = json.load(open({path!r})); g = osat.graph_from_dict(r["graph"]); o = dict(r["opts"])
@@ -204,7 +204,7 @@ def test_small_graphs_are_listed_exactly(seed):
     and proves it, and "unreachable" exactly when brute force finds no order."""
     g, co = random_graph(seed)
     truth = brute_force(g, co)
-    if truth is None or len(g) > optimize_module.EXHAUSTIVE_NODES:
+    if truth is None or len(g) > search_module.EXHAUSTIVE_NODES:
         pytest.skip("outside the listing's size or brute force's reach")
     budget = truth.min_peak - (seed % 2)
     best = truth.best(budget)

@@ -1,0 +1,187 @@
+"""The contained CP-SAT calls: one solve of a built model, under the call's clock and work, on a helper thread
+so that Ctrl-C reaches Python, its failures turned into an `Outcome` (never the caller's exception)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+from overlapsat.evaluate import Evaluated
+from overlapsat.graph import Graph
+from overlapsat.problem import Problem
+from overlapsat.solver.model import RELAX, RESTRICT, build
+from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.result import GapBelow, Progress, StoppingRule
+from overlapsat.solver.units import safe_horizon, unit_walk
+from overlapsat.validate import validate
+
+log = logging.getLogger(__name__)
+
+
+class _Progress(cp_model.CpSolverSolutionCallback):
+    def __init__(self, ts_bound: Callable[[int], float], ts_us: Callable[[float], float], tb: TimeBudget,
+                 cb: Callable[[Progress], None] | None, stop: StoppingRule | None) -> None:
+        super().__init__()
+        self.ts_bound, self.ts_us, self.tb, self.cb, self.stop = ts_bound, ts_us, tb, cb, stop
+        self.stopped = False
+        self.first: float | None = None
+        self.best_t: float | None = None
+        self.count = 0
+
+    def on_solution_callback(self) -> None:
+        now = self.tb.elapsed()
+        self.count += 1
+        self.first = self.first if self.first is not None else now
+        self.best_t = now
+        p = Progress(now, self.ts_us(self.objective_value), self.ts_bound(int(self.best_objective_bound)))
+        if self.cb is not None:
+            self.cb(p)
+        if self.stop is not None and self.stop(p):
+            self.stopped = True
+            self.stop_search()
+
+
+def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any, *, stoppable: bool,
+                         tb: TimeBudget) -> Any:
+    """`solver.solve` on a helper thread, so that Ctrl-C reaches the main thread while CP-SAT runs.
+
+    On Ctrl-C the search is stopped when that is safe; OR-Tools 9.15 aborts the
+    process on stop_search() under interleave_search, so there the current call
+    runs to its work limit. Either way its solutions are kept.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["status"] = solver.solve(m, cb)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="overlapsat-cpsat", daemon=True)
+    t.start()
+    while t.is_alive():
+        try:
+            t.join(0.1)
+        except KeyboardInterrupt:
+            if not tb.interrupted:
+                tb.interrupted = True
+                if stoppable:
+                    solver.stop_search()
+                else:
+                    log.warning("interrupted: the running CP-SAT call ends at its work limit (stopping it under "
+                                "interleaved search would abort the process); press Ctrl-C again to quit at once")
+            else:
+                raise
+    if "error" in box:
+        raise box["error"]
+    return box["status"]
+
+
+@dataclass
+class Outcome:
+    order: list[int] | None = None
+    bound_us: float | None = None
+    infeasible: bool = False
+    error: str = ""
+
+
+def solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
+                 on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
+                 stats: dict[str, Any], work: float) -> Outcome:
+    """One CP-SAT solve of the whole graph (the window model's other scope) with `work` units of work."""
+    g = problem.graph
+    n = len(g.nodes)
+    ref = incumbent.order if incumbent is not None else list(range(n))
+    # with a valid incumbent, no better order ends later; without one, no order at all can end later
+    walk = unit_walk(g, ref, ts)
+    horizon = walk.makespan if incumbent is not None else safe_horizon(g, ts)
+    t_build = tb.elapsed()
+    md = build(problem, ts, ref, horizon=horizon, walk=walk, memory_rounding=RELAX)
+    stats["build_s"] = tb.elapsed() - t_build
+    if md.memory_quantum == 1:  # bytes exact: one model, whose every answer is a proof
+        return solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work)
+    # Bytes counted in units of md.memory_quantum (memory_quantum): the relaxation proves (infeasibility, the
+    # bound) but its order may exceed the budget; then a restriction, whose orders are within it, searches on.
+    stats["memory_quantum_bytes"] = md.memory_quantum
+    relaxed = solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work / 2)
+    if relaxed.infeasible or relaxed.error or (relaxed.order is not None and not validate(
+            problem, relaxed.order, limit=1)):
+        return relaxed
+    md = build(problem, ts, ref, horizon=horizon, walk=walk, memory_rounding=RESTRICT)
+    restricted = solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, max(0.01, work / 2))
+    # its infeasibility and its bound prove nothing (sizes rounded up): only its order is kept
+    return Outcome(restricted.order, relaxed.bound_us, error=restricted.error)
+
+
+def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
+                 on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
+                 stats: dict[str, Any], work: float) -> Outcome:
+    """Solve one built model with `work` units of work: its order, bound, infeasibility or error."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    p.max_time_in_seconds = max(0.01, tb.wall_left())
+    p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
+    workers = params.n_workers
+    if params.deterministic:
+        p.max_deterministic_time = max(0.01, work)
+        # OR-Tools 9.15 aborts the process under interleaved search on models with a memory cumulative:
+        # CHECK fixed_search (an infeasible budgeted model) and CHECK threshold > 0 (a feasible one, hinted;
+        # tests/solver/test_or_tools_aborts.py reproduces both in a child process). Interleave (deterministic
+        # with several workers) only where there is no cumulative, and where a validated complete hint proves
+        # the model feasible.
+        if workers > 1 and incumbent is not None and not md.has_memory:
+            p.num_workers = workers
+            p.interleave_search = True
+            # interleaved workers each count their deterministic time, and the solver reports their sum: the
+            # limit is shared so that the work spent stays within `work`
+            p.max_deterministic_time = max(0.01, work / workers)
+        else:
+            p.num_workers = 1
+    else:
+        p.num_workers = workers
+    if params.log_search:
+        p.log_search_progress = True
+        p.log_to_stdout = False
+        logs: list[str] = []
+        solver.log_callback = logs.append
+        stats["log"] = logs
+    rule = stop_when
+    if isinstance(stop_when, GapBelow):
+        p.relative_gap_limit = stop_when.ratio  # CP-SAT's own gap test: same definition, any mode
+        rule = None
+    elif stop_when is not None and params.deterministic:
+        # OR-Tools 9.15 aborts (postsolve CHECK) on stop_search() under interleave_search
+        log.warning("a custom stopping rule cannot interrupt the deterministic CP-SAT search; it is applied "
+                    "between LNS windows only (use GapBelow, or deterministic=False)")
+        rule = None
+    cb = _Progress(ts.bound_us, lambda u: u / (ts.k * ts.steps_per_us), tb, on_progress, rule)
+    try:
+        st = _interruptible_solve(solver, md.m, cb, stoppable=not p.interleave_search, tb=tb)
+    except Exception as e:  # noqa: BLE001 - the solver's failure must not become the caller's
+        log.exception("CP-SAT failed")
+        return Outcome(error=f"{type(e).__name__}: {e}")
+    tb.spend(solver.deterministic_time)
+    if params.deterministic and st not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and not cb.stopped \
+            and solver.wall_time >= 0.99 * p.max_time_in_seconds and not tb.interrupted:
+        tb.cut_by_wall_clock = True  # the clock, not the work limit, ended it (the work spent is not comparable)
+    stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
+                 solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped,
+                 model_units_per_us=ts.k * ts.steps_per_us)
+    if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        bound_units = solver.best_objective_bound if st == cp_model.FEASIBLE else solver.objective_value
+        return Outcome(md.order_from(solver), ts.bound_us(int(math.floor(bound_units + 1e-6))))
+    if st == cp_model.INFEASIBLE:
+        return Outcome(infeasible=True)
+    if st == cp_model.MODEL_INVALID:
+        return Outcome(error=f"overlapsat built an invalid CP-SAT model: {md.m.validate()}")
+    return Outcome()
+
+
+__all__ = ["Outcome", "solve_model", "solve_whole"]

@@ -1,0 +1,405 @@
+"""A search: phases that share one clock and one best-so-far, each returning typed statistics.
+
+`Search` holds what every phase reads and improves: the problem in its three views (as given, judged on its
+relaxed graph, and the canonical form the search runs on, so that the answer does not depend on the file's node
+order), the call's one `TimeBudget`, and the best valid order with the proven bound. A phase is a small object
+with a `name` and a `run(search)` that returns its statistics (a dataclass); `Search.run` announces it, contains
+Ctrl-C, and files the statistics. `optimize` composes the order phases below; `optimize_plan` composes the plan
+phases of `plan_phases.py` around an inner `optimize`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+from overlapsat.bounds import lower_bound
+from overlapsat.errors import GraphError, InfeasibleBudgetError
+from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
+from overlapsat.fmt import fmt_bytes
+from overlapsat.heuristics.portfolio import pipelines, run_all
+from overlapsat.problem import Problem
+from overlapsat.solver.cpsat import solve_whole
+from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
+from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.result import Progress, StoppingRule, meets
+from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale
+
+log = logging.getLogger(__name__)
+
+EXHAUSTIVE_NODES = 8  # every order is judged up to this size (at most 40,320 orders; usually far fewer)
+EXHAUSTIVE_NODES_NO_ORDER = 14  # and up to this size when no heuristic order is valid (capped listing)
+# no pipeline of the input order's portfolio starts past 40 % of the time limit, none of the canonical form's past
+# 70 % (the search starts from the latter's orders); in deterministic mode such a cut is flagged (decision 57)
+HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
+CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
+                "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
+                "topological_sort_lpmf", "topological_sort_bfs", "topological_sort_dfs")
+
+
+class Phase(Protocol):
+    name: str
+
+    def run(self, search: Search) -> Any: ...
+
+
+@dataclass
+class Search:
+    """The state the phases of one call share (see the module docstring). `best` is on the canonical form."""
+
+    problem: Problem
+    params: SolveParams
+    tb: TimeBudget
+    on_progress: Callable[[Progress], None] | None = None
+    stop_when: StoppingRule | None = None
+    on_phase: Callable[[Progress], None] | None = None
+    best: Evaluated | None = None
+    method: str = ""
+    bound: float = 0.0
+    message: str = ""
+    solver_error: bool = False
+    stopped_by_rule: bool = False
+    reported: float = math.inf  # the best makespan told to `on_progress` so far
+    from_input: list[Evaluated] = field(default_factory=list)  # the input order's portfolio (what is reported)
+    canon: list[Evaluated] = field(default_factory=list)  # the canonical form's portfolio, ranked
+    stats: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, flattened (Result.stats)
+    phases: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, typed, by phase name
+
+    @classmethod
+    def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, **hooks: Any) -> Search:
+        return cls(problem, params, TimeBudget(params, parent=clock), **hooks)
+
+    @property
+    def judged(self) -> Problem:
+        """The problem on its relaxed graph: what every claim is judged on."""
+        return self.problem.on(self.problem.relaxed)
+
+    @property
+    def cp(self) -> Problem:
+        return self.problem.canonical
+
+    def announce(self, name: str) -> None:
+        """Tell `on_phase` (a progress display) what runs now: it is never asked to stop the search."""
+        if self.on_phase is not None:
+            ms = self.best.makespan if self.best is not None else math.inf
+            self.on_phase(Progress(self.tb.elapsed(), ms, self.bound, name))
+
+    def run(self, phase: Phase) -> Any:
+        """Run `phase` unless interrupted; Ctrl-C inside it keeps what is found so far. Its statistics are filed
+        under its name (typed) and merged into `stats`."""
+        if self.tb.interrupted:
+            return None
+        self.announce(phase.name)
+        try:
+            out = phase.run(self)
+        except KeyboardInterrupt:
+            self.tb.interrupted = True
+            log.warning("interrupted during %s: returning the best order found so far", phase.name)
+            return None
+        if out is not None:
+            self.phases[phase.name] = out
+            self.stats.update(out.export() if hasattr(out, "export") else asdict(out))
+        return out
+
+    def offer(self, cand: Evaluated, method: str) -> bool:
+        """Keep `cand` (an order of the canonical form) where it is valid and shorter than the best."""
+        if not cand.valid or (self.best is not None and cand.makespan >= self.best.makespan - 1e-9):
+            return False
+        self.best, self.method = cand, method
+        return True
+
+    def improved(self, order: list[int], ms: float) -> bool:
+        """A search's progress report (LNS's `on_improve`): tell `on_progress`; True where `stop_when` says stop."""
+        if ms >= self.reported - 1e-9:  # a restart's own progress is reported once it leads
+            return False
+        self.reported = ms
+        p = Progress(self.tb.elapsed(), ms, self.bound)
+        if self.on_progress is not None:
+            self.on_progress(p)
+        self.stats.setdefault("time_to_first_s", self.tb.elapsed())
+        self.stats["time_to_best_s"] = self.tb.elapsed()
+        if self.stop_when is not None and self.stop_when(p):
+            self.stopped_by_rule = self.stats["stopped_by_rule"] = True
+        return self.stopped_by_rule
+
+    def searching(self) -> bool:
+        """Whether a further search may run: not stopped, interrupted, out of work or time, or proven."""
+        return not (self.stopped_by_rule or self.tb.interrupted or self.tb.exhausted(self.params.deterministic)
+                    or (self.best is not None and meets(self.best.makespan, self.bound)))
+
+
+@dataclass
+class PortfolioStats:
+    heuristics_s: float
+    cut_by_clock: dict[str, list[str]]  # pipelines not started past their share of the time limit
+    cut_by_work: list[str]  # pipelines cut short by their step budget
+    warm_start: str | None  # the input order's pipeline the search starts from, where no canonical order is valid
+
+    def export(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"heuristics_s": self.heuristics_s}
+        if self.cut_by_clock:
+            out["portfolio_cut_by_clock"] = self.cut_by_clock
+        if self.cut_by_work:
+            out["portfolio_cut_by_work_limit"] = self.cut_by_work
+        if self.warm_start:
+            out.update(warm_start=self.warm_start, depends_on_input_order=True)
+        return out
+
+
+@dataclass
+class Portfolio:
+    """Inductor's passes from the input order (what `heuristics` reports, and what the result is never worse than)
+    and from the canonical form (where the search starts), each stopped by its share of the clock; the best valid
+    canonical order becomes the incumbent, and the analytical bound the bound."""
+
+    given: list[Evaluated] | None = None  # the input order's portfolio, where the caller ran it already
+    extra_orders: dict[str, Any] | None = None
+    name: str = "heuristics"
+
+    def run(self, s: Search) -> PortfolioStats:
+        p, tb = s.params, s.tb
+        n = len(s.cp.graph.nodes)
+        include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
+        try:
+            s.from_input = self.given if self.given is not None else run_all(
+                s.problem, work_limit=p.portfolio_steps, deadline=_monotonic(tb, HEURISTICS_CLOCK_SHARE[0]))
+            s.canon = [h for h in run_all(s.cp, include=include, work_limit=p.portfolio_steps,
+                                          deadline=_monotonic(tb, HEURISTICS_CLOCK_SHARE[1])) if h.name != "input_order"]
+        except KeyboardInterrupt:  # what has been evaluated, and the input order
+            tb.interrupted = True
+            log.warning("interrupted during the heuristics: returning the best order evaluated so far")
+        judged = s.judged
+        if not any(h.name == "input_order" for h in s.from_input):
+            s.from_input = [evaluate(judged, "input_order", list(range(len(judged.graph.nodes)))), *s.from_input]
+        have = {h.name for h in s.from_input}
+        s.from_input += evaluate_named(judged, {k: v for k, v in (self.extra_orders or {}).items() if k not in have})
+        s.canon.append(evaluate(s.cp, "topological_order", list(range(n))))
+        s.canon.sort(key=rank_key)
+        skipped = self._skipped(s, include)
+        if skipped and not tb.interrupted:
+            if p.deterministic:
+                tb.cut_by_wall_clock = True
+            log.info("heuristics not started past their share of the time limit: %s",
+                     "; ".join(f"{k}: {', '.join(v)}" for k, v in skipped.items()))
+        cut = sorted({h.name for h in s.from_input + s.canon if h.note})
+        if cut:  # the result is never worse than these cut orders, but may be worse than the complete passes
+            log.info("heuristics cut short by the work limit (raise time_limit to run them in full): %s", ", ".join(cut))
+        s.bound = lower_bound(s.cp.graph, s.problem.collective_order).makespan
+        warm = self._incumbent(s)
+        return PortfolioStats(tb.elapsed(), skipped, cut, warm)
+
+    def _skipped(self, s: Search, include: tuple[str, ...] | None) -> dict[str, list[str]]:
+        ran_input, ran_canon = {h.name for h in s.from_input}, {h.name for h in s.canon}
+        skipped = {"input order": [nm for nm in pipelines() if self.given is None and nm not in ran_input],
+                   "canonical form": [nm for nm in pipelines() if nm not in ran_canon
+                                      and (include is None or nm in include)]}
+        return {k: v for k, v in skipped.items() if v}
+
+    @staticmethod
+    def _incumbent(s: Search) -> str | None:
+        """The best valid canonical order, else the input order's best moved onto the canonical form (named)."""
+        valid = [h for h in s.canon if h.valid]
+        if valid:
+            s.best, s.method = valid[0], valid[0].name
+            return None
+        fallback = [h for h in s.from_input if h.valid]
+        if not fallback:
+            return None
+        to_canon = {v: k for k, v in enumerate(s.problem.to_given)}
+        h = fallback[0]
+        s.best, s.method = evaluate(s.cp, h.name, [to_canon[v] for v in h.order]), h.name
+        return h.name
+
+
+@dataclass
+class ListingStats:
+    orders: int
+    complete: bool
+
+    def export(self) -> dict[str, Any]:
+        return {"exhaustive": {"orders": self.orders, "complete": self.complete}}
+
+
+@dataclass
+class Listing:
+    """On a small graph, every order judged by the arbiters (exhaustive.py): the best, and a proof where the
+    listing was complete. Raises InfeasibleBudgetError where it proves that the budget, not the policy, is what no
+    order meets."""
+
+    name: str = "listing"
+
+    @staticmethod
+    def applies(s: Search) -> bool:
+        n = len(s.cp.graph.nodes)
+        return n <= EXHAUSTIVE_NODES or (s.best is None and n <= EXHAUSTIVE_NODES_NO_ORDER)
+
+    def run(self, s: Search) -> ListingStats:
+        tb, cp = s.tb, s.cp
+        ex = exhaustive(cp, max_orders=exhaustive_orders(s.params), deadline=tb.deadline, clock=tb.clock)
+        if ex.cut_by_clock and s.params.deterministic:
+            tb.cut_by_wall_clock = True
+        budget = s.problem.budget
+        if ex.complete and ex.order is None and budget is not None and exhaustive(
+                Problem(cp.graph, None, s.problem.collective_order), max_orders=exhaustive_orders(s.params),
+                deadline=tb.deadline, clock=tb.clock).order is not None:
+            raise budget_error(InfeasibleBudgetError, budget, s.canon + s.from_input, proven=True)
+        if ex.order is not None and (s.best is None or ex.makespan < s.best.makespan - 1e-9):
+            s.best, s.method = evaluate(cp, "exhaustive", ex.order), "exhaustive"
+        if ex.complete and s.best is not None and ex.order is not None:
+            s.bound = max(s.bound, s.best.makespan)
+        return ListingStats(ex.judged, ex.complete)
+
+
+@dataclass
+class ModelStats:
+    """The whole-graph CP-SAT solve's own figures (cpsat.py fills them)."""
+
+    figures: dict[str, Any]
+
+    def export(self) -> dict[str, Any]:
+        return dict(self.figures)
+
+
+@dataclass
+class WholeModel:
+    """CP-SAT on the whole graph, hinted with the best order, with `share` of the work left: a better order, a
+    higher bound, or a proof that no order meets the budget (raised where no valid order is known)."""
+
+    share: float = 1.0
+    name: str = "model"
+
+    def run(self, s: Search) -> ModelStats:
+        figures: dict[str, Any] = {}
+        # without a budget the model gets exact time, so that its optimum converts into a proof
+        ts = choose_scale(s.cp.graph, SEARCH_UNITS if s.problem.budget is not None else EXACT_UNITS)
+        out = solve_whole(s.cp, ts, s.params, s.tb, s.best, s.on_progress, s.stop_when, figures,
+                          work=self.share * s.tb.work_left())
+        if out.error:
+            s.solver_error, s.message = True, out.error
+        if out.infeasible:
+            if s.best is None:
+                raise budget_error(InfeasibleBudgetError, s.problem.budget, s.canon, proven=True)
+            # the model is exact: a valid order contradicts this
+            s.solver_error, s.message = True, "CP-SAT proved infeasible a model a valid heuristic order satisfies"
+            log.error(s.message)
+        if out.bound_us is not None:
+            s.bound = max(s.bound, out.bound_us)
+        if out.order is not None:
+            cand = evaluate(s.cp, "cpsat", out.order)
+            if not cand.valid:
+                s.solver_error, s.message = True, f"solver order rejected by the validator: {cand.violations[0]}"
+                log.error(s.message)
+            else:
+                s.offer(cand, "cpsat")
+        elif not out.infeasible and not out.error:
+            s.message = "no solution within the time limit"
+        if figures.get("stopped_by_rule"):
+            s.stopped_by_rule = True
+        return ModelStats(figures)
+
+
+@dataclass
+class WindowStats:
+    windows: int = 0
+    accepted: int = 0
+    improvements: int = 0
+    work: float = 0.0
+    sweeps: int = 0
+    restarts: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def export(self) -> dict[str, Any]:
+        return {"lns": {**asdict(self), **self.extra}} if self.windows or self.sweeps else {}
+
+
+@dataclass
+class WindowSearch:
+    """Window LNS from the best order with `share` of the work left; where a search converges with work left, the
+    next distinct heuristic orders get the rest (they may lie in another basin)."""
+
+    share: float = 1.0
+    name: str = "lns"
+
+    def run(self, s: Search) -> WindowStats:
+        from overlapsat.solver.lns import lns
+
+        assert s.best is not None
+        ts = choose_scale(s.cp.graph, SEARCH_UNITS)
+        work, spent0 = self.share * s.tb.work_left(), s.tb.work_used
+        starts = [s.best.order] + [h.order for h in s.canon if h.valid and h.order != s.best.order][
+            :s.params.lns_restarts]
+        out = WindowStats()
+        for k, start in enumerate(starts):
+            left = work - (s.tb.work_used - spent0)
+            if k and (not s.searching() or left <= 0):
+                break
+            order, lstats = lns(s.cp, ts, start, s.params, s.tb, target=s.bound, on_improve=s.improved, work_cap=left)
+            for key, val in lstats.items():
+                if hasattr(out, key) and key != "extra":
+                    setattr(out, key, getattr(out, key) + val)
+                else:
+                    out.extra[key] = out.extra.get(key, 0) + val
+            out.restarts = k
+            s.offer(evaluate(s.cp, "cpsat-lns", order), "cpsat-lns")
+        return out
+
+
+def order_search(s: Search) -> None:
+    """The CP-SAT phases, by size: up to `lns_min_nodes`, window LNS first (it improves faster than the monolithic
+    model at the same work, docs/solver.md), then the monolithic model, hinted, for the proof; without a valid
+    incumbent the monolithic model goes first (it finds an order or proves there is none). Larger graphs: window
+    LNS only; graphs under `lns_min_window_nodes`: the monolithic model only."""
+    p, n = s.params, len(s.cp.graph.nodes)
+    small, use_lns = n <= p.lns_min_nodes, n >= p.lns_min_window_nodes
+    ts = choose_scale(s.cp.graph, SEARCH_UNITS if s.problem.budget is not None else EXACT_UNITS)
+    s.stats.update(resolution_us=ts.resolution_us, exact_durations=ts.exact)
+    s.reported = s.best.makespan if s.best is not None else math.inf
+    if s.best is None:
+        if small:
+            s.run(WholeModel(p.monolithic_share if use_lns else 1.0))
+        if s.best is not None and use_lns and s.searching():
+            s.run(WindowSearch())
+        return
+    if use_lns and s.searching():
+        if small and not p.deterministic:  # timed: the monolithic model keeps its share of time
+            s.tb.until(1.0 - p.monolithic_share)
+        s.run(WindowSearch(1.0 - p.monolithic_share if small else 1.0))
+        s.tb.until(None)
+    if small and s.searching():
+        s.run(WholeModel())
+
+
+def exhaustive_orders(params: SolveParams) -> int:
+    """Orders the listing may judge: a function of the options, so that a deterministic answer is too."""
+    return max(1000, min(MAX_ORDERS, int(ORDERS_PER_SECOND * params.time_limit)))
+
+
+def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated], proven: bool) -> GraphError:
+    """The error for a budget no order was found within, with the lowest peak reached by an order that is valid
+    apart from memory, in human units."""
+    others = [h for h in heur if all(v.startswith("[memory]") for v in h.violations)]
+    low = min(others or heur, key=lambda h: (h.peak_memory, h.name))
+    b = fmt_bytes(budget or 0)
+    if proven:
+        msg = (f"memory budget of {b} ({budget} B) is unreachable: no order of this graph peaks that low (proven); "
+               f"the lowest peak found is {fmt_bytes(low.peak_memory)} ({low.name})")
+    else:
+        msg = (f"no order within the memory budget of {b} ({budget} B) was found within the time limit; this is not "
+               f"a proof that none exists. The lowest peak reached by an order valid in every other respect is "
+               f"{fmt_bytes(low.peak_memory)} ({low.name}); raise time_limit or the budget")
+    err = cls(msg)
+    err.budget, err.lowest_peak = budget, low.peak_memory  # type: ignore[attr-defined]
+    return err
+
+
+def _monotonic(tb: TimeBudget, share: float) -> float:
+    """`share` of `tb`'s time as a `time.monotonic()` time (what the portfolio's deadline is read on)."""
+    return time.monotonic() + max(0.0, tb.at(share) - tb.clock())
+
+
+__all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "budget_error",
+           "exhaustive_orders", "order_search"]
