@@ -207,12 +207,14 @@ def test_an_early_merge_takes_the_earlier_collectives_place_unless_the_later_one
 def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkeypatch):
     """A bug inside the bucket moves or the joint model (here: each raises) is logged and contained: the plan
     search still returns a valid plan, and says what failed."""
+    import importlib
+
     from overlapsat.solver import plan_search
 
     def boom(*a, **k):
         raise KeyError("bug")
 
-    monkeypatch.setattr(plan_search, "order_preserving_search", boom)
+    monkeypatch.setattr(importlib.import_module("overlapsat.solver.climb"), "order_preserving_search", boom)
     monkeypatch.setattr(plan_search, "solve_joint", boom)
     g = _gathers(8)
     r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=5)

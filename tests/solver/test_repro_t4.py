@@ -175,7 +175,7 @@ def test_a_failure_inside_the_search_keeps_the_best_unbucketed_order(monkeypatch
     def broken(*a, **k):
         raise RuntimeError("a phase broke")
 
-    monkeypatch.setattr(plan_search, "_neighbours", broken)
+    monkeypatch.setattr(plan_search, "neighbours", broken)
     g = osat.load_graph(bundled("tp_small"))
     problem = Problem.of(g, "1.0x", "group")
     r = optimize_plan(problem, H200, time_limit=2)
