@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,22 @@ class _Progress(cp_model.CpSolverSolutionCallback):
             self.stop_search()
 
 
+class _SolveThread(threading.Thread):
+    """One `solver.solve` on a daemon thread: its status, or the exception it raised (re-raised by the caller)."""
+
+    def __init__(self, solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any) -> None:
+        super().__init__(name="overlapsat-cpsat", daemon=True)
+        self.solver, self.m, self.cb = solver, m, cb
+        self.status: Any = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.status = self.solver.solve(self.m, self.cb)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+            self.error = e
+
+
 def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any, *, stoppable: bool,
                          tb: TimeBudget) -> Any:
     """`solver.solve` on a helper thread, so that Ctrl-C reaches the main thread while CP-SAT runs.
@@ -54,17 +71,7 @@ def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any
     process on stop_search() under interleave_search, so there the current call
     runs to its work limit. Either way its solutions are kept.
     """
-    import threading
-
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["status"] = solver.solve(m, cb)
-        except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
-            box["error"] = e
-
-    t = threading.Thread(target=run, name="overlapsat-cpsat", daemon=True)
+    t = _SolveThread(solver, m, cb)
     t.start()
     while t.is_alive():
         try:
@@ -79,9 +86,9 @@ def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any
                                 "interleaved search would abort the process); press Ctrl-C again to quit at once")
             else:
                 raise
-    if "error" in box:
-        raise box["error"]
-    return box["status"]
+    if t.error is not None:
+        raise t.error
+    return t.status
 
 
 @dataclass
@@ -167,7 +174,13 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     except Exception as e:  # noqa: BLE001 - the solver's failure must not become the caller's
         log.exception("CP-SAT failed")
         return Outcome(error=f"{type(e).__name__}: {e}")
-    tb.spend(solver.deterministic_time)
+    try:
+        tb.spend(solver.deterministic_time)
+    except RuntimeError as e:  # OR-Tools 9.15: a solve stopped by Ctrl-C can leave no response to read
+        if tb.interrupted:
+            log.warning("interrupted: CP-SAT left no answer; the best order found before it stands")
+            return Outcome()
+        return Outcome(error=f"CP-SAT left no answer ({e})")
     if params.deterministic and st not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and not cb.stopped \
             and solver.wall_time >= 0.99 * p.max_time_in_seconds and not tb.interrupted:
         tb.cut_by_wall_clock = True  # the clock, not the work limit, ended it (the work spent is not comparable)

@@ -37,55 +37,63 @@ def exhaustive(problem: Problem, max_orders: int = MAX_ORDERS, deadline: float |
                clock: Callable[[], float] = time.monotonic) -> Exhaustive:
     """Judge every order of the problem's graph that keeps its ordering constraints (at most `max_orders`, and
     none after `deadline` on `clock`)."""
-    graph = problem.graph
-    n = len(graph.nodes)
-    preds = graph.preds
-    succs = graph.succs
-    missing = [len(p) for p in preds]
-    ready = [v for v in range(n) if missing[v] == 0]
-    order: list[int] = []
-    best: list[int] | None = None
-    best_ms = float("inf")
-    judged = 0
-    complete = True
-    cut = False
+    lister = _Lister(problem, max_orders, deadline, clock)
+    lister.visit()
+    return Exhaustive(lister.best, lister.best_ms, lister.complete, lister.judged, lister.cut)
 
-    def visit() -> bool:
-        """False once the cap is reached."""
-        nonlocal best, best_ms, judged, complete, cut
-        if len(order) == n:
-            if deadline is not None and judged % CLOCK_EVERY == 0 and clock() >= deadline:
-                complete, cut = False, True
-                return False
-            judged += 1
-            if not validate(problem, order, limit=1):
-                ms = simulate(graph, order).makespan
-                if ms < best_ms:
-                    best, best_ms = list(order), ms
-            if judged >= max_orders:
-                complete = False
-                return False
-            return True
-        for v in sorted(ready):
-            ready.remove(v)
-            order.append(v)
-            for s in succs[v]:
-                missing[s] -= 1
-                if missing[s] == 0:
-                    ready.append(s)
-            go = visit()
-            for s in succs[v]:
-                if missing[s] == 0:
-                    ready.remove(s)
-                missing[s] += 1
-            order.pop()
-            ready.append(v)
+
+class _Lister:
+    """The listing's state: the order being built, what is ready, and the best complete order judged so far."""
+
+    def __init__(self, problem: Problem, max_orders: int, deadline: float | None, clock: Callable[[], float]) -> None:
+        self.problem, self.graph, self.max_orders, self.deadline, self.clock = problem, problem.graph, max_orders, \
+            deadline, clock
+        n = len(self.graph.nodes)
+        self.missing = [len(p) for p in self.graph.preds]
+        self.ready = [v for v in range(n) if self.missing[v] == 0]
+        self.order: list[int] = []
+        self.best: list[int] | None = None
+        self.best_ms = float("inf")
+        self.judged = 0
+        self.complete = True
+        self.cut = False
+
+    def visit(self) -> bool:
+        """Extend the order by each ready node in turn; False once the cap or the deadline is reached."""
+        g = self.graph
+        if len(self.order) == len(g.nodes):
+            return self._judge()
+        for v in sorted(self.ready):
+            self.ready.remove(v)
+            self.order.append(v)
+            for s in g.succs[v]:
+                self.missing[s] -= 1
+                if self.missing[s] == 0:
+                    self.ready.append(s)
+            go = self.visit()
+            for s in g.succs[v]:
+                if self.missing[s] == 0:
+                    self.ready.remove(s)
+                self.missing[s] += 1
+            self.order.pop()
+            self.ready.append(v)
             if not go:
                 return False
         return True
 
-    visit()
-    return Exhaustive(best, best_ms, complete, judged, cut)
+    def _judge(self) -> bool:
+        if self.deadline is not None and self.judged % CLOCK_EVERY == 0 and self.clock() >= self.deadline:
+            self.complete, self.cut = False, True
+            return False
+        self.judged += 1
+        if not validate(self.problem, self.order, limit=1):
+            ms = simulate(self.graph, self.order).makespan
+            if ms < self.best_ms:
+                self.best, self.best_ms = list(self.order), ms
+        if self.judged >= self.max_orders:
+            self.complete = False
+            return False
+        return True
 
 
 __all__ = ["Exhaustive", "exhaustive"]

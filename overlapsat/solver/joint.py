@@ -101,12 +101,9 @@ class Union:
         g, uid = self.g, self.graph.index
         out: dict[tuple[int, int], set[tuple[str, int]]] = {}
 
-        def add(u: int, v: int, *owners: tuple[str, int] | None) -> None:
-            out.setdefault((u, v), set()).update(o for o in owners if o is not None)
-
         for v in range(len(g.nodes)):
             for u in g.preds[v]:
-                add(u, v, self.owner[u], self.owner[v])
+                _add_relation(out, u, v, self.owner[u], self.owner[v])
         for k, (b, gb) in enumerate(zip(self.cands, self.bucketed)):
             mine = set(b.nodes)
             for v in range(len(gb.nodes)):
@@ -115,7 +112,7 @@ class Union:
                     if nu not in mine and nv not in mine:
                         continue  # between nodes of the graph: read off the graph itself
                     iu, iv = uid[nu], uid[nv]
-                    add(iu, iv, self.owner[iu], self.owner[iv])
+                    _add_relation(out, iu, iv, self.owner[iu], self.owner[iv])
                     # an original end that another candidate holds: under that candidate it is its copy-in (a
                     # member) or its wait (a member's wait); its incoming dependencies map by that end alone
                     o = self.owner[iv]
@@ -124,7 +121,7 @@ class Union:
                         j = 0 if iv == c else 2
                         for k2 in self.holding[c]:
                             if k2 != k and not set(self.cands[k2].members) & set(b.members):
-                                add(iu, self.node_of(k2, j), ("bucket", k), ("bucket", k2))
+                                _add_relation(out, iu, self.node_of(k2, j), ("bucket", k), ("bucket", k2))
         return [(u, v, tuple(sorted(os_))) for (u, v), os_ in out.items()]
 
     def can_coexist(self, a: int, b: int) -> bool:
@@ -392,6 +389,11 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     if out.infeasible:  # a proof that no plan is within the horizon: the start is optimal
         res.stats["infeasible_below_start"] = True
     return res
+
+
+def _add_relation(out: dict[tuple[int, int], set[tuple[str, int]]], u: int, v: int,
+                  *owners: tuple[str, int] | None) -> None:
+    out.setdefault((u, v), set()).update(o for o in owners if o is not None)
 
 
 def with_time(params: SolveParams, share: float) -> SolveParams:

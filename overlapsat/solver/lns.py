@@ -77,27 +77,29 @@ def windows(g: Graph, order: list[int], window: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()
 
-    def add(i: int, j: int) -> None:
-        i, j = max(0, i), min(n, j)
-        if j - i >= 2 and (i, j) not in seen:
-            seen.add((i, j))
-            out.append((i, j))
-
     stalled = sorted((w for w in range(n) if stall[w] > 0), key=lambda w: (-stall[w], pos[w]))
     for w in stalled:
         pw, pc = pos[w], pos[g.coll_of[w]]
         margin = max(1, window // 4)
         if pw - pc + 2 * margin <= window:
-            add(pc - margin, pc - margin + window)
+            _add_window(out, seen, n, pc - margin, pc - margin + window)
         else:
-            add(pw + margin - window, pw + margin)
+            _add_window(out, seen, n, pw + margin - window, pw + margin)
     step = max(1, window // 2)
     prefix = [0.0]
     for v in order:
         prefix.append(prefix[-1] + stall[v])
     for i in sorted(range(0, max(1, n - step), step), key=lambda i: (-(prefix[min(n, i + window)] - prefix[i]), i)):
-        add(i, i + window)
+        _add_window(out, seen, n, i, i + window)
     return out
+
+
+def _add_window(out: list[tuple[int, int]], seen: set[tuple[int, int]], n: int, i: int, j: int) -> None:
+    """Add the window [i, j) clipped to the order, once, where it holds two positions or more."""
+    i, j = max(0, i), min(n, j)
+    if j - i >= 2 and (i, j) not in seen:
+        seen.add((i, j))
+        out.append((i, j))
 
 
 def contained_solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int | None:
