@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from overlapsat.problem import Problem
     from overlapsat.schedules import Schedule, load_schedule, save_schedule
     from overlapsat.simulate import SimResult, peak_memory, simulate
-    from overlapsat.solver import GapBelow, Progress, Result, SolveParams, Status, StoppingRule, optimize
+    from overlapsat.solver import GapBelow, PlanInfo, Progress, Result, SolveParams, Status, StoppingRule, optimize
     from overlapsat.solver.plan_search import optimize_plan
     from overlapsat.store import Outcome, solve_store
     from overlapsat.trace import export_chrome_trace
@@ -65,6 +65,7 @@ _WHERE = {
     "GapBelow": "overlapsat.solver",
     "Progress": "overlapsat.solver",
     "Result": "overlapsat.solver",
+    "PlanInfo": "overlapsat.solver",
     "SolveParams": "overlapsat.solver",
     "Status": "overlapsat.solver",
     "StoppingRule": "overlapsat.solver",
@@ -97,6 +98,7 @@ __all__ = [
     "Plan",
     "Problem",
     "Outcome",
+    "PlanInfo",
     "Progress",
     "Result",
     "Schedule",

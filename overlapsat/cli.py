@@ -433,8 +433,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                           transport=transport)
     finally:
         tick.done()
-    ps = r.stats["plan"]
-    bk = ps["bucketing"]
+    ps, info = r.stats["plan"], r.plan_info
+    assert info is not None
     # the bucket lists last: the summary has "buckets" too, as a count
     payload = {"graph": g.name, "out": args.out, **r.summary(), "buckets": [list(b.members) for b in r.buckets],
                "transports": {"copy_engine": list(r.plan.transports)}, "layout": r.layout}
@@ -443,7 +443,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"{'standard output' if args.out == '-' else args.out}",
         f"  plan: {len(r.buckets)} {'coalesced ' if r.layout == 'coalesced' else ''}buckets "
         f"({sum(len(b.members) for b in r.buckets)} collectives merged); "
-        + (f"every one of the {ps['every_bucketing']} legal bucketings ordered" if "every_bucketing" in ps
+        + (f"every one of the {info.every_bucketing} legal bucketings ordered" if info.every_bucketing is not None
            else f"{ps['bucketings_scored']} bucketings scored, {ps['moves']['accepted']} moves kept"),
         *([_joint_line(ps["joint"])] if "joint" in ps else []),
         *([f"  transport: {len(r.plan.transports)} of {ps['transport']['offered']} offered all_gathers "
@@ -453,12 +453,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
            + ", ".join(f"{k} {fmt_us(v)}" for k, v in ps["starts"].items())] if ps.get("starts") else []),
         f"  makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)}, peak memory "
         f"{fmt_bytes(r.peak_memory)}" + (f" (budget {fmt_bytes(r.memory_budget)})" if r.memory_budget else ""),
-        f"  order: status {bk['status']}, bound {fmt_us(bk['bound_us'])} -- for the schedules of these buckets",
+        f"  order: status {info.bucketing_status}, bound {fmt_us(info.bucketing_bound_us)} -- for the schedules of "
+        "these buckets",
         f"  over every bucketing: status {r.status.value}, " + ("optimal (proven)" if r.proven else
                                                               f"bound {fmt_us(r.bound)}, gap {100 * r.gap:.1f}% "
                                                               "of the makespan")
-        + " (no budget in the bound)" * (r.memory_budget is not None and "every_bucketing" not in ps)
-        + "".join(f"; {n}" for n in ps["bound_notes"]),
+        + " (no budget in the bound)" * (r.memory_budget is not None and info.every_bucketing is None)
+        + "".join(f"; {n}" for n in info.bound_notes),
         f"  best unbucketed order found {fmt_us(r.unbucketed)}: bucketing bought {fmt_us(r.bought)}"
         if r.unbucketed < float("inf") else "  no unbucketed order was judged",
     ]

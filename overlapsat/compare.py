@@ -282,12 +282,13 @@ def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | 
         if best is not None:
             out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
-    bk = pr.stats["plan"]["bucketing"]
+    info = pr.plan_info
+    assert info is not None
     out.append(replace(pr.best, name="overlapsat plan", runtime_s=plan_s, stats={},
                        note=f"{len(pr.buckets)} {'' if copied else problem.bucket_layout + ' '}"
                             f"bucket{'' if len(pr.buckets) == 1 else 's'}: "
                             f"{len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
-                            f"collectives; order {bk['status']} for these buckets; "
+                            f"collectives; order {info.bucketing_status} for these buckets; "
                             + ("optimal over every bucketing" if pr.proven else
                                f"bound over every bucketing {pr.bound:.1f} us")))
     return out

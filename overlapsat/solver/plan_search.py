@@ -44,6 +44,7 @@ from overlapsat.solver.plan_bound import LIFT_NODES, bound_over_bucketings, kern
 from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequences, solved_plans
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
+from overlapsat.solver.result import PlanInfo
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,12 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
                                                                 if "every_bucketing" in stats else ", the budget left out")}
     plan_stats.setdefault("unbucketed_us", None)
     plan_stats["layout"] = problem.bucket_layout
+    info = PlanInfo(problem.bucket_layout, plan_stats["unbucketed_us"], res.status.value, res.bound,
+                    plan_stats["bound_scope"], tuple(notes), stats.get("every_bucketing"),
+                    "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""))
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
-                   bound=bound, baseline=baseline,
-                   stats={**res.stats, "plan": plan_stats}, over="plans", rows=dict(rows or {}))
+                   bound=bound, baseline=baseline, stats={**res.stats, "plan": plan_stats}, over="plans",
+                   rows=dict(rows or {}), plan_info=info)
 
 
 def _finite(x: float) -> float | None:
@@ -128,7 +132,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     chosen = table.chosen(r.bucketed, group, lambda nd: given[nd.name] if nd.name in given else float(price(nd)))
     r.stats["plan"]["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
                                     "offered": sum(table.offered(nd, group) for nd in r.bucketed.nodes)}
-    return replace(r, graph=problem.graph, best=replace(r.best, transports=chosen))
+    return _info(replace(r, graph=problem.graph, best=replace(r.best, transports=chosen)), copy_engine=len(chosen))
 
 
 def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
@@ -507,7 +511,14 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     out = _given(given, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
     if ps.best == ps.starts.get(DEFAULT_PEER) and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
+        out = _info(out, depends_on_input_order=True)
     return out
+
+
+def _info(r: Result, **figures: Any) -> Result:
+    """`r` with some of its plan figures replaced."""
+    assert r.plan_info is not None
+    return replace(r, plan_info=replace(r.plan_info, **figures))
 
 
 def _contained(what: str, phase: Callable[[], Any]) -> Any:
@@ -622,6 +633,7 @@ def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> 
         return r
     ps = r.stats["plan"]
     ps["unbucketed_us"] = _finite(min(r.unbucketed, unbucketed.makespan))
+    r = _info(r, unbucketed_us=ps["unbucketed_us"])
     if unbucketed.makespan >= r.makespan - 1e-9 * max(1.0, r.makespan):
         return r
     log.info("plan: the unbucketed order given (%.1f us) is shorter than the best bucketed plan (%.1f us)",

@@ -58,14 +58,32 @@ class GapBelow:
         return progress.makespan_us <= 0 or (progress.makespan_us - progress.bound_us) / progress.makespan_us <= self.ratio
 
 
+@dataclass(frozen=True)
+class PlanInfo:
+    """A plan's own figures (`Result.plan_info`; None for an order): how its buckets are issued, what the best
+    unbucketed order found takes, the chosen bucketing's own status and bound over its orders, what the bound over
+    every plan covers, and where the plan came from when not from the search itself."""
+
+    layout: str = "copy"  # "copy" or "coalesced" (decision 55)
+    unbucketed_us: float | None = None  # the best unbucketed order found (None: none judged)
+    bucketing_status: str = ""  # `optimize`'s status over the chosen bucketing's orders
+    bucketing_bound_us: float = 0.0  # and its bound there
+    bound_scope: str = ""  # what `Result.bound` holds over
+    bound_notes: tuple[str, ...] = ()  # the relaxation's notes
+    every_bucketing: int | None = None  # where every legal bucketing was ordered: how many
+    kept: str = ""  # "unbucketed" or a solved bucketing's name, where the caller's was shorter than the search's
+    depends_on_input_order: bool = False  # torch's buckets of the given node order won
+    copy_engine: int | None = None  # with a transport table: the collectives that take the copy engine
+
+
 @dataclass
 class Result:
     """The best valid plan found (`best`: its order, and its buckets where buckets were searched, simulated and
     validated: the one source of its figures), the proven bound, the status, and how it was found (PyVRP's
     `Result` is the size aimed at). `optimize` returns one over the orders of one graph (`over` "orders");
     `optimize_plan` one over every bucketing and order (`over` "plans": `bound`, `status` and `gap` hold over
-    every plan, the budget as its `stats["plan"]["bound_scope"]` says; `stats["plan"]` also keeps how the buckets
-    were chosen and the chosen bucketing's own bound and status)."""
+    every plan, as `plan_info.bound_scope` says; `plan_info` holds the plan's own figures, `stats["plan"]` how
+    its buckets were searched)."""
 
     graph: Graph  # the graph as given (for orders, `best` walks the same nodes, ids and names)
     best: Evaluated
@@ -81,6 +99,7 @@ class Result:
     stopped_by: str = ""  # what ended the search: proof | work | clock | interrupt | rule
     over: str = "orders"  # what `bound` holds over: "orders" (of `graph`) or "plans" (every bucketing and order)
     rows: dict[str, Evaluated] = field(default_factory=dict)  # plans: the peers' bucketings judged, by name
+    plan_info: PlanInfo | None = None  # plans: the plan's own figures
 
     @property
     def order(self) -> list[int]:
@@ -125,14 +144,14 @@ class Result:
     @property
     def layout(self) -> str:
         """How the plan's buckets are issued ("copy" or "coalesced", decision 55); "copy" for an order."""
-        return self.stats.get("plan", {}).get("layout", "copy")
+        return self.plan_info.layout if self.plan_info is not None else "copy"
 
     @property
     def unbucketed(self) -> float:
         """The best unbucketed order's makespan found (us; inf: none judged). For orders, the makespan."""
         if self.over != "plans":
             return self.makespan
-        u = self.stats.get("plan", {}).get("unbucketed_us")
+        u = self.plan_info.unbucketed_us if self.plan_info is not None else None
         return math.inf if u is None else u
 
     @property
@@ -206,4 +225,4 @@ class Result:
                       buckets=self.buckets, transports=self.best.transports, layout=self.layout)
 
 
-__all__ = ["GapBelow", "Progress", "Result", "Status", "StoppingRule", "meets"]
+__all__ = ["GapBelow", "PlanInfo", "Progress", "Result", "Status", "StoppingRule", "meets"]

@@ -182,3 +182,14 @@ def test_a_failure_inside_the_search_keeps_the_best_unbucketed_order(monkeypatch
     assert not r.buckets and "internal error" in r.message and "a phase broke" in r.message
     assert not osat.validate(g, [g.index[n] for n in r.names], problem.budget, collective_order="group")
     assert r.bound <= r.makespan + 1e-9
+
+
+def test_a_plans_figures_are_typed_fields():
+    """`Result.plan_info` holds the plan's own figures (the CLI and compare read them there, not string keys)."""
+    g = osat.load_graph(bundled("tp_small"))
+    r = optimize_plan(Problem.of(g, None, "group", bucket_layout="coalesced"), H200, time_limit=2)
+    info = r.plan_info
+    assert isinstance(info, osat.PlanInfo) and info.layout == "coalesced" == r.layout
+    assert info.unbucketed_us is not None and r.unbucketed == info.unbucketed_us >= r.makespan - 1e-9
+    assert info.bucketing_status in {s.value for s in osat.Status} and info.bound_scope.startswith("every bucketing")
+    assert osat.optimize(g, time_limit=1).plan_info is None
