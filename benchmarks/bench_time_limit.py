@@ -73,6 +73,26 @@ def run(call: str, g: Graph, limit: float) -> tuple[float, bool, str]:
     return time.monotonic() - t, cut, status
 
 
+def summary(raw: str) -> list[str]:
+    """The page's table from a raw file: per load and call, the runs on time and the slowest one."""
+    rows = [r.split("|")[1:-1] for r in open(raw).read().splitlines() if r.startswith("| ") and "---" not in r]
+    rows = [[c.strip() for c in r] for r in rows if r[0].strip() != "graph"]
+    target = float(open(raw).readline().split("target ")[1].split(" s")[0])
+    out = [f"| burners | call | on time (<= {target:.2f} s) | cut by the clock | slowest: wall s, graph |",
+           "| ---: | --- | ---: | ---: | --- |"]
+    for burners in sorted({r[3] for r in rows}, key=int):
+        for call in ("optimize", "optimize_plan", "compare"):
+            mine = [r for r in rows if r[3] == burners and r[2] == call and r[4] != "-"]
+            if not mine:
+                continue
+            slow = max(mine, key=lambda r: float(r[4]))
+            on_time = sum(float(r[4]) <= target for r in mine)
+            cut = sum(r[6] == "yes" for r in mine)
+            out.append(f"| {burners} | {call} | {on_time} of {len(mine)} | {cut} of {len(mine)} | "
+                       f"{float(slow[4]):.2f}, {slow[0]} ({slow[1]} nodes) |")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time-limit", type=float, default=2.0)
@@ -80,7 +100,11 @@ def main() -> None:
     ap.add_argument("--calls", nargs="+", default=["optimize", "optimize_plan", "compare"])
     ap.add_argument("--graphs", nargs="+", default=["bundled", "corpus", "fx_corpus", "large"])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--summary", default=None, help="print the page's table of a raw file and stop")
     a = ap.parse_args()
+    if a.summary:
+        print("\n".join(summary(a.summary)))
+        return
     logging.disable(logging.WARNING)
     lines = [f"time limit {a.time_limit:g} s, target {1.1 * a.time_limit + 1:.2f} s, deterministic mode, "
              f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}", "",

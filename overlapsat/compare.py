@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -21,8 +22,10 @@ from overlapsat.solver.optimize import Progress, Result, optimize, tie_break
 from overlapsat.solver.params import SolveParams, TimeBudget
 
 Row = Evaluated  # one row of the table: an evaluated order
+log = logging.getLogger(__name__)
 HEURISTICS_SHARE = 0.3  # of compare's time limit: the heuristics' rows stop by then
 EXACT_SHARE_WITH_PLANS = 0.4  # of what is left after them: the exact row, where the plan rows follow
+PLAN_SHARE = 0.8  # of what is left after the exact row: the plan search (the peers' rows it leaves get the rest)
 TIE_BROKEN = "exact + interference tie-break"  # the exact order, its plain ties broken by the contended makespan
 
 
@@ -256,9 +259,10 @@ def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | 
     g = problem.relaxed
     out = []
     t = time.monotonic()
-    time_limit = max(0.01, tb.wall_left())
+    # the plan search's own deadline, short of compare's: the peers' rows it did not judge are judged after it
+    time_limit = max(0.01, PLAN_SHARE * tb.wall_left())
     pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
-                       work_limit=work_limit, starts=peers, unbucketed=unbucketed, clock=tb)
+                       work_limit=work_limit, starts=peers, unbucketed=unbucketed)
     late = time.monotonic() + tb.wall_left()
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
@@ -266,20 +270,27 @@ def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | 
     copied = problem.bucket_layout == "copy"
     best = pr.rows.get(DEFAULT_PEER) if copied else None
     greedy = list(best.buckets) if best is not None else greedy_buckets(g)
-    h = materialize(g, greedy, price)
-    if best is None:
+    if best is None and not tb.clock_over():
+        h = materialize(g, greedy, price)
         best = next((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
                                         deadline=late) if r.valid), None)
     if best is not None:
+        h = best.graph
         out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
                            note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
+    else:
+        log.warning("compare: the row of torch's greedy buckets was not judged within the time limit (raise it)")
     for name, buckets in peers.items():  # judged by the plan search where it ran the portfolio on them
         bs = list(as_buckets(g, buckets))
-        h = materialize(g, bs, price)
-        best = (pr.rows.get(name) if copied else None) or min(
-            (r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
-                                deadline=late) if r.valid), key=rank_key, default=None)
-        if best is not None:
+        best = pr.rows.get(name) if copied else None
+        if best is None and not tb.clock_over():
+            h = materialize(g, bs, price)
+            best = min((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
+                                           deadline=late) if r.valid), key=rank_key, default=None)
+        if best is None:
+            log.warning("compare: the row of %s's buckets was not judged within the time limit (raise it)", name)
+        else:
+            h = best.graph
             out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
                                note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
     info = pr.plan_info

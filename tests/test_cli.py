@@ -245,13 +245,13 @@ def test_compare_plans_option_adds_the_plan_rows_and_refuses_what_it_cannot_pric
     from overlapsat.cost import cost_model
 
     r = run("compare", "fsdp_small", "--profile", "h200", "--plans", "--bucket-layout", "coalesced", "--time-limit",
-            "1", "--json")
+            "60", "--work", "0.3", "--json")
     assert r.returncode == 0, r.stderr
     rows = {x["method"].split(" + ")[0]: x for x in json.loads(r.stdout)["rows"] if "other_graph" in x}
     assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
     assert "coalesced bucket" in rows["overlapsat plan"]["note"] and "coalesced" not in rows["torch greedy buckets"]["note"]
     model = cost_model("h200")
-    lib = compare(load_graph(bundled("fsdp_small")).reprice(model), time_limit=1, plans=model.duration,
+    lib = compare(load_graph(bundled("fsdp_small")).reprice(model), time_limit=60, work_limit=0.3, plans=model.duration,
                   bucket_layout="coalesced")
     by_lib = {x.method.split(" + ")[0]: x.makespan for x in lib.other_rows}
     assert {k: v["makespan_us"] for k, v in rows.items()} == pytest.approx(by_lib, rel=1e-9)  # deterministic

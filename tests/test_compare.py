@@ -171,7 +171,7 @@ def test_plan_rows_sit_beside_the_table_and_the_plan_is_never_worse_than_torchs_
     g = load_graph(bundled("fsdp_medium")).reprice(model)
     from overlapsat.cost.interference import H200_STEP
 
-    c = compare(g, time_limit=2, plans=model.duration, interference=H200_STEP)
+    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, interference=H200_STEP)
     rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
     # each plan row is also walked at contended rates, on its own bucketed graph
     assert all(c.contended[r.method].makespan >= r.makespan - 1e-6 for r in c.other_rows)
@@ -197,7 +197,7 @@ def test_a_peer_bucketing_is_a_row_and_a_warm_start_and_the_plan_is_never_worse(
         by_op.setdefault(g.nodes[c].op, []).append(g.names[c])
     peer = [ms for ms in by_op.values() if len(ms) >= 2 and not bucket_problems(g, [Bucket(tuple(ms))])]
     assert peer
-    c = compare(g, time_limit=2, plans=model.duration, plan_peers={"block": peer})
+    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, plan_peers={"block": peer})
     rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
     assert set(rows) == {"torch greedy buckets", "block buckets", "overlapsat plan"}
     assert rows["overlapsat plan"].makespan <= rows["block buckets"].makespan + 1e-9
@@ -216,7 +216,7 @@ def test_a_coalesced_plan_is_judged_against_torchs_copied_buckets():
 
     model = cost_model("h200")
     g = load_graph(bundled("fsdp_medium")).reprice(model)  # large enough for the searched path (its peer rows)
-    c = compare(g, time_limit=1, plans=model.duration, bucket_layout="coalesced")
+    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, bucket_layout="coalesced")
     rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
     assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
     ops = {k: [n.op for n in r.sim.graph.nodes if (n.op or "").startswith("bucket_")] for k, r in rows.items()}
