@@ -61,6 +61,10 @@ BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every buck
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
+# what building and ordering the chosen bucketing costs before any search, per node (its graph, canonical form and
+# portfolio: about 2.5 s at 36k nodes on this 2-core machine, 2026-11-28): kept back from the search phases
+RESERVE_S_PER_NODE = 7e-5
+JUDGE_SHARE = 0.6  # of the time limit: no pass judging a bucketing starts later
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
 MOVE_STARTS = 3  # the best finalists the moves start from
@@ -212,6 +216,7 @@ class Judged:
     tb: TimeBudget
     share: float  # timed mode: the bucket search's share of the time limit
     max_evaluations: int
+    reserve_s: float = 0.0  # kept for the phases after the search: building and ordering the chosen bucketing
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
@@ -226,8 +231,13 @@ class Judged:
             h = materialize(self.g, list(bs), self.price)
         except GraphError:  # buckets that leave no valid place (a cycle, an atomic group): no plan
             return None
+        # no pass starts past JUDGE_SHARE of the time: one pass is not interrupted, and the phases after the search
+        # need the rest (a deterministic run cut there is flagged)
+        deadline = _monotonic(self.tb, min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
-                                   deadline=_monotonic(self.tb, self.tb.deadline)) if r.valid]
+                                   deadline=deadline) if r.valid]
+        if time.monotonic() > deadline and self.params.deterministic:
+            self.tb.cut_by_wall_clock = True
         return min(rows, key=rank_key) if rows else None
 
     def score(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
@@ -257,8 +267,13 @@ class Judged:
         return e.makespan if e is not None else math.inf
 
     def late(self) -> bool:
-        """Timed: past the search's share; deterministic: past the deadline (flagged)."""
-        return self.tb.cut() or (not self.params.deterministic and self.tb.elapsed() > self.share * self.params.time_limit)
+        """Timed: past the search's share; both: past the deadline less the reserve (flagged in deterministic mode,
+        where the work, not the clock, should end the search)."""
+        if self.tb.clock() >= self.tb.deadline - self.reserve_s:
+            if self.params.deterministic:
+                self.tb.cut_by_wall_clock = True
+            return True
+        return not self.params.deterministic and self.tb.elapsed() > self.share * self.params.time_limit
 
     def out_of_budget(self) -> bool:
         return len(self.scored) + len(self.full) >= self.max_evaluations or self.late()
@@ -391,7 +406,7 @@ class PlanSearch:
             assert row is not None
             runs.append(alternate(g, self.price, bs, [hk.names[v] for v in row.order],
                                   budget_moves // len(origins) if p.deterministic else 2**62,
-                                  _Late(self.tb, p.deterministic, end_k), j.score,
+                                  _Late(j, p.deterministic, end_k), j.score,
                                   confirmer(self.problem, self.price), sequences(self.problem)))
         mv = min(runs, key=lambda r: r.makespan)
         firsts = [t for r in runs if (t := r.first_s) is not None]
@@ -462,11 +477,11 @@ class _Late:
     """When a bucket-moves run must stop: at the call's deadline (flagged in deterministic mode), or in timed mode
     at its own end."""
 
-    def __init__(self, tb: TimeBudget, deterministic: bool, end: float) -> None:
-        self.tb, self.deterministic, self.end = tb, deterministic, end
+    def __init__(self, judged: Judged, deterministic: bool, end: float) -> None:
+        self.judged, self.deterministic, self.end = judged, deterministic, end
 
     def __call__(self) -> bool:
-        return self.tb.cut() or (not self.deterministic and time.monotonic() > self.end)
+        return self.judged.late() or (not self.deterministic and time.monotonic() > self.end)
 
 
 def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget, g: Graph,
@@ -490,8 +505,9 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
     share, moves_share = (SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE) if large_timed \
         else (SEARCH_SHARE, MOVES_SHARE)
-    ps = PlanSearch(given, problem, price, params, tb, Judged(problem, price, params, tb, share, max_evaluations),
-                    peer_given, starts_given, on_phase, moves_share)
+    judged = Judged(problem, price, params, tb, share, max_evaluations,
+                    reserve_s=min(0.5 * params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)))
+    ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     ps.warm_starts()
     ps.hill_climb()
     mstats = _contained("the bucket moves", ps.order_moves) if ps.judge.best_known(ps.best) is not None else {}
