@@ -240,9 +240,10 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
 
 def _solver_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--time-limit", type=float, default=10.0, metavar="S",
-                    help="seconds per graph (default 10). Deterministic (the default): sets the work budget, "
-                         "work = 0.6 x S, and the same answer comes on any machine and load, later on a slow one; "
-                         "with --timed: the search stops on the clock at S")
+                    help="seconds per graph (default 10), a wall-clock limit in both modes. Deterministic (the "
+                         "default): the work budget, 0.6 x S, ends the search, and the same answer comes on any "
+                         "machine and load unless the clock cuts it first (then the result says so); with --timed: "
+                         "the search stops on the clock at S")
     sp.add_argument("--work", type=float, default=None, metavar="W",
                     help="deterministic work budget per graph (CP-SAT's deterministic seconds; default 0.6 x "
                          "--time-limit); it binds every phase (docs/solver.md, Determinism)")
