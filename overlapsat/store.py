@@ -156,11 +156,13 @@ class Outcome:
         return asdict(self)
 
 
-def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -> Outcome:
-    """Solve one recorded graph under its lock; never raises (a task's failure is its row's)."""
+def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], started: float | None = None) -> Outcome:
+    """Solve one recorded graph under its lock; never raises (a task's failure is its row's). Its time limit
+    counts from `started` (a `time.time()`: when the caller launched it), else from this call, loading included."""
     import time
 
     t0 = time.monotonic()
+    since = (lambda: time.time() - started) if started is not None else (lambda: time.monotonic() - t0)
     out = Outcome(fp)
     try:
         with graph_lock(store, fp) as mine:
@@ -188,10 +190,11 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -
 
                 r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None),
                                              opts.pop("bucket_layout", None) or "copy"),
-                                  cost_model(profile).duration, time_limit=time_limit, **opts)
+                                  cost_model(profile).duration, time_limit=time_limit, clock=_clock(time_limit, since()),
+                                  **opts)
                 r.save(schedule_path(store, fp))
             else:
-                r = optimize(g, time_limit=time_limit, **opts)
+                r = optimize(g, time_limit=time_limit, clock=_clock(time_limit, since()), **opts)
                 r.save(schedule_path(store, fp))
             out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
             out.message = "" if why == "no schedule" else why
@@ -201,6 +204,14 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any]) -
     finally:
         out.seconds = time.monotonic() - t0
     return out
+
+
+def _clock(time_limit: float, spent: float) -> Any:
+    """The graph's clock: what is left of its time limit after `spent` seconds (the work budget, and so a
+    deterministic answer, still follow the time limit as given)."""
+    from overlapsat.solver.params import SolveParams, TimeBudget
+
+    return TimeBudget(SolveParams(time_limit=max(0.01, time_limit - spent)))
 
 
 def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor: str = "local",
@@ -284,6 +295,7 @@ def _run_local(store: str, todo: list[str], time_limit: float, jobs: int, option
     import pickle
     import subprocess
     import sys
+    import time
 
     cmd = worker or [sys.executable, "-m", "overlapsat.store"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # this process's imports
@@ -295,7 +307,8 @@ def _run_local(store: str, todo: list[str], time_limit: float, jobs: int, option
                 fp = queue.pop(0)
                 proc = subprocess.Popen([*cmd, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 assert proc.stdin is not None
-                proc.stdin.write(pickle.dumps((store, fp, time_limit, options)))
+                # the graph's time limit counts from here: the process's start and imports are part of it
+                proc.stdin.write(pickle.dumps((store, fp, time_limit, options, time.time())))
                 proc.stdin.close()
                 running[fp] = proc
             fp, proc = _first_done(running)
@@ -332,8 +345,8 @@ def _worker_main(argv: list[str]) -> None:
     import sys
 
     _die_with_parent(int(argv[0]) if argv else None)
-    store, fp, time_limit, options = pickle.loads(sys.stdin.buffer.read())
-    out = solve_one(store, fp, time_limit, options)
+    store, fp, time_limit, options, started = pickle.loads(sys.stdin.buffer.read())
+    out = solve_one(store, fp, time_limit, options, started)
     sys.stdout.buffer.write(pickle.dumps(out))
     sys.stdout.flush()
 

@@ -220,7 +220,7 @@ import os, pickle, sys
 from overlapsat.io import load_graph
 from overlapsat.store import _worker_main
 raw = sys.stdin.buffer.read()
-store, fp, _, _ = pickle.loads(raw)
+store, fp, *_ = pickle.loads(raw)
 if load_graph(os.path.join(store, fp + ".graph.json")).name.startswith("moe"):
     os.abort()  # as OR-Tools' CHECK failures kill a process
 import io
@@ -258,3 +258,19 @@ def test_a_schedule_file_that_cannot_be_read_is_solved_again(tmp_path, bad):
     outs = {o.fingerprint: o.outcome for o in solve_store(str(store), time_limit=2)}
     assert outs[fps[0]] == "has_schedule" and "internal error" not in r.stderr
     assert "replaced_corrupt" in r.stdout
+
+
+def test_a_graphs_time_limit_counts_from_its_launch(tmp_path):
+    """solve_store's graph processes start, import and load before solving: the time limit counts from the
+    launch (decision 57), and the work budget still from the limit as given. A solve launched longer ago than its
+    limit is cut at once, says so, and still writes a valid schedule."""
+    from overlapsat.store import solve_one
+
+    store = tmp_path / "store"
+    (fp,) = make_store(store, ("tp_small",))
+    out = solve_one(str(store), fp, 5.0, {}, started=time.time() - 100)
+    assert out.outcome == "solved"
+    sched = load_schedule(schedule_path(str(store), fp))
+    assert sched.metrics["cut_by_wall_clock"] is True
+    g = load_graph(str(store / f"{fp}.graph.json"))
+    assert validate(g, [g.index[n] for n in sched.order]) == []

@@ -6,7 +6,8 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RAW = {"2": "bench_time_limit_2026-11-28.md", "5": "bench_time_limit_T5_2026-11-28.md"}
+RAW = {"2": "bench_time_limit_2026-11-28.md", "5": "bench_time_limit_T5_2026-11-28.md",
+       "2, outside": "bench_time_limit_outside_2026-11-28.md"}
 
 
 def table(raw: str) -> list[str]:
@@ -18,7 +19,7 @@ def table(raw: str) -> list[str]:
     out = [f"| burners | call | on time (<= {target:.2f} s) | cut by the clock | slowest: wall s, graph |",
            "| ---: | --- | ---: | ---: | --- |"]
     for burners in sorted({r[3] for r in rows}, key=int):
-        for call in ("optimize", "optimize_plan", "compare"):
+        for call in ("optimize", "optimize_plan", "compare", "solve_store", "cli"):
             mine = [r for r in rows if r[3] == burners and r[2] == call and r[4] != "-"]
             if mine:
                 slow = max(mine, key=lambda r: float(r[4]))
