@@ -1,5 +1,9 @@
 """Does every public call return within 1.1 x its time limit + 1 s? (issue: one search under one clock)
 
+The calls: `optimize`, `optimize_plan`, `compare` (with plan rows), `solve_store` (a store of the one graph; its
+solver runs in a process of its own) and the CLI (`overlapsat solve` in a new process, the interpreter's start
+included).
+
     python benchmarks/bench_time_limit.py [--time-limit 2] [--burners 0 2] [--calls optimize optimize_plan compare]
         [--graphs bundled corpus fx_corpus large] [--out benchmarks/results/bench_time_limit_DATE.md]
 
@@ -125,7 +129,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--time-limit", type=float, default=2.0)
     ap.add_argument("--burners", type=int, nargs="+", default=[0, 2])
-    ap.add_argument("--calls", nargs="+", default=["optimize", "optimize_plan", "compare"])
+    ap.add_argument("--calls", nargs="+", default=["optimize", "optimize_plan", "compare", "solve_store", "cli"])
     ap.add_argument("--graphs", nargs="+", default=["bundled", "corpus", "fx_corpus", "large"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--summary", default=None, help="print the page's table of a raw file and stop")

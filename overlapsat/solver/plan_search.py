@@ -488,12 +488,15 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
             starts_given: dict[str, tuple[Bucket, ...]], solved_given: dict[str, tuple[tuple[Bucket, ...], Result]],
             unbucketed: Result | None, max_evaluations: int, on_phase: Callable[[Progress], None] | None,
             joint: bool) -> Result:
-    """The phases of a plan search on inputs `_optimize_plan` has checked, on the canonical form, so that the plan
-    does not depend on how the file lists the nodes; only torch's default peer is taken from the given order (its
-    bucketer walks it), and a plan built on it says so."""
+    """The phases of a plan search on inputs `_optimize_plan` has checked. At level free it runs on the canonical
+    form, so that the plan does not depend on how the file lists the nodes (only torch's default peer is taken
+    from the given order, as its bucketer walks it, and a plan built on it says so). At the other levels the plans
+    themselves follow the node order: a bucket's place in its group's collective sequence is read off it (MODEL.md
+    "Buckets"), so the search keeps the graph as given (decision 58)."""
     given, peer_given = problem, torch_greedy(problem, g, CAPS_MB[0])
-    problem = problem.canonical
-    g = problem.relaxed
+    if problem.collective_order == "free":  # elsewhere a bucket's place in the sequences is read off the node order
+        problem = problem.canonical
+        g = problem.relaxed
     starts_given = {name: as_buckets(g, bs) for name, bs in starts_given.items()}
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     space = [bs for bs in space if not problem.over_cap(bs)] if space is not None else None
@@ -691,7 +694,8 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         if best is None or (res.makespan, len(bs)) < (best[2].makespan, len(best[0])):
             best = (bs, h, res)
     if best is None:
-        raise _no_plan(problem, errors, proven=len(errors) == len(space))
+        # proven only where every bucketing that makes a graph was proven to have no order within the budget
+        raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors))
     bs, h, res = best
     relaxed_bound, notes = bound_over_bucketings(
         problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
