@@ -36,6 +36,7 @@ EXHAUSTIVE_NODES_NO_ORDER = 14  # and up to this size when no heuristic order is
 # no pipeline of the input order's portfolio starts past 40 % of the time limit, none of the canonical form's past
 # 70 % (the search starts from the latter's orders); in deterministic mode such a cut is flagged (decision 57)
 HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
+BUDGETED_WINDOW_NODES = 20  # deterministic mode with a budget: window LNS first from this size (decision 59)
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
                 "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
                 "topological_sort_lpmf", "topological_sort_bfs", "topological_sort_dfs")
@@ -354,7 +355,11 @@ def order_search(s: Search) -> None:
     incumbent the monolithic model goes first (it finds an order or proves there is none). Larger graphs: window
     LNS only; graphs under `lns_min_window_nodes`: the monolithic model only."""
     p, n = s.params, len(s.cp.graph.nodes)
-    small, use_lns = n <= p.lns_min_nodes, n >= p.lns_min_window_nodes
+    # a budgeted model runs one worker in deterministic mode (decision 36), where the whole model finds little in
+    # its work; windows find more there (decision 59), so they run first from a smaller size
+    windows_from = p.lns_min_window_nodes if s.problem.budget is None or not p.deterministic \
+        else min(p.lns_min_window_nodes, BUDGETED_WINDOW_NODES)
+    small, use_lns = n <= p.lns_min_nodes, n >= windows_from
     ts = choose_scale(s.cp.graph, SEARCH_UNITS if s.problem.budget is not None else EXACT_UNITS)
     s.stats.update(resolution_us=ts.resolution_us, exact_durations=ts.exact)
     s.reported = s.best.makespan if s.best is not None else math.inf
