@@ -59,8 +59,10 @@ def test_a_witnessed_budget_gets_an_order_at_the_optimum(monkeypatch, name, list
 
 def test_huge_buffers_are_counted_coarser_and_nothing_false_is_claimed(monkeypatch):
     """t3_model_infeasible_valid_heuristic: CP-SAT proved infeasible a model a valid order satisfies; its bytes
-    now count in units of a power of two (a relaxation for proofs, a restriction for orders)."""
+    now count in units of a power of two (a relaxation for proofs, a restriction for orders). The whole model
+    alone, as before decision 59 (its windows would answer first on this 20-node graph)."""
     no_listing(monkeypatch)
+    monkeypatch.setattr(search_module, "BUDGETED_WINDOW_NODES", 10**6)
     g, opts, _ = case("model_infeasible_valid_heuristic")
     res = osat.optimize(g, **opts)
     assert res.status.value != "heuristic_solver_error"
