@@ -207,7 +207,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     # row and the plan search share the rest
     tb = TimeBudget(SolveParams(time_limit=time_limit, deterministic=deterministic, work_limit=work_limit))
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
-    heur = run_all(problem, work_limit=steps, deadline=time.monotonic() + tb.at(HEURISTICS_SHARE) - tb.clock())
+    heur = run_all(problem, work_limit=steps, deadline=tb.monotonic(tb.at(HEURISTICS_SHARE)))
     heur += evaluate_named(problem.on(problem.relaxed), extra_orders or {})
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
@@ -263,7 +263,7 @@ def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | 
     time_limit = max(0.01, PLAN_SHARE * tb.wall_left())
     pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
                        work_limit=work_limit, starts=peers, unbucketed=unbucketed)
-    late = time.monotonic() + tb.wall_left()
+    late = tb.monotonic(tb.deadline)
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
     # it did not (timed mode, out of time), or where it judged them in another layout than torch's copies

@@ -233,6 +233,11 @@ class TimeBudget:
             self.cut_by_wall_clock = True
         return True
 
+    def monotonic(self, at: float) -> float:
+        """`at` on this budget's clock as a `time.monotonic()` time (what the portfolio reads its deadline on),
+        never before now."""
+        return time.monotonic() + max(0.0, at - self.clock())
+
     def at(self, share: float) -> float:
         """The wall-clock time (`clock()`'s) at `share` of this budget's time, never past its deadline."""
         return min(self.deadline, self.t0 + share * (self.deadline - self.t0))

@@ -233,7 +233,7 @@ class Judged:
             return None
         # no pass starts past JUDGE_SHARE of the time: one pass is not interrupted, and the phases after the search
         # need the rest (a deterministic run cut there is flagged)
-        deadline = _monotonic(self.tb, min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
+        deadline = self.tb.monotonic(min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
                                    deadline=deadline) if r.valid]
         if time.monotonic() > deadline and self.params.deterministic:
@@ -619,11 +619,6 @@ def _no_plan(problem: Problem, errors: list[GraphError], proven: bool) -> GraphE
             f"not a proof that none exists{low}; raise time_limit or the budget")
     err.budget, err.lowest_peak = b, min(lows) if lows else None  # type: ignore[attr-defined]
     return err
-
-
-def _monotonic(tb: TimeBudget, at: float) -> float:
-    """`at` on `tb`'s clock as a `time.monotonic()` time (what the portfolio's deadline is read on)."""
-    return time.monotonic() + (at - tb.clock())
 
 
 def _clocked(tb: TimeBudget, r: Result) -> Result:

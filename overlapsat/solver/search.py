@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
@@ -167,9 +166,9 @@ class Portfolio:
         include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
         try:
             s.from_input = self.given if self.given is not None else run_all(
-                s.problem, work_limit=p.portfolio_steps, deadline=_monotonic(tb, HEURISTICS_CLOCK_SHARE[0]))
+                s.problem, work_limit=p.portfolio_steps, deadline=tb.monotonic(tb.at(HEURISTICS_CLOCK_SHARE[0])))
             s.canon = [h for h in run_all(s.cp, include=include, work_limit=p.portfolio_steps,
-                                          deadline=_monotonic(tb, HEURISTICS_CLOCK_SHARE[1])) if h.name != "input_order"]
+                                          deadline=tb.monotonic(tb.at(HEURISTICS_CLOCK_SHARE[1]))) if h.name != "input_order"]
         except KeyboardInterrupt:  # what has been evaluated, and the input order
             tb.interrupted = True
             log.warning("interrupted during the heuristics: returning the best order evaluated so far")
@@ -399,11 +398,6 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
     err = cls(msg)
     err.budget, err.lowest_peak = budget, low.peak_memory  # type: ignore[attr-defined]
     return err
-
-
-def _monotonic(tb: TimeBudget, share: float) -> float:
-    """`share` of `tb`'s time as a `time.monotonic()` time (what the portfolio's deadline is read on)."""
-    return time.monotonic() + max(0.0, tb.at(share) - tb.clock())
 
 
 __all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "budget_error",
