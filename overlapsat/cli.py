@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -232,10 +233,16 @@ STOPPED = {"proof": "proof (the order meets a proven bound)", "work": "the work 
 
 
 def _search(args: argparse.Namespace) -> dict[str, Any]:
-    """--time-limit, --work and --timed as optimize's options."""
+    """--time-limit, --work and --timed as optimize's options, with the command's clock: the limit counts from
+    the command's start, loading included (decision 57), while the work budget, and so a deterministic answer,
+    follows the limit as given."""
     if args.timed and args.work is not None:
         raise GraphError("--work sets a deterministic budget; --timed stops on the clock: give one of them")
-    return {"time_limit": args.time_limit, "work_limit": args.work, "deterministic": not args.timed}
+    from overlapsat.solver.params import SolveParams, TimeBudget
+
+    spent = time.monotonic() - getattr(args, "started", time.monotonic())
+    clock = TimeBudget(SolveParams(time_limit=max(0.01, args.time_limit - spent)))
+    return {"time_limit": args.time_limit, "work_limit": args.work, "deterministic": not args.timed, "clock": clock}
 
 
 def _solver_args(sp: argparse.ArgumentParser) -> None:
@@ -820,8 +827,12 @@ def _unraisable(hook: Any) -> Any:
     return hook_
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, started: float | None = None) -> int:
+    """The command line; `started` (a `time.monotonic()`): when the command started, where that was before this
+    call (the entry point's imports), for its time limit."""
     import signal
+
+    started = time.monotonic() if started is None else started
 
     _SIGINTS.clear()
     ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the main thread, nobody else's handler
@@ -830,16 +841,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _noting_sigint)
         sys.unraisablehook = _unraisable(hook)
     try:
-        return _main(argv)
+        return _main(argv, started)
     finally:
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.unraisablehook = hook
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, started: float) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(message)s")
     logging.getLogger("overlapsat.progress").setLevel(logging.INFO)  # the periodic lines when stderr is no terminal
     if not getattr(args, "fn", None):

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 HEURISTICS_SHARE = 0.3  # of compare's time limit: the heuristics' rows stop by then
 EXACT_SHARE_WITH_PLANS = 0.4  # of what is left after them: the exact row, where the plan rows follow
 PLAN_SHARE = 0.8  # of what is left after the exact row: the plan search (the peers' rows it leaves get the rest)
+# the least a plan search needs per node (building, checking and ordering one bucketed graph: the plan search's
+# RESERVE_S_PER_NODE): with less of the limit left, compare leaves the plan rows out, and says so
+PLAN_FLOOR_S_PER_NODE = 7e-5
 TIE_BROKEN = "exact + interference tie-break"  # the exact order, its plain ties broken by the contended makespan
 
 
@@ -168,7 +171,7 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
             other_graphs: dict[str, Graph | tuple[Graph, Any]] | None = None,
             interference: Interference | None = None, hold: float | None = None,
             plans: Pricing | None = None, plan_peers: dict[str, Any] | None = None,
-            bucket_layout: str | None = None) -> Comparison:
+            bucket_layout: str | None = None, clock: TimeBudget | None = None) -> Comparison:
     """Run the input order, every heuristic and the exact solver; one row each.
 
     `extra_orders` (name -> order) are rows from elsewhere (torch's FX
@@ -187,7 +190,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     peer bucketing, with the best pass on it, and gives each to the plan search as a warm start. `bucket_layout`
     ("copy", the default, or "coalesced"; `Problem.bucket_layout`) is how overlapsat's plan issues its buckets;
     torch's greedy row and the peers' rows keep the copied buckets torch issues, so the coalesced plan is judged
-    against what torch runs."""
+    against what torch runs. `clock`: a caller's budget whose deadline this call keeps too (the CLI's, counted
+    from its launch)."""
     graph = as_graph(graph)
     if bucket_layout is not None and plans is None:
         raise GraphError("bucket_layout is a choice of plans: pass plans= (the cost model that prices merged "
@@ -205,7 +209,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         on_phase(Progress(0.0, float("inf"), 0.0, "heuristics"))
     # one clock for the whole call (decision 57): the heuristics' rows stop by HEURISTICS_SHARE of it, the exact
     # row and the plan search share the rest
-    tb = TimeBudget(SolveParams(time_limit=time_limit, deterministic=deterministic, work_limit=work_limit))
+    tb = TimeBudget(SolveParams(time_limit=time_limit, deterministic=deterministic, work_limit=work_limit),
+                    parent=clock)
     steps = SolveParams(time_limit=time_limit).portfolio_steps  # the same passes, cut the same way, as optimize's
     heur = run_all(problem, work_limit=steps, deadline=tb.monotonic(tb.at(HEURISTICS_SHARE)))
     heur += evaluate_named(problem.on(problem.relaxed), extra_orders or {})
@@ -226,7 +231,11 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         rows += [polished] if polished is not None else []
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
-    if plans is not None:
+    if plans is not None and tb.wall_left() < PLAN_FLOOR_S_PER_NODE * len(graph.nodes):
+        log.warning("compare: no time left for the plan rows (%.2f s of the limit left; about %.1f s needed at %d "
+                    "nodes): raise the time limit", tb.wall_left(), PLAN_FLOOR_S_PER_NODE * len(graph.nodes),
+                    len(graph.nodes))
+    elif plans is not None:
         others += _plan_rows(problem, plans, tb, workers, deterministic, work_limit, plan_peers or {}, res)
     elif plan_peers:
         raise GraphError("plan_peers need plans= (the cost model that prices merged collectives)")

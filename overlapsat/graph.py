@@ -8,6 +8,7 @@ heuristics stay linear on 100k-node graphs.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -360,9 +361,7 @@ class Graph:
             if not add:  # nothing to add (no collectives, or the pairs are there): this graph is its own copy
                 self._cache[key] = self
             else:
-                with derived():
-                    self._cache[key] = replace(self, fake_edges=tuple(self.fake_edges) + tuple(sorted(add)),
-                                               meta=dict(self.meta))
+                self._cache[key] = _with_forward_edges(self, sorted(add))
         return self._cache[key]
 
     def structural_group_names(self) -> dict[str, str]:
@@ -662,6 +661,31 @@ def _build_index(g: Graph) -> None:
     )
     for k, v in values.items():
         object.__setattr__(g, k, v)
+
+
+def _with_forward_edges(g: Graph, add: list[tuple[str, str]]) -> Graph:
+    """`g` with the fake edges `add` (new ones): where each runs forward in the node list, a copy whose index
+    shares `g`'s tables but the predecessor and successor lists (the node list stays a valid order, so no check
+    is needed; a full rebuild costs 0.3 s at 36k nodes); otherwise a full rebuild, whose check names the edge."""
+    ids = [(g.index[u], g.index[v]) for u, v in add]
+    if any(a > b for a, b in ids):
+        with derived():
+            return replace(g, fake_edges=tuple(g.fake_edges) + tuple(add), meta=dict(g.meta))
+    out = copy.copy(g)
+    preds, direct, succs = list(g.preds), list(g.direct_preds), list(g.succs)
+    new_p: dict[int, set[int]] = {}
+    new_s: dict[int, set[int]] = {}
+    for a, b in ids:
+        new_p.setdefault(b, set()).add(a)
+        new_s.setdefault(a, set()).add(b)
+    for v, ps in new_p.items():
+        preds[v], direct[v] = sorted(ps.union(preds[v])), sorted(ps.union(direct[v]))
+    for u, ss in new_s.items():
+        succs[u] = sorted(ss.union(succs[u]))
+    for k, v in (("fake_edges", tuple(g.fake_edges) + tuple(add)), ("meta", dict(g.meta)), ("preds", preds),
+                 ("direct_preds", direct), ("succs", succs), ("_cache", {})):
+        object.__setattr__(out, k, v)
+    return out
 
 
 def _check_order(g: Graph) -> None:

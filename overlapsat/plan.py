@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -174,7 +175,7 @@ def bucket_problems(graph: Graph, buckets: Sequence[Bucket]) -> list[str]:
         if len(keys) > 1:
             problems.append(f"{b.name}: members differ in (op, group, group size, bucket key): "
                             f"{sorted(map(str, keys))}")
-        pos = sorted(ids, key=lambda i: graph.group_colls[graph.group_id[i]].index(i))
+        pos = sorted(ids, key=lambda i: bisect_left(graph.group_colls[graph.group_id[i]], i))  # ids ascend there
         if ids and pos != ids:
             problems.append(f"{b.name}: members are not listed in their group's input order")
         dep = _dependent_pair(graph, ids)

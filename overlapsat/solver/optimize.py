@@ -24,6 +24,7 @@ from overlapsat.solver.search import (
     Listing,
     Portfolio,
     Search,
+    WitnessSearch,
     budget_error,
     order_search,
 )
@@ -54,6 +55,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     problem, params = _inputs(graph, params, memory_budget, options)
     s = Search.of(problem, params, clock, on_progress=on_progress, stop_when=stop_when, on_phase=on_phase)
     s.run(Portfolio(heuristic_results, extra_orders))
+    if WitnessSearch.applies(s):
+        s.run(WitnessSearch())
     if Listing.applies(s):
         s.run(Listing())
     if s.best is not None and meets(s.best.makespan, s.bound):

@@ -62,7 +62,8 @@ SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing co
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
 # what building and ordering the chosen bucketing costs before any search, per node (its graph, canonical form and
-# portfolio: about 2.5 s at 36k nodes on this 2-core machine, 2026-11-28): kept back from the search phases
+# portfolio: about 2.5 s at 36k nodes on this 2-core machine, 2026-11-28): kept back from the search phases, up to
+# the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
 RESERVE_S_PER_NODE = 7e-5
 JUDGE_SHARE = 0.6  # of the time limit: no pass judging a bucketing starts later
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
@@ -509,7 +510,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     share, moves_share = (SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE) if large_timed \
         else (SEARCH_SHARE, MOVES_SHARE)
     judged = Judged(problem, price, params, tb, share, max_evaluations,
-                    reserve_s=min(0.5 * params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)))
+                    reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)))
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     ps.warm_starts()
     ps.hill_climb()
@@ -528,7 +529,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
                     "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None}, rows)
     out = _given(given, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
-    if ps.best == ps.starts.get(DEFAULT_PEER) and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
+    if problem is not given and ps.best == ps.starts.get(DEFAULT_PEER) \
+            and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
         out = _info(out, depends_on_input_order=True)
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Protocol
 
 from overlapsat.bounds import lower_bound
@@ -27,14 +27,20 @@ from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhausti
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.result import Progress, StoppingRule, meets
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale
+from overlapsat.solver.witness import witness
 
 log = logging.getLogger(__name__)
 
 EXHAUSTIVE_NODES = 8  # every order is judged up to this size (at most 40,320 orders; usually far fewer)
 EXHAUSTIVE_NODES_NO_ORDER = 14  # and up to this size when no heuristic order is valid (capped listing)
+WITNESS_NODES = 64  # a budget no heuristic order meets: the witness search (witness.py) up to this size
+WITNESS_STATES_PER_SECOND = 50_000  # sets of nodes it may enter per second of the limit (about 100,000 idle)
 # no pipeline of the input order's portfolio starts past 40 % of the time limit, none of the canonical form's past
 # 70 % (the search starts from the latter's orders); in deterministic mode such a cut is flagged (decision 57)
 HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
+# what the portfolio's evaluations, the bound and the final checks cost per node after the passes (about 0.6 s at
+# 36k nodes on this 2-core machine, 2026-11-28): no pass starts that late
+TAIL_S_PER_NODE = 2e-5
 BUDGETED_WINDOW_NODES = 20  # deterministic mode with a budget: window LNS first from this size (decision 59)
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
                 "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
@@ -164,11 +170,13 @@ class Portfolio:
         p, tb = s.params, s.tb
         n = len(s.cp.graph.nodes)
         include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
+        tail = tb.deadline - TAIL_S_PER_NODE * n  # what follows the passes (evaluations, bound, checks) needs this
         try:
             s.from_input = self.given if self.given is not None else run_all(
-                s.problem, work_limit=p.portfolio_steps, deadline=tb.monotonic(tb.at(HEURISTICS_CLOCK_SHARE[0])))
-            s.canon = [h for h in run_all(s.cp, include=include, work_limit=p.portfolio_steps,
-                                          deadline=tb.monotonic(tb.at(HEURISTICS_CLOCK_SHARE[1]))) if h.name != "input_order"]
+                s.problem, work_limit=p.portfolio_steps,
+                deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[0]), tail)))
+            s.canon = run_all(s.cp, include=include, work_limit=p.portfolio_steps,
+                              deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[1]), tail)))
         except KeyboardInterrupt:  # what has been evaluated, and the input order
             tb.interrupted = True
             log.warning("interrupted during the heuristics: returning the best order evaluated so far")
@@ -177,7 +185,10 @@ class Portfolio:
             s.from_input = [evaluate(judged, "input_order", list(range(len(judged.graph.nodes)))), *s.from_input]
         have = {h.name for h in s.from_input}
         s.from_input += evaluate_named(judged, {k: v for k, v in (self.extra_orders or {}).items() if k not in have})
-        s.canon.append(evaluate(s.cp, "topological_order", list(range(n))))
+        first = next((h for h in s.canon if h.name == "input_order"), None)  # the canonical form's own order
+        s.canon = [h for h in s.canon if h.name != "input_order"]
+        s.canon.append(replace(first, name="topological_order") if first is not None
+                       else evaluate(s.cp, "topological_order", list(range(n))))
         s.canon.sort(key=rank_key)
         skipped = self._skipped(s, include)
         if skipped and not tb.interrupted:
@@ -252,6 +263,40 @@ class Listing:
         if ex.complete and s.best is not None and ex.order is not None:
             s.bound = max(s.bound, s.best.makespan)
         return ListingStats(ex.judged, ex.complete)
+
+
+@dataclass
+class WitnessStats:
+    states: int
+    found: bool
+    complete: bool
+
+    def export(self) -> dict[str, Any]:
+        return {"witness": asdict(self)}
+
+
+@dataclass
+class WitnessSearch:
+    """Where no heuristic order meets the budget on a small graph (often the least peak itself), an order within
+    it from a search over the sets of nodes a prefix holds, close to the lowest-peak heuristic order: the
+    incumbent the listing and CP-SAT then improve. It proves nothing (decision 60)."""
+
+    name: str = "witness"
+
+    @staticmethod
+    def applies(s: Search) -> bool:
+        return s.best is None and s.problem.budget is not None and len(s.cp.graph.nodes) <= WITNESS_NODES
+
+    def run(self, s: Search) -> WitnessStats:
+        tb = s.tb
+        near = [h for h in s.canon if all(v.startswith("[memory]") for v in h.violations)]
+        prefer = min(near, key=lambda h: (h.peak_memory, rank_key(h))).order if near else None
+        w = witness(s.cp, prefer, max_states=witness_states(s.params), deadline=tb.deadline, clock=tb.clock)
+        if w.cut_by_clock and s.params.deterministic:
+            tb.cut_by_wall_clock = True
+        if w.order is not None:
+            s.offer(evaluate(s.cp, "witness", w.order), "witness")
+        return WitnessStats(w.states, w.order is not None, w.complete)
 
 
 @dataclass
@@ -377,6 +422,11 @@ def order_search(s: Search) -> None:
         s.run(WholeModel())
 
 
+def witness_states(params: SolveParams) -> int:
+    """Sets the witness search may enter: a function of the options, so that a deterministic answer is too."""
+    return max(10_000, min(1_000_000, int(WITNESS_STATES_PER_SECOND * params.time_limit)))
+
+
 def exhaustive_orders(params: SolveParams) -> int:
     """Orders the listing may judge: a function of the options, so that a deterministic answer is too."""
     return max(1000, min(MAX_ORDERS, int(ORDERS_PER_SECOND * params.time_limit)))
@@ -400,5 +450,5 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
     return err
 
 
-__all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "budget_error",
-           "exhaustive_orders", "order_search"]
+__all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "WitnessSearch", "budget_error",
+           "exhaustive_orders", "order_search", "witness_states"]
