@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 HEURISTICS_SHARE = 0.3  # of compare's time limit: the heuristics' rows stop by then
 EXACT_SHARE_WITH_PLANS = 0.4  # of what is left after them: the exact row, where the plan rows follow
 PLAN_SHARE = 0.8  # of what is left after the exact row: the plan search (the peers' rows it leaves get the rest)
-# the least a plan search needs per node (building, checking and ordering one bucketed graph: the plan search's
-# RESERVE_S_PER_NODE): with less of the limit left, compare leaves the plan rows out, and says so
-PLAN_FLOOR_S_PER_NODE = 7e-5
+# the least a plan search needs per node on an idle machine (building, checking and ordering one bucketed graph:
+# about 1.2 s at 36k nodes, 2026-11-28): kept from the exact row; with less of the limit left, compare leaves the
+# plan rows out, and says so
+PLAN_FLOOR_S_PER_NODE = 4e-5
 TIE_BROKEN = "exact + interference tie-break"  # the exact order, its plain ties broken by the contended makespan
 
 
@@ -217,7 +218,9 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     rows = list(heur)
     rows.sort(key=lambda r: (r.name != "input_order", not r.valid, r.makespan))
     t = time.monotonic()
-    exact_s = max(0.01, tb.wall_left() * (EXACT_SHARE_WITH_PLANS if plans is not None else 1.0))
+    left = tb.wall_left()
+    floor = PLAN_FLOOR_S_PER_NODE * len(graph.nodes) if plans is not None else 0.0  # the plan rows' least
+    exact_s = max(0.01, min(left * (EXACT_SHARE_WITH_PLANS if plans is not None else 1.0), left - floor))
     res = optimize(problem, time_limit=exact_s, workers=workers, deterministic=deterministic,
                    work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase, clock=tb)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")

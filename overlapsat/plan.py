@@ -14,6 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from overlapsat.canonical import canonical_order
 from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind, _find_cycle, derived
 
@@ -430,14 +431,30 @@ def _priced(nd: Node, price: Pricing) -> Node:
     return replace(nd, duration=d)
 
 
+def placing(graph: Graph) -> list[int]:
+    """Each node's position in the graph's canonical order under "global" (canonical.py: a topological order
+    that keeps the collective sequence, smallest name first among the ready): where the bucketed graph places
+    what it keeps. A function of the graph, not of how its file lists the nodes, so neither is a bucket's place in
+    the collective sequences (MODEL.md "Buckets")."""
+    got = graph._cache.get("placing")
+    if got is None:
+        got = [0] * len(graph.nodes)
+        for k, v in enumerate(canonical_order(graph, "global")):
+            got[v] = k
+        graph._cache["placing"] = got
+    return got
+
+
 def _placed(graph: Graph, buckets: Sequence[Bucket], nodes: dict[str, Node], bufs: list[Buffer],
             edges: tuple[tuple[str, str], ...]) -> list[str]:
-    """A deterministic topological order: each node at its input position, a bucket's nodes at their first
-    member's (and its first member wait's), each as early as its inputs allow after that."""
-    key: dict[str, tuple[float, int, str]] = {nm: (graph.index[nm], 0, nm) for nm in nodes if nm in graph.index}
+    """A deterministic topological order: each node at its place in the graph's canonical order (`placing`), a
+    bucket's nodes at their first member's (and its first member wait's), each as early as its inputs allow after
+    that. The same for every file layout of the graph (decision 61)."""
+    pos = placing(graph)
+    key: dict[str, tuple[float, int, str]] = {nm: (pos[graph.index[nm]], 0, nm) for nm in nodes if nm in graph.index}
     for b in buckets:
-        first = min(graph.index[m] for m in b.members)
-        first_wait = min(graph.waits_of[graph.index[m]][0] for m in b.members)
+        first = min(pos[graph.index[m]] for m in b.members)
+        first_wait = min(pos[graph.waits_of[graph.index[m]][0]] for m in b.members)
         c_in, coll, wait, c_out = b.nodes
         key[c_in], key[coll] = (first, 0, c_in), (first, 1, coll)
         key[wait], key[c_out] = (first_wait, 0, wait), (first_wait, 1, c_out)

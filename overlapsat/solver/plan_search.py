@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from overlapsat.bounds import lower_bound
+from overlapsat.canonical import canonical_graph
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, rank_key
 from overlapsat.fmt import fmt_bytes
@@ -65,6 +66,7 @@ EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ord
 # portfolio: about 2.5 s at 36k nodes on this 2-core machine, 2026-11-28): kept back from the search phases, up to
 # the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
 RESERVE_S_PER_NODE = 7e-5
+BOUND_S_PER_NODE = 1.5e-5  # the analytical bound over every bucketing (about 0.5 s at 36k nodes): not started later
 JUDGE_SHARE = 0.6  # of the time limit: no pass judging a bucketing starts later
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
@@ -489,15 +491,13 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
             starts_given: dict[str, tuple[Bucket, ...]], solved_given: dict[str, tuple[tuple[Bucket, ...], Result]],
             unbucketed: Result | None, max_evaluations: int, on_phase: Callable[[Progress], None] | None,
             joint: bool) -> Result:
-    """The phases of a plan search on inputs `_optimize_plan` has checked. At level free it runs on the canonical
-    form, so that the plan does not depend on how the file lists the nodes (only torch's default peer is taken
-    from the given order, as its bucketer walks it, and a plan built on it says so). At the other levels the plans
-    themselves follow the node order: a bucket's place in its group's collective sequence is read off it (MODEL.md
-    "Buckets"), so the search keeps the graph as given (decision 58)."""
+    """The phases of a plan search on inputs `_optimize_plan` has checked. It runs on a canonical form
+    (`plan_canonical`), so that the plan does not depend on how the file lists the nodes (only torch's default
+    peer is taken from the given order, as its bucketer walks it, and a plan built on it says so; decisions 58
+    and 61)."""
     given, peer_given = problem, torch_greedy(problem, g, CAPS_MB[0])
-    if problem.collective_order == "free":  # elsewhere a bucket's place in the sequences is read off the node order
-        problem = problem.canonical
-        g = problem.relaxed
+    problem = plan_canonical(problem)
+    g = problem.relaxed
     starts_given = {name: as_buckets(g, bs) for name, bs in starts_given.items()}
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     space = [bs for bs in space if not problem.over_cap(bs)] if space is not None else None
@@ -518,7 +518,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     jstats, jbound = _contained("the joint model", ps.joint_model) if joint else \
         ({"skipped": "joint=False", "bound_us": 0.0}, 0.0)
     res = ps.final_order(bool(mstats) and "error" not in mstats, "skipped" not in jstats)
-    bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) if not tb.clock_over() else kernel_bound(g)
+    bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) \
+        if tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes) else kernel_bound(g)
     unb = ps.judge.full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(ps.best),
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])
@@ -534,6 +535,18 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
         out = _info(out, depends_on_input_order=True)
     return out
+
+
+def plan_canonical(problem: Problem) -> Problem:
+    """The problem on a canonical form of its relaxed graph, the same for every file layout, on which the plan
+    search runs (decisions 58 and 61). At free, `optimize`'s; elsewhere the canonical order that keeps the
+    collective sequence ("global"; "chain" at chain), so that each bucketed graph is the one the graph as given
+    makes (`plan.placing`): the same plans, searched from the same node order whatever the file's."""
+    level = problem.collective_order
+    if level == "free":
+        return problem.canonical
+    cg = canonical_graph(problem.relaxed, "chain" if level == "chain" else "global")
+    return problem.on(cg)
 
 
 def _info(r: Result, **figures: Any) -> Result:

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 EXHAUSTIVE_NODES = 8  # every order is judged up to this size (at most 40,320 orders; usually far fewer)
 EXHAUSTIVE_NODES_NO_ORDER = 14  # and up to this size when no heuristic order is valid (capped listing)
 WITNESS_NODES = 64  # a budget no heuristic order meets: the witness search (witness.py) up to this size
-WITNESS_STATES_PER_SECOND = 50_000  # sets of nodes it may enter per second of the limit (about 100,000 idle)
+WITNESS_STEPS_PER_SECOND = 400_000  # placements it may try per second of the limit (about 2 million a second idle)
 # no pipeline of the input order's portfolio starts past 40 % of the time limit, none of the canonical form's past
 # 70 % (the search starts from the latter's orders); in deterministic mode such a cut is flagged (decision 57)
 HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
@@ -268,6 +268,7 @@ class Listing:
 @dataclass
 class WitnessStats:
     states: int
+    steps: int
     found: bool
     complete: bool
 
@@ -291,12 +292,12 @@ class WitnessSearch:
         tb = s.tb
         near = [h for h in s.canon if all(v.startswith("[memory]") for v in h.violations)]
         prefer = min(near, key=lambda h: (h.peak_memory, rank_key(h))).order if near else None
-        w = witness(s.cp, prefer, max_states=witness_states(s.params), deadline=tb.deadline, clock=tb.clock)
+        w = witness(s.cp, prefer, max_steps=witness_steps(s.params), deadline=tb.deadline, clock=tb.clock)
         if w.cut_by_clock and s.params.deterministic:
             tb.cut_by_wall_clock = True
         if w.order is not None:
             s.offer(evaluate(s.cp, "witness", w.order), "witness")
-        return WitnessStats(w.states, w.order is not None, w.complete)
+        return WitnessStats(w.states, w.steps, w.order is not None, w.complete)
 
 
 @dataclass
@@ -422,9 +423,10 @@ def order_search(s: Search) -> None:
         s.run(WholeModel())
 
 
-def witness_states(params: SolveParams) -> int:
-    """Sets the witness search may enter: a function of the options, so that a deterministic answer is too."""
-    return max(10_000, min(1_000_000, int(WITNESS_STATES_PER_SECOND * params.time_limit)))
+def witness_steps(params: SolveParams) -> int:
+    """Placements the witness search may try: a function of the options, so that a deterministic answer is
+    too."""
+    return max(100_000, min(10_000_000, int(WITNESS_STEPS_PER_SECOND * params.time_limit)))
 
 
 def exhaustive_orders(params: SolveParams) -> int:
@@ -451,4 +453,4 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
 
 
 __all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "WitnessSearch", "budget_error",
-           "exhaustive_orders", "order_search", "witness_states"]
+           "exhaustive_orders", "order_search", "witness_steps"]

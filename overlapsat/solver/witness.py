@@ -17,18 +17,20 @@ from dataclasses import dataclass
 from overlapsat.graph import Graph
 from overlapsat.problem import Problem
 
-CLOCK_EVERY = 256  # sets entered between two looks at the clock
+CLOCK_EVERY = 64  # sets entered between two looks at the clock
 
 
 @dataclass(frozen=True)
 class Witness:
-    """An order (node ids) within the budget that keeps every ordering rule, or None; the sets entered, and
-    whether every reachable set was entered (then none exists, by this search's own reading of the rules)."""
+    """An order (node ids) within the budget that keeps every ordering rule, or None; the sets entered, the
+    placements tried (the work), and whether every reachable set was entered (then none exists, by this search's
+    own reading of the rules)."""
 
     order: list[int] | None
     states: int
     complete: bool
     cut_by_clock: bool = False
+    steps: int = 0
 
 
 class _Stop(Exception):
@@ -90,32 +92,32 @@ class _Sets:
         return held, live
 
 
-def witness(problem: Problem, prefer: Sequence[int] | None = None, max_states: int = 100_000,
+def witness(problem: Problem, prefer: Sequence[int] | None = None, max_steps: int = 1_000_000,
             deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Witness:
     """An order of the problem's graph within its budget, trying nodes in the order `prefer` gives them (say the
-    lowest-peak heuristic order: the witness then stays close to it), entering at most `max_states` sets and none
-    after `deadline` on `clock`."""
-    w = _Walker(problem, prefer, max_states, deadline, clock)
+    lowest-peak heuristic order: the witness then stays close to it), trying at most `max_steps` placements and
+    none after `deadline` on `clock`."""
+    w = _Walker(problem, prefer, max_steps, deadline, clock)
     try:
         found = w.visit(0, 0)
     except _Stop:
-        return Witness(None, w.entered, False, w.entered <= max_states)
-    return Witness(w.order if found else None, w.entered, True)
+        return Witness(None, w.entered, False, w.steps <= max_steps, w.steps)
+    return Witness(w.order if found else None, w.entered, True, False, w.steps)
 
 
 class _Walker:
     """The search's state: the order being built, the sets that led nowhere, the count of sets entered."""
 
-    def __init__(self, problem: Problem, prefer: Sequence[int] | None, max_states: int, deadline: float | None,
+    def __init__(self, problem: Problem, prefer: Sequence[int] | None, max_steps: int, deadline: float | None,
                  clock: Callable[[], float]) -> None:
         self.sets = sets = _Sets(problem.relaxed, problem.collective_order)
         self.budget = problem.budget if problem.budget is not None else 1 << 62
         rank = {v: k for k, v in enumerate(prefer or ())}
         self.tries = sorted((v for v in range(sets.n) if sets.block[v]), key=lambda v: (rank.get(v, sets.n), v))
-        self.max_states, self.deadline, self.clock = max_states, deadline, clock
+        self.max_steps, self.deadline, self.clock = max_steps, deadline, clock
         self.dead: set[int] = set()
         self.order: list[int] = []
-        self.entered = 0
+        self.entered = self.steps = 0
 
     def visit(self, held: int, live: int) -> bool:
         """Complete the order from the set `held`; False where no completion stays within the budget."""
@@ -125,12 +127,14 @@ class _Walker:
         if held in self.dead:
             return False
         self.entered += 1
-        if self.entered > self.max_states or (self.deadline is not None and self.entered % CLOCK_EVERY == 0
-                                              and self.clock() >= self.deadline):
+        if self.deadline is not None and self.entered % CLOCK_EVERY == 0 and self.clock() >= self.deadline:
             raise _Stop
         for v in self.tries:
             if held >> v & 1:
                 continue
+            self.steps += 1
+            if self.steps > self.max_steps:
+                raise _Stop
             nxt = sets.place(v, held, live, self.budget)
             if nxt is None:
                 continue

@@ -195,12 +195,13 @@ def test_a_plans_figures_are_typed_fields():
     assert osat.optimize(g, time_limit=1).plan_info is None
 
 
-@pytest.mark.parametrize("example,level", [("fsdp_small", "free"), ("tp_small", "free"), ("moe_small", "free")])
+@pytest.mark.parametrize("example,level", [("fsdp_small", "free"), ("tp_small", "free"), ("moe_small", "free"),
+                                           ("tp_small", "group"), ("fsdp_small", "chain"), ("moe_small", "global"),
+                                           ("tp_small", "chain")])
 def test_the_same_plan_for_node_shuffled_files(example, level):
-    """At level free the plan search runs on the canonical form (decision 58): a file listing the same graph's
-    nodes in another valid order (the same fingerprint) gets the same buckets and order, unless torch's buckets of
-    the given order won, which the plan then says. (At the other levels the plans themselves follow the node
-    order: `test_at_a_stricter_level_the_plans_follow_the_node_order`.)"""
+    """The plan search runs on a canonical form at every level (decisions 58 and 61): a file listing the same
+    graph's nodes in another valid order (the same fingerprint) gets the same buckets and order, unless torch's
+    buckets of the given order won, which the plan then says."""
     import random
     from dataclasses import replace as _replace
 
@@ -220,11 +221,11 @@ def test_the_same_plan_for_node_shuffled_files(example, level):
         assert all(p[:3] == plans[0][:3] for p in plans)
 
 
-def test_at_a_stricter_level_the_plans_follow_the_node_order():
-    """Soak seed 388 (chain): the bucket {ag0, ag2} lands after ag1 in the given order's bucketed graph (ag2 waits
-    for p2, listed after ag1) and before it in the canonical order's, so the two orders have different plans, and
-    the plan over the given file's plans must be searched on the given file (decision 58). Brute force over the
-    given file's plans: 49.134 us with {ag0, ag2}; the plan must reach it and claim no bound above it."""
+def test_soak_seed_388_at_chain():
+    """Soak seed 388 (chain): the bucket {ag0, ag2} landed after ag1 in the given order's bucketed graph (ag2 waits
+    for p2, listed after ag1) and before it in the canonical order's, so a search on the canonical form searched
+    other plans (decision 58). Since decision 61 a bucket's place is read off the canonical order whatever the file:
+    the plan must reach the brute force's best over those plans and claim no bound above it."""
     from tests.plan_soak import check
 
     assert check(388, time_limit=1.0)["failures"] == []
@@ -238,3 +239,24 @@ def test_a_budgeted_deterministic_search_tries_windows_first():
     r = osat.optimize(g, time_limit=120, work_limit=3.0, memory_budget="1.0x", collective_order="group")
     assert not r.cut_by_wall_clock and "lns" in r.stats
     assert r.makespan == pytest.approx(1916.58, abs=0.01) and r.status.value == "optimal"
+
+
+@pytest.mark.parametrize("example", ["fsdp_small", "fsdp_medium"])
+def test_a_bucketed_graph_is_the_same_for_every_file_layout(example):
+    """Decision 61: the bucketed graph of the same buckets, built from two files of one graph (one fingerprint,
+    nodes listed in other valid orders), lists the same nodes in the same order, so every group's collective
+    sequence, and the plans, are the same."""
+    import random
+    from dataclasses import replace as _replace
+
+    from overlapsat.plan import materialize
+    from overlapsat.solver.bucketings import torch_greedy
+    from tests.helpers import random_valid_order
+
+    g = osat.load_graph(bundled(example))
+    buckets = list(torch_greedy(Problem.of(g), g.relaxed("group"), 2000.0))
+    assert buckets, "the test needs a bucket"
+    h = _replace(g, nodes=tuple(g.nodes[i] for i in random_valid_order(g, random.Random(7))), meta=dict(g.meta))
+    assert h.fingerprint() == g.fingerprint() and h.names != g.names
+    a, b = materialize(g.relaxed("group"), buckets, H200), materialize(h.relaxed("group"), buckets, H200)
+    assert a.names == b.names and a.fingerprint() == b.fingerprint()

@@ -43,5 +43,5 @@ def test_witness_with_no_budget_is_any_valid_order() -> None:
 def test_witness_stops_at_its_cap() -> None:
     g, co = random_graph(5, max_nodes=9)
     truth = brute_force(g, co)
-    w = witness(osat.Problem.of(g, truth.min_peak - 1, co), max_states=1)
+    w = witness(osat.Problem.of(g, truth.min_peak - 1, co), max_steps=1)
     assert w.order is None and not w.complete
