@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from overlapsat.compare import Comparison, compare
     from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
     from overlapsat.evaluate import Evaluated, evaluate
+    from overlapsat.frontier import Frontier, FrontierPoint, plan_frontier
     from overlapsat.graph import Buffer, Graph, GraphBuilder, Node, NodeKind
     from overlapsat.io import graph_from_dict, load_graph, save_graph
     from overlapsat.plan import Bucket, Plan, materialize
@@ -38,6 +39,9 @@ _WHERE = {
     "resolve_budget": "overlapsat.budget",
     "Comparison": "overlapsat.compare",
     "compare": "overlapsat.compare",
+    "Frontier": "overlapsat.frontier",
+    "FrontierPoint": "overlapsat.frontier",
+    "plan_frontier": "overlapsat.frontier",
     "GraphError": "overlapsat.errors",
     "InfeasibleBudgetError": "overlapsat.errors",
     "NoValidOrderError": "overlapsat.errors",
@@ -85,6 +89,8 @@ __all__ = [
     "Buffer",
     "Comparison",
     "Evaluated",
+    "Frontier",
+    "FrontierPoint",
     "GapBelow",
     "Graph",
     "GraphBuilder",
@@ -120,6 +126,7 @@ __all__ = [
     "optimize",
     "optimize_plan",
     "peak_memory",
+    "plan_frontier",
     "plot_timeline",
     "resolve_budget",
     "save_graph",

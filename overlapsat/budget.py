@@ -68,12 +68,21 @@ class MemoryBudget:
 BudgetLike = MemoryBudget | int | str | None
 
 
+NO_BUDGET = "none"  # a budget said to be none: a plan may then grow past the schedule it replaces (decision 63)
+
+
+def is_none_said(budget: BudgetLike) -> bool:
+    """Whether `budget` says "no budget" in words ("none"), as opposed to not being given (None)."""
+    return isinstance(budget, str) and budget.strip().lower() == NO_BUDGET
+
+
 def resolve_budget(graph: Graph, budget: BudgetLike) -> int | None:
-    """Bytes, or None for no budget: an int (bytes), a string ('1.2x', '40GiB', '123B') or a `MemoryBudget`.
+    """Bytes, or None for no budget: an int (bytes), a string ('1.2x', '40GiB', '123B', or 'none') or a
+    `MemoryBudget`.
 
     A float is refused: `1` (bytes) and `1.0` (once a ratio) differed by a dot. A ratio is written '1.2x' or
     MemoryBudget(ratio=1.2), as on the command line."""
-    if budget is None:
+    if budget is None or is_none_said(budget):
         return None
     if isinstance(budget, MemoryBudget):
         return budget.resolve(graph)

@@ -256,7 +256,10 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
                          "--time-limit); it binds every phase (docs/solver.md, Determinism)")
     sp.add_argument("--timed", action="store_true",
                     help="stop on the clock at --time-limit instead of on the work budget (maybe not reproducible)")
-    sp.add_argument("--memory-budget", metavar="X", help="bytes ('40GiB') or ratio of the input order's peak ('1.2x')")
+    sp.add_argument("--memory-budget", metavar="X",
+                    help="bytes ('40GiB'), a ratio of the input order's peak ('1.2x'), or 'none'. Plans (plan, "
+                         "compare --plans, solve-cache --plans) default to the input order's peak (1.0x): a plan "
+                         "never peaks above the order it replaces unless told so; orders default to none")
     sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
                     help="which collective reorderings are allowed, strictest first: chain (Inductor's: one in flight), "
                          "global, group (default: each process group's input order), free (only when every rank "
@@ -444,8 +447,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     ps, info = r.stats["plan"], r.plan_info
     assert info is not None
     # the bucket lists last: the summary has "buckets" too, as a count
-    payload = {"graph": g.name, "out": args.out, **r.summary(), "buckets": [list(b.members) for b in r.buckets],
+    payload = {"graph": g.name, "out": args.out, **r.summary(), "budget_source": info.budget_source,
+               "buckets": [list(b.members) for b in r.buckets],
                "transports": {"copy_engine": list(r.plan.transports)}, "layout": r.layout}
+    budget = (f"budget {fmt_bytes(r.memory_budget)}, {info.budget_source}" if r.memory_budget is not None
+              else "no budget (--memory-budget none)")
     lines = [
         f"graph {g.name}: {len(g)} nodes, {len(g.coll_seq)} collectives -> "
         f"{'standard output' if args.out == '-' else args.out}",
@@ -460,7 +466,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         *(["  warm starts (best scoring pass on each bucketed graph): "
            + ", ".join(f"{k} {fmt_us(v)}" for k, v in ps["starts"].items())] if ps.get("starts") else []),
         f"  makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)}, peak memory "
-        f"{fmt_bytes(r.peak_memory)}" + (f" (budget {fmt_bytes(r.memory_budget)})" if r.memory_budget else ""),
+        f"{fmt_bytes(r.peak_memory)} ({budget})",
+        *(["  no bucket: no bucketing judged was shorter within the budget than the best unbucketed order"]
+          if not r.buckets else []),
         f"  order: status {info.bucketing_status}, bound {fmt_us(info.bucketing_bound_us)} -- for the schedules of "
         "these buckets",
         f"  over every bucketing: status {r.status.value}, " + ("optimal (proven)" if r.proven else
@@ -474,6 +482,29 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with _sigint_held():
         r.save(args.out, g)
     _emit(args, payload, lines)
+    return EXIT_OK
+
+
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from overlapsat.cost import cost_model
+    from overlapsat.frontier import plan_frontier
+
+    if not (args.profile or args.calibration):
+        raise GraphError("frontier: a merged collective is priced by a cost model: give --profile (e.g. h200) or "
+                         "--calibration")
+    if args.memory_budget is not None:
+        raise GraphError("frontier: give the budgets to show with --budgets, not --memory-budget")
+    model = cost_model(args.profile, calibration=args.calibration)
+    g = _load(args.graph).reprice(model)
+    search = _search(args)
+    search.pop("clock")  # each budget's plan search has its own share of what is left of the limit
+    search["time_limit"] = max(0.01, args.time_limit - (time.monotonic() - args.started))
+    fr = plan_frontier(g, model.duration, budgets=args.budgets, collective_order=args.collective_order,
+                       bucket_layout=args.bucket_layout, workers=args.workers, **search)
+    if args.plot:
+        fr.plot(args.plot)
+    _emit(args, {"graph": g.name, "input_peak_bytes": fr.input_peak, "points": fr.records()},
+          fr.to_markdown().splitlines() + ([f"picture: {args.plot}"] if args.plot else []))
     return EXIT_OK
 
 
@@ -761,6 +792,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="issue each bucket through one buffer copied in and out (copy, torch's; default) or as "
                          "one group call on the members' own buffers (coalesced; docs/MODEL.md, Buckets)")
     sp.add_argument("--out", required=True, metavar="PLAN", help="plan JSON to write")
+    sp = add("frontier", cmd_frontier, "the best plan found at each of a range of memory budgets, with its bound "
+                                       "within each: the speed-memory trade-off (docs/plans.md)")
+    _solver_args(sp)
+    _pricing_args(sp)
+    sp.add_argument("--budgets", nargs="+", metavar="X", help="budgets to show ('6GiB', '1.2x', 'none'); default: "
+                    "the lowest peak found, the input order's peak, torch bucketed's peak, and none")
+    sp.add_argument("--bucket-layout", choices=["copy", "coalesced"], default="copy",
+                    help="how the plans issue each bucket (as for plan)")
+    sp.add_argument("--plot", metavar="FILE", help="also draw makespan and bound against the budget (.png, .svg)")
     sp = sub.add_parser("bench", help="compare over a corpus of graphs, one row per graph plus a summary",
                         description="compare over a corpus of graphs, one row per graph plus a summary")
     sp.add_argument("paths", nargs="+", metavar="DIR_OR_FILES")
@@ -858,10 +898,11 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
         parser.print_help()
         return EXIT_BAD_INPUT
     if getattr(args, "memory_budget", None) is not None:
-        from overlapsat.budget import MemoryBudget
+        from overlapsat.budget import MemoryBudget, is_none_said
 
         try:
-            args.memory_budget = MemoryBudget.parse(args.memory_budget)
+            args.memory_budget = args.memory_budget if is_none_said(args.memory_budget) else \
+                MemoryBudget.parse(args.memory_budget)
         except GraphError as e:
             print(f"overlapsat: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT

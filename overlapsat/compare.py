@@ -13,6 +13,7 @@ from overlapsat.cost.hold import HeldResult, check_hold, simulate_held
 from overlapsat.cost.interference import ContendedResult, Interference, simulate_contended
 from overlapsat.errors import GraphError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
+from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.io import as_graph
@@ -221,8 +222,13 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     left = tb.wall_left()
     floor = PLAN_FLOOR_S_PER_NODE * len(graph.nodes) if plans is not None else 0.0  # the plan rows' least
     exact_s = max(0.01, min(left * (EXACT_SHARE_WITH_PLANS if plans is not None else 1.0), left - floor))
+    # with plan rows to follow, the exact row ends at its share of the clock in both modes (a deterministic run
+    # cut there is flagged, decision 57), so that it cannot take their time
+    exact_clock = TimeBudget(SolveParams(time_limit=exact_s, deterministic=False), parent=tb) if plans is not None \
+        else tb
     res = optimize(problem, time_limit=exact_s, workers=workers, deterministic=deterministic,
-                   work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase, clock=tb)
+                   work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase,
+                   clock=exact_clock)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")
     rows.append(replace(res.best, name="exact", runtime_s=time.monotonic() - t, stats={}, note=note))
     from overlapsat.bounds import lower_bound
@@ -263,48 +269,37 @@ def _polished_row(problem: Problem, res: Result, interference: Interference, tim
 
 def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | None, deterministic: bool,
                work_limit: float | None, peers: dict[str, Any], unbucketed: Result) -> list[Row]:
-    """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, and overlapsat's plan."""
+    """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, each peer's, and
+    overlapsat's plan, under the plan's budget (where none was given, the input order's peak, decision 63). A peer
+    whose every order found peaks above that budget keeps its row, marked over the budget."""
     from overlapsat.heuristics.bucketing import greedy_buckets
-    from overlapsat.plan import materialize
     from overlapsat.solver.plan_search import DEFAULT_PEER, as_buckets, optimize_plan
 
+    planned = problem.with_default_budget()
     g = problem.relaxed
-    out = []
     t = time.monotonic()
     # the plan search's own deadline, short of compare's: the peers' rows it did not judge are judged after it
     time_limit = max(0.01, PLAN_SHARE * tb.wall_left())
-    pr = optimize_plan(problem, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
+    pr = optimize_plan(planned, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
                        work_limit=work_limit, starts=peers, unbucketed=unbucketed)
-    late = tb.monotonic(tb.deadline)
     plan_s = time.monotonic() - t
-    # the plan search judged torch's default greedy buckets with the whole portfolio; judged again only where
-    # it did not (timed mode, out of time), or where it judged them in another layout than torch's copies
+    # the plan search judged torch's default greedy buckets with the whole portfolio (orders within its budget);
+    # judged again only where it did not (out of time, none within the budget), or in another layout than torch's
     copied = problem.bucket_layout == "copy"
-    best = pr.rows.get(DEFAULT_PEER) if copied else None
-    greedy = list(best.buckets) if best is not None else greedy_buckets(g)
-    if best is None and not tb.clock_over():
-        h = materialize(g, greedy, price)
-        best = next((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
-                                        deadline=late) if r.valid), None)
-    if best is not None:
-        h = best.graph
-        out.append(replace(best, name=f"torch greedy buckets + {best.name}", stats={},
-                           note=f"{len(greedy)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
-    else:
-        log.warning("compare: the row of torch's greedy buckets was not judged within the time limit (raise it)")
-    for name, buckets in peers.items():  # judged by the plan search where it ran the portfolio on them
-        bs = list(as_buckets(g, buckets))
-        best = pr.rows.get(name) if copied else None
-        if best is None and not tb.clock_over():
-            h = materialize(g, bs, price)
-            best = min((r for r in run_all(problem.on(h), work_limit=SolveParams(time_limit=time_limit).portfolio_steps,
-                                           deadline=late) if r.valid), key=rank_key, default=None)
-        if best is None:
-            log.warning("compare: the row of %s's buckets was not judged within the time limit (raise it)", name)
-        else:
-            h = best.graph
-            out.append(replace(best, name=f"{name} buckets + {best.name}", stats={},
-                               note=f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives"))
+    judge = _PeerJudge(planned, price, tb, SolveParams(time_limit=time_limit).portfolio_steps)
+    out = []
+    greedy_row = pr.rows.get(DEFAULT_PEER) if copied else None
+    greedy = list(greedy_row.buckets) if greedy_row is not None else greedy_buckets(g)
+    for name, bs, row in [("torch greedy", greedy, greedy_row),
+                          *((nm, list(as_buckets(g, b)), pr.rows.get(nm) if copied else None)
+                            for nm, b in peers.items())]:
+        row = row or judge.row(bs)
+        if row is None:
+            log.warning("compare: the row of %s buckets was not judged within the time limit (raise it)", name)
+            continue
+        h = row.graph
+        note = f"{len(bs)} buckets: {len(h)} nodes, {len(h.coll_seq)} collectives" + judge.over(row)
+        out.append(replace(row, name=f"{name} buckets + {row.name}", stats={}, note=note))
     info = pr.plan_info
     assert info is not None
     out.append(replace(pr.best, name="overlapsat plan", runtime_s=plan_s, stats={},
@@ -313,8 +308,37 @@ def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | 
                             f"{len(pr.bucketed)} nodes, {len(pr.bucketed.coll_seq)} "
                             f"collectives; order {info.bucketing_status} for these buckets; "
                             + ("optimal over every bucketing" if pr.proven else
-                               f"bound over every bucketing {pr.bound:.1f} us")))
+                               f"bound over every bucketing {pr.bound:.1f} us")
+                            + (f"; peak {fmt_bytes(pr.peak_memory)} of budget {fmt_bytes(pr.memory_budget)} "
+                               f"({info.budget_source})" if pr.memory_budget is not None else "; no budget")))
     return out
+
+
+class _PeerJudge:
+    """A peer's bucketing judged by the whole portfolio: its best order within the plan's budget, else its best
+    order that breaks only the budget, which `over` then marks (the row stays in the table)."""
+
+    def __init__(self, planned: Problem, price: Pricing, tb: TimeBudget, steps: int) -> None:
+        self.planned, self.price, self.tb, self.steps = planned, price, tb, steps
+
+    def row(self, bs: list[Any]) -> Row | None:
+        from overlapsat.plan import materialize
+
+        if self.tb.clock_over():
+            return None
+        h = materialize(self.planned.relaxed, bs, self.price)
+        unbudgeted = Problem(h, None, self.planned.collective_order, self.planned.bucket_cap,
+                             self.planned.bucket_layout)
+        rows = [r for r in run_all(unbudgeted, work_limit=self.steps, deadline=self.tb.monotonic(self.tb.deadline))
+                if r.valid]
+        budget = self.planned.budget
+        within = [r for r in rows if budget is None or r.peak_memory <= budget]
+        return min(within or rows, key=rank_key, default=None)
+
+    def over(self, row: Row) -> str:
+        b = self.planned.budget
+        return "" if b is None or row.peak_memory <= b else \
+            f"; OVER THE BUDGET: peak {fmt_bytes(row.peak_memory)} > {fmt_bytes(b)} ({self.planned.budget_source})"
 
 
 def _other_row(graph: Graph, name: str, spec: Graph | tuple[Graph, Any], budget: int | None,

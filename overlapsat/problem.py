@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from overlapsat.budget import BudgetLike, resolve_budget, resolve_size
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE_ORDERS, Graph
+from overlapsat.simulate import peak_memory
 
 if TYPE_CHECKING:
     from overlapsat.plan import Bucket
@@ -32,7 +33,9 @@ class Problem:
     Build one with `Problem.of`, which resolves a budget given as a ratio or a
     size; the fields are final. `graph` is the graph as given (Inductor's chain
     edges kept: the ported passes see them, as Inductor's do); `relaxed` is the
-    graph every claim is judged on.
+    graph every claim is judged on. `budget_default`: no budget was given (as
+    opposed to one said to be "none"), so a plan gets the default, the input
+    order's peak (`with_default_budget`, decision 63); an order does not.
     """
 
     graph: Graph
@@ -40,6 +43,7 @@ class Problem:
     collective_order: str = "group"
     bucket_cap: int | None = None
     bucket_layout: str = "copy"
+    budget_default: bool = False
 
     def __post_init__(self) -> None:
         from overlapsat.plan import check_layout
@@ -63,7 +67,21 @@ class Problem:
         """The problem of `graph`: a ratio budget is of the graph's input-order peak, resolved exactly, once;
         `bucket_cap` is bytes or a size ('25MiB')."""
         return cls(graph, resolve_budget(graph, memory_budget), collective_order,
-                   resolve_size(bucket_cap, "bucket cap"), bucket_layout)
+                   resolve_size(bucket_cap, "bucket cap"), bucket_layout, memory_budget is None)
+
+    def with_default_budget(self) -> Problem:
+        """A plan's problem: where no budget was given, the input order's peak (decision 63: a plan the user did
+        not ask to grow never peaks above the order it replaces); otherwise this problem."""
+        if not self.budget_default or self.budget is not None:
+            return self
+        return replace(self, budget=peak_memory(self.graph))
+
+    @property
+    def budget_source(self) -> str:
+        """Where the budget comes from, in words: what a plan's summary says beside its peak."""
+        if self.budget is None:
+            return "none"
+        return "the input order's peak (the default)" if self.budget_default else "given"
 
     @cached_property
     def relaxed(self) -> Graph:

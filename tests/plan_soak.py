@@ -105,7 +105,7 @@ def check(seed: int, time_limit: float) -> dict:
         table = copy_engine(transport)
         group = table.group_of(g)
         judged_graph, pricing = table.repriced(g, group), table.pricing(price, group)
-    pb = Problem.of(judged_graph, None, level, None, layout)
+    pb = Problem.of(judged_graph, "none", level, None, layout)
     rg = pb.relaxed
     plans = []  # (buckets, truth) for every plan brute force can list
     for bs in few_bucketings(rg):
@@ -124,11 +124,12 @@ def check(seed: int, time_limit: float) -> dict:
     least = min(t.min_peak for _, t in plans)
     pick = rnd.choice(["none", "bucketed", "least", "below"])
     budget = {"none": None, "bucketed": rnd.choice(plans)[1].min_peak, "least": least, "below": least - 1}[pick]
+    said = "none" if budget is None else budget  # no budget, said (not given, a plan gets the input peak)
     best = [t.best(budget) for _, t in plans]
     best_any = min((b for b in best if b is not None), default=None)
     counts[f"budget_{pick}"] += 1
     try:
-        r = optimize_plan(Problem.of(g, budget, level, None, layout), price, time_limit=time_limit,
+        r = optimize_plan(Problem.of(g, said, level, None, layout), price, time_limit=time_limit,
                           transport=transport)
     except InfeasibleBudgetError:
         counts["infeasible_claims"] += 1

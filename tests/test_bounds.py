@@ -147,7 +147,7 @@ def _lags_checked(seeds, make):
         if truth is None:
             continue
         best = truth.best(None)
-        p = Problem.of(g, None, "free")
+        p = Problem.of(g, "none", "free")
         lags = comm_lags(p.relaxed)
         assert lags <= best + 1e-9 * max(1.0, best), (seed, lags, best)
         old = lower_bound(p)
@@ -190,4 +190,4 @@ def test_every_level_bound_never_above_brute_force(level, seed):
     if truth is None or truth.best(None) is None:
         pytest.skip("too many orders, or none at this level")
     best = truth.best(None)
-    assert lower_bound(Problem.of(g, None, level)).makespan <= best + 1e-9 * max(1.0, best)
+    assert lower_bound(Problem.of(g, "none", level)).makespan <= best + 1e-9 * max(1.0, best)

@@ -274,6 +274,7 @@ def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_t
     for layout in ("copy", "coalesced"):
         out = tmp_path / f"{layout}.json"
         r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "2", "--bucket-layout", layout,
+                "--memory-budget", "none",
                 "--out", str(out), "--no-progress")
         assert r.returncode == 0, r.stderr
         outs[layout] = (json.loads(out.read_text()), r.stdout)

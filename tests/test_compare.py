@@ -171,7 +171,7 @@ def test_plan_rows_sit_beside_the_table_and_the_plan_is_never_worse_than_torchs_
     g = load_graph(bundled("fsdp_medium")).reprice(model)
     from overlapsat.cost.interference import H200_STEP
 
-    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, interference=H200_STEP)
+    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, interference=H200_STEP, memory_budget="none")
     rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
     # each plan row is also walked at contended rates, on its own bucketed graph
     assert all(c.contended[r.method].makespan >= r.makespan - 1e-6 for r in c.other_rows)
@@ -216,7 +216,8 @@ def test_a_coalesced_plan_is_judged_against_torchs_copied_buckets():
 
     model = cost_model("h200")
     g = load_graph(bundled("fsdp_medium")).reprice(model)  # large enough for the searched path (its peer rows)
-    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, bucket_layout="coalesced")
+    c = compare(g, time_limit=60, work_limit=0.5, plans=model.duration, bucket_layout="coalesced",
+                memory_budget="none")
     rows = {r.method.split(" + ")[0]: r for r in c.other_rows}
     assert set(rows) == {"torch greedy buckets", "overlapsat plan"}
     ops = {k: [n.op for n in r.sim.graph.nodes if (n.op or "").startswith("bucket_")] for k, r in rows.items()}

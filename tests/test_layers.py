@@ -17,7 +17,7 @@ LAYER = {  # module (or package) -> layer
     "schedules": 1, "problem": 1, "plan": 1,
     "heuristics": 2, "solver": 2, "cost": 2,
     "torch": 3, "examples": 3, "store": 3,
-    "compare": 4, "plot": 4, "trace": 4, "__init__": 4,
+    "compare": 4, "frontier": 4, "plot": 4, "trace": 4, "__init__": 4,
     "cli": 5, "__main__": 5, "_entry": 5,
 }
 # the solver runs the heuristic portfolio (and the contention polish, which cost owns); the bridge reads and

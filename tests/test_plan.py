@@ -281,8 +281,8 @@ def test_the_bucket_layout_is_a_policy_of_the_problem_and_its_plans(tmp_path):
     with pytest.raises(GraphError, match="with bucket_layout 'coalesced' leave it out"):  # one tensor per call
         optimize_plan(Problem.of(two_gathers(), bucket_layout="coalesced"), price, transport="h100")
     g = two_gathers()
-    co = optimize_plan(Problem.of(g, None, "group", None, "coalesced"), price, time_limit=2)
-    cp = optimize_plan(Problem.of(g, None, "group"), price, time_limit=2)
+    co = optimize_plan(Problem.of(g, "none", "group", None, "coalesced"), price, time_limit=2)
+    cp = optimize_plan(Problem.of(g, "none", "group"), price, time_limit=2)
     assert co.layout == "coalesced" and cp.layout == "copy"
     # by hand: coalesced, a and b then the bucket hide nothing but cost one latency (75 us, above); unbucketed,
     # ag1 [10, 20) hides behind b, ag2 [20, 30), m1 [30, 50) after w1 and w2 needs nothing: 60 us
@@ -298,7 +298,7 @@ def test_the_bucket_layout_is_a_policy_of_the_problem_and_its_plans(tmp_path):
     gg = Graph(tuple(replace_dur(nd, big) for nd in g.nodes), g.buffers, name="two_gathers_slow")
     fp = gg.fingerprint()
     save_graph(gg, graph_path(str(tmp_path), fp))
-    (o,) = solve_store(str(tmp_path), time_limit=2, plans="h200", bucket_layout="coalesced")
+    (o,) = solve_store(str(tmp_path), time_limit=2, plans="h200", bucket_layout="coalesced", memory_budget="none")
     assert o.outcome == "solved", o
     data = json.loads(open(schedule_path(str(tmp_path), fp)).read())
     sched, why = usable_stored(str(tmp_path), fp, gg, "group", plans=True)
@@ -374,14 +374,14 @@ def test_the_plan_buckets_where_the_latency_pays_for_the_copies_and_not_where_it
 
     g = two_gathers()
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
-    r = optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=5)
+    r = optimize_plan(Problem.of(priced, "none", "group"), _latency(100.0), time_limit=5)
     assert [b.members for b in r.buckets] == [("ag1", "ag2")] and r.makespan == pytest.approx(190.0)
     assert r.unbucketed == pytest.approx(240.0) and r.bought == pytest.approx(50.0)
     # two legal bucketings, both ordered to proven optima (240 and 190 us): optimal over every plan
     assert r.stats["plan"]["every_bucketing"] == 2 and r.proven and r.bound == pytest.approx(190.0) and r.gap == 0.0
     assert validate(r.bucketed, list(r.plan.order)) == []
     cheap = Graph(tuple(replace_dur(nd, _latency(0.0)) for nd in g.nodes), g.buffers, name="g")
-    r0 = optimize_plan(Problem.of(cheap, None, "group"), _latency(0.0), time_limit=5)
+    r0 = optimize_plan(Problem.of(cheap, "none", "group"), _latency(0.0), time_limit=5)
     assert r0.buckets == () and r0.makespan == pytest.approx(60.0)
 
 
@@ -393,11 +393,11 @@ def test_a_peers_buckets_are_a_warm_start_and_illegal_ones_are_refused_by_name()
 
     g = two_gathers()
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
-    r = optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=5, max_evaluations=1,
+    r = optimize_plan(Problem.of(priced, "none", "group"), _latency(100.0), time_limit=5, max_evaluations=1,
                       starts={"torch OverlapScheduler": [["ag2", "ag1"]]})  # torch's merge order: taken as a set
     assert [b.members for b in r.buckets] == [("ag1", "ag2")] and r.makespan == pytest.approx(190.0)
     with pytest.raises(GraphError, match="(?s)warm start 'peer'.*'m1' is not a collective"):
-        optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=1,
+        optimize_plan(Problem.of(priced, "none", "group"), _latency(100.0), time_limit=1,
                       starts={"peer": [["ag1", "m1"]]})
 
 
@@ -494,7 +494,7 @@ def test_the_plan_never_claims_more_than_brute_force_over_its_bucketing(seed, mo
         from tests.helpers import WithGroupMember
 
         price = WithGroupMember(price, random.Random(seed).choice([0.5, 5.0, 50.0]))
-    pb = Problem.of(g, None, co, cap, layout)
+    pb = Problem.of(g, "none", co, cap, layout)
     rg = pb.relaxed
     best_any = None
     for bs in few_bucketings(rg):
@@ -637,7 +637,7 @@ def test_the_plan_is_never_longer_than_the_unbucketed_order_given():
 
     g = two_gathers()
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
-    pb = Problem.of(priced, None, "group")
+    pb = Problem.of(priced, "none", "group")
     res = optimize(pb, time_limit=2)
     kept = optimize_plan(pb, _latency(100.0), time_limit=2, unbucketed=res)
     assert len(kept.buckets) == 1 and kept.makespan == pytest.approx(190.0) and kept.unbucketed == pytest.approx(240)
@@ -709,7 +709,7 @@ def test_a_plan_is_one_result_whose_figures_come_from_its_best(tmp_path):
 
     g = two_gathers()
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
-    r = optimize_plan(Problem.of(priced, None, "group"), _latency(100.0), time_limit=5)
+    r = optimize_plan(Problem.of(priced, "none", "group"), _latency(100.0), time_limit=5)
     assert isinstance(r, Result) and r.over == "plans" and r.graph is priced
     assert r.best.buckets == r.buckets and r.best.graph is r.bucketed and len(r.bucketed.coll_seq) == 1
     assert r.makespan == r.best.makespan == pytest.approx(simulate(r.bucketed, r.order).makespan)
@@ -732,7 +732,7 @@ def test_the_plan_is_never_longer_than_an_ordered_bucketing_given():
 
     g = two_gathers()
     priced = Graph(tuple(replace_dur(nd, _latency(100.0)) for nd in g.nodes), g.buffers, name="g")
-    pb = Problem.of(priced, None, "group")
+    pb = Problem.of(priced, "none", "group")
     plan = optimize_plan(pb, _latency(100.0), time_limit=2)
     bs = plan.buckets
     res = optimize(pb.on(materialize(pb.relaxed, list(bs), _latency(100.0))), time_limit=1)
@@ -805,7 +805,7 @@ def test_buckets_that_depend_on_each_other_both_ways_are_refused_together(search
     assert set(map(frozenset, all_bucketings(g, 100))) == {frozenset(), frozenset([a]), frozenset([b])}
     if search:
         monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
-    r = optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=30)
+    r = optimize_plan(Problem.of(g, "none", "free"), price, time_limit=2, max_evaluations=30)
     assert len(r.buckets) == 1 and bucket_problems(g, list(r.buckets)) == []
     assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
 
@@ -846,7 +846,7 @@ def test_the_joint_model_proves_a_plan_where_there_are_too_many_bucketings_to_or
         res = optimize(Problem(materialize(g, list(bs), pr), None, "free"), time_limit=10)
         assert res.status.value in ("optimal", "heuristic_optimal")  # proven either way
         truth.append(res.makespan)
-    r = optimize_plan(Problem.of(g, None, "free"), pr, time_limit=4)
+    r = optimize_plan(Problem.of(g, "none", "free"), pr, time_limit=4)
     j = r.stats["plan"]["joint"]
     assert j["complete"] and j["solver_status"] == "OPTIMAL"
     assert r.bound <= min(truth) + 1e-9 and r.makespan == pytest.approx(min(truth), rel=1e-9)

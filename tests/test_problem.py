@@ -30,7 +30,7 @@ def test_bad_fields_are_refused_by_name(g, bad):
 
 
 def test_the_views_are_the_graphs_own(g):
-    p = Problem.of(g, None, "group")
+    p = Problem.of(g, "none", "group")
     assert p.relaxed is g.relaxed("group")
     assert sorted(p.canonical.graph.names) == sorted(g.names)
     assert [p.relaxed.names[v] for v in p.to_given] == p.canonical.graph.names
@@ -57,7 +57,7 @@ def test_every_entry_point_takes_a_problem_and_gives_what_the_options_give(g):
 
 
 def test_a_problem_is_not_given_its_options_twice(g):
-    p = Problem.of(g, None, "free")
+    p = Problem.of(g, "none", "free")
     with pytest.raises(GraphError, match="carries its budget"):
         optimize(p, memory_budget=10)
     with pytest.raises(GraphError, match="differs"):
@@ -71,12 +71,12 @@ def test_the_bucket_cap_is_bytes_resolved_once_and_kept_on_every_view(g):
     the views (another graph, the canonical form) keep it, and `over_cap` names each bucket above it."""
     from overlapsat.plan import Bucket
 
-    p = Problem.of(g, None, "group", "25MiB")
+    p = Problem.of(g, "none", "group", "25MiB")
     assert p.bucket_cap == 25 * 2**20 and p.on(g).bucket_cap == p.bucket_cap and p.canonical.bucket_cap == p.bucket_cap
-    assert Problem.of(g).bucket_cap is None and Problem.of(g, None, "group", 4096).bucket_cap == 4096
+    assert Problem.of(g).bucket_cap is None and Problem.of(g, "none", "group", 4096).bucket_cap == 4096
     for bad in ("1.2x", "12", -1, 1.5, True):
         with pytest.raises(GraphError, match="bucket cap"):
-            Problem.of(g, None, "group", bad)
+            Problem.of(g, "none", "group", bad)
     with pytest.raises(GraphError, match="bucket_cap"):
         Problem(g, None, "group", -3)
     ags = [nd for nd in g.nodes if nd.op == "all_gather"][:2]

@@ -163,7 +163,7 @@ def test_the_plan_with_transports_never_claims_more_than_brute_force_over_every_
                     for nd in g.nodes), g.buffers, g.edges, name=g.name)
     price = _PRICES[seed % len(_PRICES)](rnd.choice([0.5, 5.0, 50.0]))
     g = Graph(tuple(replace_dur(nd, price) for nd in g.nodes), g.buffers, g.edges, name=g.name)
-    pb = Problem.of(g, None, co)
+    pb = Problem.of(g, "none", co)
     rg = pb.relaxed
     best_any = None
     for bs in few_bucketings(rg):
@@ -211,7 +211,7 @@ def test_a_plan_with_transports_is_no_longer_than_without_and_a_priced_start_is_
                     for nd in g.nodes), g.buffers, g.edges, name=g.name)
     m = cost_model("h100_sxm")
     g = reprice(g, m)
-    pb = Problem.of(g, None, "group")
+    pb = Problem.of(g, "none", "group")
     plain = optimize_plan(pb, m.duration, time_limit=2, max_evaluations=10)
     ce = optimize_plan(pb, m.duration, time_limit=2, max_evaluations=10,
                        transport=load_copy_engine(SYMMETRIC, "copy_engine"))

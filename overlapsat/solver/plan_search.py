@@ -24,7 +24,7 @@ from typing import Any
 from overlapsat.bounds import lower_bound
 from overlapsat.canonical import canonical_graph
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
-from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import pipelines, run_all
@@ -103,7 +103,8 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
     plan_stats["layout"] = problem.bucket_layout
     info = PlanInfo(problem.bucket_layout, plan_stats["unbucketed_us"], res.status.value, res.bound,
                     plan_stats["bound_scope"], tuple(notes), stats.get("every_bucketing"),
-                    "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""))
+                    "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""),
+                    budget_source=problem.budget_source)
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
                    bound=bound, baseline=baseline, stats={**res.stats, "plan": plan_stats}, over="plans",
                    rows=dict(rows or {}), plan_info=info)
@@ -121,6 +122,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     plan is searched, bounded and proven on those prices, and `plan.transports` names the collectives of its
     bucketed graph that take the copy engine."""
     check_call(problem, price, options.get("starts"))
+    problem = problem.with_default_budget()  # no budget given: the input order's peak (decision 63)
     if transport is None:
         return _optimize_plan(problem, price, params, **options)
     if problem.bucket_layout != "copy":  # torch's copy-engine gather moves one tensor; a group call is several
@@ -172,7 +174,11 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                              f"{unbucketed.graph.fingerprint()[:12]}) than this problem's ({problem.graph.name!r}, "
                              f"{problem.graph.fingerprint()[:12]}): other nodes or other prices")
         bad = validate(problem, unbucketed.names, limit=1)
-        if bad:
+        if bad and problem.budget_default and all(v.kind == "memory" for v in validate(problem, unbucketed.names)):
+            log.info("plan: the unbucketed order given peaks above the default budget (the input order's peak); "
+                     "not used")
+            unbucketed = None
+        elif bad:
             raise GraphError(f"unbucketed: not a valid order of this problem ({bad[0]})")
     if params is None:
         options.setdefault("collective_order", problem.collective_order)
@@ -220,6 +226,7 @@ class Judged:
     share: float  # timed mode: the bucket search's share of the time limit
     max_evaluations: int
     reserve_s: float = 0.0  # kept for the phases after the search: building and ordering the chosen bucketing
+    as_given: dict[str, list[str]] = field(default_factory=dict)  # the file's own order: a candidate with no buckets
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
@@ -239,6 +246,8 @@ class Judged:
         deadline = self.tb.monotonic(min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
                                    deadline=deadline) if r.valid]
+        if not bs:  # the order the plan replaces: within a default budget by definition (decision 63)
+            rows += [r for r in evaluate_named(self.problem.on(h), self.as_given) if r.valid]
         if time.monotonic() > deadline and self.params.deterministic:
             self.tb.cut_by_wall_clock = True
         return min(rows, key=rank_key) if rows else None
@@ -459,10 +468,11 @@ class PlanSearch:
         assert self.h is not None
         try:
             inner = self.problem if self.h is self.g else self.problem.on(self.h)  # no buckets: views kept
-            return optimize(inner, final, on_phase=self.on_phase, extra_orders=self.extra or None, clock=self.tb)
+            extra = {**self.extra, **(self.judge.as_given if self.h is self.g else {})}
+            return optimize(inner, final, on_phase=self.on_phase, extra_orders=extra or None, clock=self.tb)
         except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
             log.info("plan: no order of the chosen bucketing meets the budget (%s); trying the others", e)
-            self.best, self.h, res = _rescue(self.problem, self.price, final, self.tb,
+            self.best, self.h, res = _rescue(self.problem, self.price, final, self.tb, self.judge.as_given,
                                              [self.best, *self.finalists, *self.ranked], e)
             return res
 
@@ -496,6 +506,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     peer is taken from the given order, as its bucketer walks it, and a plan built on it says so; decisions 58
     and 61)."""
     given, peer_given = problem, torch_greedy(problem, g, CAPS_MB[0])
+    as_given = {"input order as given": list(given.relaxed.names)}  # what the plan replaces, always a candidate
     problem = plan_canonical(problem)
     g = problem.relaxed
     starts_given = {name: as_buckets(g, bs) for name, bs in starts_given.items()}
@@ -503,14 +514,14 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     space = [bs for bs in space if not problem.over_cap(bs)] if space is not None else None
     if space is not None:  # few enough to order each (the starts are among them)
         return _given(given, tb, _keep_solved(problem, _keep_unbucketed(
-            problem, _every_bucketing(problem, price, params, space, tb), unbucketed), solved_given))
+            problem, _every_bucketing(problem, price, params, space, tb, as_given), unbucketed), solved_given))
     # timed mode on a large graph: judging one bucketing costs about half a second at 16k nodes, and the order
     # search after it rarely improves on the best pass's order, so the bucket search gets the larger share
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
     share, moves_share = (SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE) if large_timed \
         else (SEARCH_SHARE, MOVES_SHARE)
     judged = Judged(problem, price, params, tb, share, max_evaluations,
-                    reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)))
+                    reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)), as_given=as_given)
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     ps.warm_starts()
     ps.hill_climb()
@@ -588,7 +599,8 @@ def _given(given: Problem, tb: TimeBudget, r: Result) -> Result:
 RESCUE_BUCKETINGS = 512  # bucketings listed (each ordered) when the search's choice has no order within the budget
 
 
-def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget, tried: list[tuple[Bucket, ...]],
+def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget, as_given: dict[str, list[str]],
+            tried: list[tuple[Bucket, ...]],
             first: GraphError) -> tuple[tuple[Bucket, ...], Graph, Result]:
     """Where the chosen bucketing has no order within the budget: order the others, the search's candidates
     (`tried`, best first), then no buckets, then every legal bucketing where there are at most
@@ -607,7 +619,7 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                       if params.work_limit is None else params.work_limit / len(todo))
         try:
             h = materialize(g, list(bs), price)
-            return bs, h, optimize(problem.on(h), per, clock=tb)
+            return bs, h, optimize(problem.on(h), per, clock=tb, extra_orders=None if bs else as_given)
         except InfeasibleBudgetError as e:
             proven.add(bs)
             errors.append(e)
@@ -672,7 +684,7 @@ def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> 
 
 
 def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, space: list[tuple[Bucket, ...]],
-                     tb: TimeBudget) -> Result:
+                     tb: TimeBudget, as_given: dict[str, list[str]]) -> Result:
     """Order every legal bucketing with `optimize` (a share of the time limit each): the best plan, and a bound
     at the problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no
     order within the budget has none), beside the relaxation's."""
@@ -690,7 +702,7 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         except GraphError:  # no valid place for these buckets (an atomic group between): not a plan
             continue
         try:
-            res = optimize(problem.on(h), per, clock=tb)
+            res = optimize(problem.on(h), per, clock=tb, extra_orders=None if bs else as_given)
         except InfeasibleBudgetError as e:  # proven: no order of this bucketing is within the budget
             errors.append(e)
             continue

@@ -74,6 +74,7 @@ class PlanInfo:
     kept: str = ""  # "unbucketed" or a solved bucketing's name, where the caller's was shorter than the search's
     depends_on_input_order: bool = False  # torch's buckets of the given node order won
     copy_engine: int | None = None  # with a transport table: the collectives that take the copy engine
+    budget_source: str = "none"  # the budget's origin: "given", "the input order's peak (the default)" or "none"
 
 
 @dataclass

@@ -180,7 +180,7 @@ def test_a_split_the_group_sequence_forbids_is_left_out_and_would_be_refused():
     edit = free.split(free.unit_of["a0"], [("a0",), ("a2",)])
     assert validate(Problem(g, None, "free"), edit[0]) == []
     assert validate(Problem(g, None, "group"), edit[0]) != []
-    group = _Layout(g, price, (b,), order, _sequences(Problem.of(g, None, "group")))
+    group = _Layout(g, price, (b,), order, _sequences(Problem.of(g, "none", "group")))
     assert group.split(group.unit_of["a0"], [("a0",), ("a2",)]) is None
 
 
@@ -217,7 +217,7 @@ def test_a_failure_in_the_moves_or_the_joint_model_keeps_the_searchs_plan(monkey
     monkeypatch.setattr(importlib.import_module("overlapsat.solver.climb"), "order_preserving_search", boom)
     monkeypatch.setattr(plan_search, "solve_joint", boom)
     g = _gathers(8)
-    r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=5)
+    r = plan_search.optimize_plan(Problem.of(g, "none", "free"), price, time_limit=2, max_evaluations=5)
     ps = r.stats["plan"]
     assert ps["order_moves"] == {"error": "KeyError: 'bug'"} and ps["joint"]["error"] == "KeyError: 'bug'"
     assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
@@ -268,7 +268,7 @@ def test_under_a_budget_at_group_the_moves_refuse_what_the_budget_forbids_and_th
     assert om["accepted"] >= 1 and om["refused"] >= 1 and om.get("used")
     assert validate(Problem(r.bucketed, problem.budget, "group"), list(r.plan.order)) == []
     assert r.peak_memory <= problem.budget
-    free = optimize_plan(Problem.of(g, None, "group"), model.duration, time_limit=2, max_evaluations=6, joint=False)
+    free = optimize_plan(Problem.of(g, "none", "group"), model.duration, time_limit=2, max_evaluations=6, joint=False)
     assert free.stats["plan"]["order_moves"]["refused"] == 0
 
 
@@ -289,7 +289,7 @@ def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_
         return real(problem, params, **kw)
 
     monkeypatch.setattr(plan_search, "optimize", spy)
-    r = plan_search.optimize_plan(Problem.of(_gathers(8), None, "group"), price, time_limit=10, max_evaluations=5,
+    r = plan_search.optimize_plan(Problem.of(_gathers(8), "none", "group"), price, time_limit=10, max_evaluations=5,
                                   joint=joint)
     (final,) = seen
     assert ("skipped" not in r.stats["plan"]["joint"]) == joint and r.stats["plan"]["order_moves"]["tried"] > 0
@@ -306,7 +306,7 @@ def test_early_merges_are_offered_only_where_a_level_keeps_collective_sequences(
     order = ["p0", "p1", "p2", "a0", "r1", "a2", "w0", "m0", "w1", "m1", "w2", "m2"]
     pos = {nm: k for k, nm in enumerate(order)}
     free = _Layout(g, price, (), order)
-    group = _Layout(g, price, (), order, _sequences(Problem.of(g, None, "group")))
+    group = _Layout(g, price, (), order, _sequences(Problem.of(g, "none", "group")))
     b = Bucket(("a0", "a2"))
 
     def placements(lay):

@@ -309,7 +309,7 @@ def test_a_solver_failure_in_the_joint_model_keeps_the_searchs_plan(monkeypatch)
     r = solve_joint(Problem(g, None, "free"), price, SolveParams(time_limit=2, collective_order="free"))
     assert r.buckets is None and r.bound == 0.0 and r.stats["error"] == "RuntimeError: solver exploded"
     monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)  # the search path, then the model
-    pr = optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=10)
+    pr = optimize_plan(Problem.of(g, "none", "free"), price, time_limit=2, max_evaluations=10)
     assert pr.stats["plan"]["joint"]["error"] == "RuntimeError: solver exploded" and "used" not in pr.stats["plan"]["joint"]
     assert validate(Problem(pr.bucketed, None, "free"), list(pr.plan.order)) == []
 

@@ -78,7 +78,7 @@ def test_infeasibility_over_plans_is_claimed_only_over_every_bucketing():
 @pytest.mark.parametrize("layout", ["copy", "coalesced"])
 def test_a_bucket_never_lands_inside_an_atomic_group(level, layout):
     g = osat.graph_from_dict(load("t4_plan_atomic_split.json"))
-    r = optimize_plan(Problem.of(g, None, level, bucket_layout=layout), H200, time_limit=1)
+    r = optimize_plan(Problem.of(g, "none", level, bucket_layout=layout), H200, time_limit=1)
     assert valid_plan(r, None, level)
     # the legal bucket {c0, c5}: c5 reads c2's output, so the bucket follows c2_w0, never between it and c3
     h = materialize(g, [Bucket(("c0", "c5"))], osat.plan.laid_out(H200, layout))
@@ -89,9 +89,9 @@ def test_a_bucket_never_lands_inside_an_atomic_group(level, layout):
 def test_torchs_greedy_buckets_are_cut_to_legal_runs(layout):
     g = osat.graph_from_dict(load("t4_plan_illegal_bucket.json"))
     for det in (True, False):
-        r = optimize_plan(Problem.of(g, None, "free", bucket_layout=layout), H200, time_limit=1, deterministic=det)
+        r = optimize_plan(Problem.of(g, "none", "free", bucket_layout=layout), H200, time_limit=1, deterministic=det)
         assert valid_plan(r, None, "free")
-        assert all(not osat.plan.bucket_problems(Problem.of(g, None, "free").relaxed, [b]) for b in r.buckets)
+        assert all(not osat.plan.bucket_problems(Problem.of(g, "none", "free").relaxed, [b]) for b in r.buckets)
 
 
 def test_the_unbucketed_result_given_is_honoured():
@@ -114,7 +114,7 @@ def test_an_unbucketed_result_of_another_graph_is_refused_by_name():
         nd["duration"] = 0.0
     other = osat.optimize(osat.graph_from_dict(fast), time_limit=1, collective_order="free")
     with pytest.raises(GraphError, match="another graph"):
-        optimize_plan(Problem.of(osat.graph_from_dict(d), None, "free"), H200, time_limit=1, unbucketed=other)
+        optimize_plan(Problem.of(osat.graph_from_dict(d), "none", "free"), H200, time_limit=1, unbucketed=other)
 
 
 def test_a_transport_table_with_a_zero_time_is_refused_by_name(tmp_path):
@@ -133,7 +133,7 @@ def test_the_same_plan_for_both_node_orders_of_one_graph():
     assert a.fingerprint() == b.fingerprint() and a.names != b.names
     out = []
     for g in (a, b):
-        r = optimize_plan(Problem.of(g, None, "free"), H200, time_limit=120, work_limit=0.5, max_evaluations=12)
+        r = optimize_plan(Problem.of(g, "none", "free"), H200, time_limit=120, work_limit=0.5, max_evaluations=12)
         assert not r.cut_by_wall_clock
         out.append((r.names, sorted(sorted(bk.members) for bk in r.buckets), r.makespan))
     assert out[0] == out[1]
@@ -187,7 +187,7 @@ def test_a_failure_inside_the_search_keeps_the_best_unbucketed_order(monkeypatch
 def test_a_plans_figures_are_typed_fields():
     """`Result.plan_info` holds the plan's own figures (the CLI and compare read them there, not string keys)."""
     g = osat.load_graph(bundled("tp_small"))
-    r = optimize_plan(Problem.of(g, None, "group", bucket_layout="coalesced"), H200, time_limit=2)
+    r = optimize_plan(Problem.of(g, "none", "group", bucket_layout="coalesced"), H200, time_limit=2)
     info = r.plan_info
     assert isinstance(info, osat.PlanInfo) and info.layout == "coalesced" == r.layout
     assert info.unbucketed_us is not None and r.unbucketed == info.unbucketed_us >= r.makespan - 1e-9
@@ -213,7 +213,7 @@ def test_the_same_plan_for_node_shuffled_files(example, level):
         h = g if seed is None else _replace(g, nodes=tuple(g.nodes[i] for i in random_valid_order(g, random.Random(seed))),
                                             meta=dict(g.meta))
         assert h.fingerprint() == g.fingerprint()
-        r = optimize_plan(Problem.of(h, None, level), H200, time_limit=120, work_limit=0.3, max_evaluations=8)
+        r = optimize_plan(Problem.of(h, "none", level), H200, time_limit=120, work_limit=0.3, max_evaluations=8)
         assert not r.cut_by_wall_clock
         plans.append((r.names, sorted(sorted(b.members) for b in r.buckets), r.makespan,
                       r.plan_info.depends_on_input_order))

@@ -36,7 +36,7 @@ def test_witness_finds_an_order_at_the_least_peak_and_none_below(k: int) -> None
 
 def test_witness_with_no_budget_is_any_valid_order() -> None:
     g, co = random_graph(3, max_nodes=9)
-    w = witness(osat.Problem.of(g, None, co))
+    w = witness(osat.Problem.of(g, "none", co))
     assert w.order is not None and not osat.validate(g, w.order, collective_order=co)
 
 

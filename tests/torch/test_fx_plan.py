@@ -29,7 +29,7 @@ def _save_plan(store, layout="copy"):
     bs = greedy_buckets(g.relaxed("group"), 10**12)
     assert sorted(len(b.members) for b in bs) == [2, 3]
     h = materialize(g.relaxed("group"), bs, laid_out(cost_model("h200").duration, layout))
-    r = optimize(Problem.of(h, None, "group"), time_limit=2, deterministic=True)
+    r = optimize(Problem.of(h, "none", "group"), time_limit=2, deterministic=True)
     save_schedule(schedule_path(str(store), fp), g, r.names, buckets=bs, layout=layout)
 
 
@@ -180,7 +180,7 @@ g = load_graph(graph_path(store, fp))
 gathers = [g.names[c] for c in g.coll_seq]
 bs = [Bucket(tuple(gathers))]
 h = materialize(g.relaxed("group"), bs, cost_model("h200").duration)
-r = optimize(Problem.of(h, None, "group"), time_limit=2, deterministic=True)
+r = optimize(Problem.of(h, "none", "group"), time_limit=2, deterministic=True)
 c_in, coll, wait, c_out = bs[0].nodes
 from overlapsat.validate import validate
 def with_gemm_inside(order):  # the GEMM that needs no gather moved to just after the bucket's collective
@@ -244,7 +244,7 @@ def test_merge_plan_sorts_a_merged_graph_torch_left_out_of_order(monkeypatch):
     g = import_fx(gm)
     bs = (Bucket(tuple(g.names[c] for c in g.coll_seq)),)
     h = materialize(g.relaxed("group"), bs, cost_model("h200").duration)
-    order = optimize(Problem.of(h, None, "group"), time_limit=1, deterministic=True).names
+    order = optimize(Problem.of(h, "none", "group"), time_limit=1, deterministic=True).names
     merged, placed, _ = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint()), import_fx)
     assert sum(1 for n in gm.graph.nodes if is_collective(n)) == 1
     assert validate(merged, placed, collective_order="free") == []
@@ -325,7 +325,7 @@ def test_merge_plan_issues_a_coalesced_bucket_as_one_group_call_with_a_wait_per_
     g = import_fx(gm)
     bs = (Bucket(tuple(g.names[c] for c in g.coll_seq)),)
     h = materialize(g.relaxed("group"), bs, laid_out(cost_model("h200").duration, "coalesced"))
-    order = optimize(Problem.of(h, None, "group"), time_limit=1, deterministic=True).names
+    order = optimize(Problem.of(h, "none", "group"), time_limit=1, deterministic=True).names
     shards = [n for n in gm.graph.nodes if n.op == "placeholder"][:2]
     merged, placed, _ = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint(), layout="coalesced"),
                                    import_fx)
