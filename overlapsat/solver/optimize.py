@@ -66,6 +66,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
         if s.best is not None and not s.method.startswith("cpsat"):
             s.message = s.message or "the search found no improvement on the best heuristic"
     if s.best is None:
+        if s.tb.interrupted:  # Ctrl-C before any order was known: nothing to keep, the caller's handler decides
+            raise KeyboardInterrupt
         raise budget_error(NoValidOrderError, problem.budget, s.canon + s.from_input, proven=False)
     final = _restored(s)
     if params.interference is not None and not s.tb.interrupted:

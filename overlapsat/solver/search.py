@@ -437,6 +437,11 @@ def exhaustive_orders(params: SolveParams) -> int:
 def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated], proven: bool) -> GraphError:
     """The error for a budget no order was found within, with the lowest peak reached by an order that is valid
     apart from memory, in human units."""
+    if budget is None or not heur:  # no budget: nothing to blame it on (a search stopped before any order)
+        err = cls("no valid order was found within the time limit; this is not a proof that none exists; raise "
+                  "time_limit")
+        err.budget, err.lowest_peak = budget, None  # type: ignore[attr-defined]
+        return err
     others = [h for h in heur if all(v.startswith("[memory]") for v in h.violations)]
     low = min(others or heur, key=lambda h: (h.peak_memory, h.name))
     b = fmt_bytes(budget or 0)
