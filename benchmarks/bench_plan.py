@@ -80,7 +80,7 @@ def main() -> None:
         reorder = evaluate(p.on(p.relaxed), "torch", g.order_indices(d["overlap_scheduler"]))
         torch_bucketed = d["bucketed"]["makespan_us"]
         torch_pre = (d.get("prebucketed") or {}).get("makespan_us", math.inf)
-        order = optimize(p, time_limit=a.time_limit)
+        order = _or_none(optimize, p, time_limit=a.time_limit)
         peers = {}
         for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
                              ("torch FSDP pre-bucketing", (d.get("prebucketed") or {}).get("buckets", [])),
@@ -89,13 +89,18 @@ def main() -> None:
                              ("TBB", d.get("tbb", []))):
             recorded = list(as_buckets(p.relaxed, buckets))  # members in the group's input order
             legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]
-            res = optimize(p.on(materialize(p.relaxed, legal, price)), time_limit=a.time_limit) if legal else None
+            res = _or_none(optimize, p.on(materialize(p.relaxed, legal, price)), time_limit=a.time_limit) \
+                if legal else None
             peers[key] = (legal, recorded, res)
         t = time.monotonic()
-        plan = optimize_plan(p, price, time_limit=a.time_limit,
-                             starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order,
-                             solved={k: (v[0], v[2]) for k, v in peers.items() if v[2] is not None})
+        plan = _or_none(optimize_plan, p, price, time_limit=a.time_limit,
+                        starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order,
+                        solved={k: (v[0], v[2]) for k, v in peers.items() if v[2] is not None})
         dt = time.monotonic() - t
+        if plan is None or order is None:  # nothing within this budget was found (no claim that none exists)
+            print(f"| {name} | {len(g.nodes):,} | no {'plan' if plan is None else 'order'} within the budget "
+                  f"({p.budget:,} B) was found |" + " |" * 13, flush=True)
+            continue
         # the best peer valid here: at the level, and under the budget where one is given (torch's own graphs:
         # by the peak their corpus file records)
         within = [reorder.makespan if reorder.valid else math.inf]
@@ -132,6 +137,17 @@ def main() -> None:
         print("| graph | " + " | ".join(f"{c} peak | {c} contended" for c in cols) + " |")
         print("| --- |" + " ---: |" * (2 * len(cols)))
         print("\n".join(extra))
+
+
+def _or_none(solve, *args, **kwargs):
+    """A solve's result, or None where it found nothing within the budget (GraphError: said, not a crash)."""
+    from overlapsat.errors import GraphError
+
+    try:
+        return solve(*args, **kwargs)
+    except GraphError as e:
+        print(f"<!-- {type(e).__name__}: {str(e)[:160]} -->", flush=True)
+        return None
 
 
 def _figure(peak: int | None, contended: float | None, budget: int | None) -> str:

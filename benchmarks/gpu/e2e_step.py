@@ -21,7 +21,8 @@ in backward), forward and backward, and times the step:
           plan per block as the post-grad pass, Inductor's reordering passes and buffer reuse off
           (`torch_tbb_pass`);
 - p       overlapsat's plan: buckets and order together (`solve_store(plans=PROFILE)`), applied by
-          install_fx(plans=True);
+          install_fx(plans=True); since decision 63 within each graph's captured order's peak (the default);
+- p_free  the same as p with no budget (`memory_budget="none"`): what p was before decision 63;
 - p_mem   the same as p, under a memory budget (`--memory-budget`, as d_mem);
 - p_ce    the same as p, with each all_gather the measured copy-engine table offers moved by copy engine where
           that is cheaper (`solve_store(transport=--transport)`, MODEL.md "Transport");
@@ -65,9 +66,9 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, stored_schedules, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "tbb_torch", "p", "p_mem", "p_ce", "p_co")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce", "p_co")
-PLANS = ("tbb", "p", "p_mem", "p_ce", "p_co")  # configurations whose stores hold plans (buckets and order)
+           "tbb_torch", "p", "p_mem", "p_ce", "p_co", "p_free")
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce", "p_co", "p_free")
+PLANS = ("tbb", "p", "p_mem", "p_ce", "p_co", "p_free")  # configurations whose stores hold plans (buckets and order)
 BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
@@ -560,6 +561,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
                     tie["plans"] = a.profile
                 if cfg == "p_co":
                     tie["bucket_layout"] = "coalesced"
+                if cfg == "p_free":
+                    tie["memory_budget"] = "none"
                 if cfg == "p_ce":
                     tie["transport"] = a.transport
                 outs = solve_store(store, time_limit=a.solve_s, collective_order=a.collective_order, **tie)
