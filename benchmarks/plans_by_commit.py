@@ -1,11 +1,11 @@
 """Deterministic plans of this commit on the bundled examples and the capture corpus, against an earlier run's.
 
-    python benchmarks/plans_by_commit.py --out NEW.jsonl [--against OLD.jsonl --side after] [--markdown]
+    python benchmarks/plans_by_commit.py --out NEW.jsonl [--against OLD.jsonl] [--budget none|unset]
 
-Each plan: `optimize_plan(Problem.of(g, None, 'group'), cost_model('h200').duration, time_limit=600,
-work_limit=1.0, max_evaluations=15)`, deterministic, so two commits that search alike give the same plan on any
-machine (none of these runs is cut by the clock on a 2-core machine). A line per graph: its makespan, buckets and a
-hash of the order.
+Each plan: `optimize_plan(Problem.of(g, "none", "group"), cost_model("h200").duration, time_limit=600,
+work_limit=1.0, max_evaluations=15)` (no budget; `--budget unset` for a commit before decision 63),
+deterministic, so two commits that search alike give the same plan on any machine (none of these runs is cut
+by the clock on a 2-core machine). A line per graph: its makespan, buckets and a hash of the order.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--against", default=None, help="an earlier run's jsonl")
     ap.add_argument("--side", default=None, help="the key of the earlier run's lines to compare with, if nested")
+    ap.add_argument("--budget", default="none", help="'none' (no budget), or 'unset' for commits before decision "
+                                                     "63, where leaving it out meant none")
     a = ap.parse_args()
     logging.disable(logging.WARNING)
     price = cost_model("h200").duration
@@ -57,7 +59,8 @@ def main() -> None:
     with open(a.out, "w") as out:
         for name, g in _graphs():
             t = time.monotonic()
-            r = optimize_plan(Problem.of(g, None, "group"), price, time_limit=600, work_limit=1.0, max_evaluations=15)
+            budget = None if a.budget == "unset" else a.budget
+            r = optimize_plan(Problem.of(g, budget, "group"), price, time_limit=600, work_limit=1.0, max_evaluations=15)
             rec = {"graph": name, "makespan": r.makespan, "buckets": [list(b.members) for b in r.buckets],
                    "order_hash": hashlib.sha256("\n".join(r.names).encode()).hexdigest()[:12],
                    "cut": r.cut_by_wall_clock, "s": round(time.monotonic() - t, 1)}

@@ -1,0 +1,23 @@
+"""docs/plans.md's memory figures are the raw files' (benchmarks/results/gpu_2026-11-28, bench_plan under torch
+bucketed's peak), recomputed here."""
+
+import os
+
+from benchmarks.gpu.equal_memory import table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _page() -> str:
+    with open(os.path.join(ROOT, "docs", "plans.md")) as f:
+        return f.read()
+
+
+def test_the_gpu_table_is_the_raw_files():
+    assert "\n".join(table(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28"))) in _page()
+
+
+def test_the_simulation_geomean_is_the_raw_files():
+    with open(os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-28.md")) as f:
+        geo = [line.strip() for line in f if line.startswith("Geomean")]
+    assert len(geo) == 1 and " ".join(geo[0].split()) in " ".join(_page().split())
