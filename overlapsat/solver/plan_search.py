@@ -116,7 +116,9 @@ def _finite(x: float) -> float | None:
 
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   transport: Any = None, **options: Any) -> Result:
-    """Buckets and an order for `problem` (see `_optimize_plan` for the options). `transport`: a copy-engine
+    """Buckets and an order for `problem` (see `_optimize_plan` for the options), within its budget; where none
+    was given (`Problem.of(g)`), within the input order's peak: a plan the user did not ask to grow never peaks
+    above the order it replaces (decision 63; "none" says no budget). `transport`: a copy-engine
     table (`overlapsat.cost.transport.copy_engine`'s argument: "h100", a transport.json, a `CopyEngine`), under
     which each all_gather the table offers takes the cheaper transport (MODEL.md "Transport", decision 50): the
     plan is searched, bounded and proven on those prices, and `plan.transports` names the collectives of its
