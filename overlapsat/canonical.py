@@ -16,7 +16,7 @@ import heapq
 from dataclasses import replace
 
 from overlapsat.errors import GraphError
-from overlapsat.graph import Graph, derived, natural_key
+from overlapsat.graph import Buffer, Graph, derived, natural_key
 
 
 def canonical_order(g: Graph, collective_order: str = "group") -> list[int]:
@@ -73,7 +73,7 @@ def canonical_graph(g: Graph, collective_order: str = "group") -> Graph:
         )
 
 
-def _sorted_consumers(b):
+def _sorted_consumers(b: Buffer) -> Buffer:
     """`b` with its consumers sorted and unique; `b` itself where they are (a copy costs 25 us a buffer)."""
     cs = b.consumers
     if all(cs[k] < cs[k + 1] for k in range(len(cs) - 1)):

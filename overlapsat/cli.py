@@ -238,10 +238,9 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
     follows the limit as given."""
     if args.timed and args.work is not None:
         raise GraphError("--work sets a deterministic budget; --timed stops on the clock: give one of them")
-    from overlapsat.solver.params import SolveParams, TimeBudget
+    from overlapsat.solver.params import TimeBudget
 
-    spent = time.monotonic() - getattr(args, "started", time.monotonic())
-    clock = TimeBudget(SolveParams(time_limit=max(0.01, args.time_limit - spent)))
+    clock = TimeBudget.left_of(args.time_limit, time.monotonic() - getattr(args, "started", time.monotonic()))
     return {"time_limit": args.time_limit, "work_limit": args.work, "deterministic": not args.timed, "clock": clock}
 
 
@@ -497,8 +496,8 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     model = cost_model(args.profile, calibration=args.calibration)
     g = _load(args.graph).reprice(model)
     search = _search(args)
-    search.pop("clock")  # each budget's plan search has its own share of what is left of the limit
-    search["time_limit"] = max(0.01, args.time_limit - (time.monotonic() - args.started))
+    # each budget's plan search gets its share of what is left of the command's limit
+    search["time_limit"] = max(0.01, search.pop("clock").wall_left())
     fr = plan_frontier(g, model.duration, budgets=args.budgets, collective_order=args.collective_order,
                        bucket_layout=args.bucket_layout, workers=args.workers, **search)
     if args.plot:

@@ -240,10 +240,9 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         rows += [polished] if polished is not None else []
         contended = {r.method: simulate_contended(graph, r.order, interference) for r in rows}
     held = {r.method: simulate_held(graph, r.order, hold) for r in rows} if hold is not None else {}
-    if plans is not None and tb.wall_left() < PLAN_FLOOR_S_PER_NODE * len(graph.nodes):
+    if plans is not None and tb.wall_left() < floor:
         log.warning("compare: no time left for the plan rows (%.2f s of the limit left; about %.1f s needed at %d "
-                    "nodes): raise the time limit", tb.wall_left(), PLAN_FLOOR_S_PER_NODE * len(graph.nodes),
-                    len(graph.nodes))
+                    "nodes): raise the time limit", tb.wall_left(), floor, len(graph.nodes))
     elif plans is not None:
         others += _plan_rows(problem, plans, tb, workers, deterministic, work_limit, plan_peers or {}, res)
     elif plan_peers:

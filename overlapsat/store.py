@@ -207,11 +207,10 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
 
 
 def _clock(time_limit: float, spent: float) -> Any:
-    """The graph's clock: what is left of its time limit after `spent` seconds (the work budget, and so a
-    deterministic answer, still follow the time limit as given)."""
-    from overlapsat.solver.params import SolveParams, TimeBudget
+    """The graph's clock: what is left of its time limit after `spent` seconds (`TimeBudget.left_of`)."""
+    from overlapsat.solver.params import TimeBudget
 
-    return TimeBudget(SolveParams(time_limit=max(0.01, time_limit - spent)))
+    return TimeBudget.left_of(time_limit, spent)
 
 
 def solve_store(store: str, *, time_limit: float = 60.0, jobs: int = 1, executor: str = "local",

@@ -233,6 +233,13 @@ class TimeBudget:
             self.cut_by_wall_clock = True
         return True
 
+    @classmethod
+    def left_of(cls, time_limit: float, spent: float) -> TimeBudget:
+        """A caller's clock: what is left of `time_limit` after `spent` seconds (a process's start, a file's
+        loading). A call given it as its `clock` ends by that deadline, while its work budget, and so a
+        deterministic answer, still follow the time limit as given."""
+        return cls(SolveParams(time_limit=max(0.01, time_limit - spent)))
+
     def monotonic(self, at: float) -> float:
         """`at` on this budget's clock as a `time.monotonic()` time (what the portfolio reads its deadline on),
         never before now."""

@@ -175,8 +175,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
             raise GraphError(f"unbucketed: its result is of another graph ({unbucketed.graph.name!r}, fingerprint "
                              f"{unbucketed.graph.fingerprint()[:12]}) than this problem's ({problem.graph.name!r}, "
                              f"{problem.graph.fingerprint()[:12]}): other nodes or other prices")
-        bad = validate(problem, unbucketed.names, limit=1)
-        if bad and problem.budget_default and all(v.kind == "memory" for v in validate(problem, unbucketed.names)):
+        bad = validate(problem, unbucketed.names, limit=1)  # one violation per kind broken
+        if bad and problem.budget_default and all(v.kind == "memory" for v in bad):
             log.info("plan: the unbucketed order given peaks above the default budget (the input order's peak); "
                      "not used")
             unbucketed = None

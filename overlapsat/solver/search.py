@@ -290,7 +290,7 @@ class WitnessSearch:
 
     def run(self, s: Search) -> WitnessStats:
         tb = s.tb
-        near = [h for h in s.canon if all(v.startswith("[memory]") for v in h.violations)]
+        near = [h for h in s.canon if only_over_budget(h)]
         prefer = min(near, key=lambda h: (h.peak_memory, rank_key(h))).order if near else None
         w = witness(s.cp, prefer, max_steps=witness_steps(s.params), deadline=tb.deadline, clock=tb.clock)
         if w.cut_by_clock and s.params.deterministic:
@@ -423,6 +423,11 @@ def order_search(s: Search) -> None:
         s.run(WholeModel())
 
 
+def only_over_budget(h: Evaluated) -> bool:
+    """Whether `h` breaks no rule but the memory budget (or none)."""
+    return all(v.startswith("[memory]") for v in h.violations)
+
+
 def witness_steps(params: SolveParams) -> int:
     """Placements the witness search may try: a function of the options, so that a deterministic answer is
     too."""
@@ -442,7 +447,7 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
                   "time_limit")
         err.budget, err.lowest_peak = budget, None  # type: ignore[attr-defined]
         return err
-    others = [h for h in heur if all(v.startswith("[memory]") for v in h.violations)]
+    others = [h for h in heur if only_over_budget(h)]
     low = min(others or heur, key=lambda h: (h.peak_memory, h.name))
     b = fmt_bytes(budget or 0)
     if proven:
