@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from overlapsat.problem import Problem
     from overlapsat.schedules import Schedule, load_schedule, save_schedule
     from overlapsat.simulate import SimResult, peak_memory, simulate
-    from overlapsat.solver import GapBelow, PlanInfo, Progress, Result, SolveParams, Status, StoppingRule, optimize
+    from overlapsat.solver import GapBelow, PlanInfo, Progress, Result, SolveParams, Statistics, Status, StoppingRule, optimize
     from overlapsat.solver.plan_search import optimize_plan
     from overlapsat.store import Outcome, solve_store
     from overlapsat.trace import export_chrome_trace
@@ -70,6 +70,7 @@ _WHERE = {
     "Progress": "overlapsat.solver",
     "Result": "overlapsat.solver",
     "PlanInfo": "overlapsat.solver",
+    "Statistics": "overlapsat.solver",
     "SolveParams": "overlapsat.solver",
     "Status": "overlapsat.solver",
     "StoppingRule": "overlapsat.solver",
@@ -109,6 +110,7 @@ __all__ = [
     "Result",
     "Schedule",
     "SimResult",
+    "Statistics",
     "SolveParams",
     "Status",
     "StoppingRule",

@@ -457,13 +457,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"  plan: {len(r.buckets)} {'coalesced ' if r.layout == 'coalesced' else ''}buckets "
         f"({sum(len(b.members) for b in r.buckets)} collectives merged); "
         + (f"every one of the {info.every_bucketing} legal bucketings ordered" if info.every_bucketing is not None
-           else f"{ps['bucketings_scored']} bucketings scored, {ps['moves']['accepted']} moves kept"),
+           else f"{info.scored} bucketings scored, {info.moves_kept} moves kept"),
         *([_joint_line(ps["joint"])] if "joint" in ps else []),
-        *([f"  transport: {len(r.plan.transports)} of {ps['transport']['offered']} offered all_gathers "
+        *([f"  transport: {len(r.plan.transports)} of {info.offered} offered all_gathers "
            f"(group {ps['transport']['group']}) by copy engine, where its price ({transport.source}) is below "
            "NCCL's"] if transport is not None else []),
         *(["  warm starts (best scoring pass on each bucketed graph): "
-           + ", ".join(f"{k} {fmt_us(v)}" for k, v in ps["starts"].items())] if ps.get("starts") else []),
+           + ", ".join(f"{k} {fmt_us(v)}" for k, v in info.starts.items())] if info.starts else []),
         f"  makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)}, peak memory "
         f"{fmt_bytes(r.peak_memory)} ({budget})",
         *(["  no bucket: no bucketing judged was shorter within the budget than the best unbucketed order"]

@@ -19,7 +19,7 @@ from overlapsat.graph import Graph
 from overlapsat.io import as_graph
 from overlapsat.problem import Problem
 from overlapsat.solver.params import SolveParams, TimeBudget
-from overlapsat.solver.result import GapBelow, Progress, Result, Status, StoppingRule, meets
+from overlapsat.solver.result import GapBelow, Progress, Result, Statistics, Status, StoppingRule, meets
 from overlapsat.solver.search import (
     Listing,
     Portfolio,
@@ -142,8 +142,9 @@ def _result(s: Search, final: Evaluated) -> Result:
                else "rule" if s.stopped_by_rule else "clock" if tb.cut_by_wall_clock or tb.clock_over() else "work")
     base = next(h for h in s.from_input if h.name == "input_order")
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
-    return Result(s.problem.graph, final, status, s.bound, s.method, baseline, [h.as_dict() for h in s.from_input],
-                  stats, s.problem.budget, s.message, tb.cut_by_wall_clock, stopped)
+    return Result(s.problem.graph, final, status, s.bound, stopped,
+                  Statistics(s.method, baseline, [h.as_dict() for h in s.from_input], s.problem.budget, s.message,
+                             tb.cut_by_wall_clock, phases=stats))
 
 
 def tie_break(problem: Problem, final: Evaluated, params: SolveParams) -> tuple[Evaluated, dict]:

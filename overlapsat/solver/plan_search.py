@@ -104,10 +104,11 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
     info = PlanInfo(problem.bucket_layout, plan_stats["unbucketed_us"], res.status.value, res.bound,
                     plan_stats["bound_scope"], tuple(notes), stats.get("every_bucketing"),
                     "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""),
-                    budget_source=problem.budget_source)
+                    budget_source=problem.budget_source, scored=stats.get("bucketings_scored", 0),
+                    moves_kept=stats.get("moves", {}).get("accepted", 0), starts=dict(stats.get("starts", {})))
+    stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), phases={**res.stats.phases, "plan": plan_stats})
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
-                   bound=bound, baseline=baseline, stats={**res.stats, "plan": plan_stats}, over="plans",
-                   rows=dict(rows or {}), plan_info=info)
+                   bound=bound, stats=stats, plan_info=info)
 
 
 def _finite(x: float) -> float | None:
@@ -143,7 +144,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     chosen = table.chosen(r.bucketed, group, lambda nd: given[nd.name] if nd.name in given else float(price(nd)))
     r.stats["plan"]["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
                                     "offered": sum(table.offered(nd, group) for nd in r.bucketed.nodes)}
-    return _info(replace(r, graph=problem.graph, best=replace(r.best, transports=chosen)), copy_engine=len(chosen))
+    return _info(replace(r, graph=problem.graph, best=replace(r.best, transports=chosen)), copy_engine=len(chosen),
+                 offered=r.stats["plan"]["transport"]["offered"])
 
 
 def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
@@ -588,7 +590,7 @@ def _unbucketed_fallback(problem: Problem, price: Pricing, params: SolveParams, 
     why = f"internal error in the plan search ({type(error).__name__}: {error}); the best unbucketed order instead"
     bound, notes = bound_over_bucketings(problem, price)
     out = _as_plan(problem, res, (), bound, notes, {"error": why, "unbucketed_us": _finite(res.makespan)})
-    return _clocked(tb, replace(out, message=why))
+    return _clocked(tb, out.with_stats(message=why))
 
 
 def _given(given: Problem, tb: TimeBudget, r: Result) -> Result:
@@ -597,7 +599,7 @@ def _given(given: Problem, tb: TimeBudget, r: Result) -> Result:
     g = given.relaxed
     base = evaluate(given.on(g), "input_order", list(range(len(g.nodes))))
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
-    return _clocked(tb, replace(r, graph=given.graph, baseline=baseline))
+    return _clocked(tb, replace(r, graph=given.graph).with_stats(baseline=baseline))
 
 
 RESCUE_BUCKETINGS = 512  # bucketings listed (each ordered) when the search's choice has no order within the budget
@@ -656,7 +658,7 @@ def _clocked(tb: TimeBudget, r: Result) -> Result:
     """`r` saying whether the call's clock cut a deterministic search in any phase."""
     if not tb.cut_by_wall_clock or r.cut_by_wall_clock:
         return r
-    return replace(r, cut_by_wall_clock=True, stopped_by=r.stopped_by if r.stopped_by == "proof" else "clock")
+    return replace(r, stopped_by=r.stopped_by if r.stopped_by == "proof" else "clock").with_stats(cut_by_wall_clock=True)
 
 
 def _keep_solved(problem: Problem, r: Result, solved: dict[str, tuple[tuple[Bucket, ...], Result]]) -> Result:

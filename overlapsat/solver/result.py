@@ -4,7 +4,7 @@ progress and stopping rules a caller may pass (PyVRP's `Result` and stopping cri
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Protocol
 
@@ -74,33 +74,91 @@ class PlanInfo:
     kept: str = ""  # "unbucketed" or a solved bucketing's name, where the caller's was shorter than the search's
     depends_on_input_order: bool = False  # torch's buckets of the given node order won
     copy_engine: int | None = None  # with a transport table: the collectives that take the copy engine
+    offered: int | None = None  # and the all_gathers it offers the copy engine to
+    scored: int = 0  # bucketings the search scored
+    moves_kept: int = 0  # bucket moves it kept
+    starts: dict[str, float] = field(default_factory=dict)  # warm starts: the best order's makespan on each (us)
     budget_source: str = "none"  # the budget's origin: "given", "the input order's peak (the default)" or "none"
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """How a search went (`Result.stats`): what found the best order, the input order's figures, the heuristics'
+    table, the budget it ran under, a remark, whether the clock cut a deterministic run, the peers' bucketings
+    judged (plans), and each phase's own figures by name (`phases`; `stats["plan"]` reads them as a mapping)."""
+
+    method: str = ""
+    baseline: dict[str, float] = field(default_factory=dict)  # the input order's makespan, exposed and peak
+    heuristics: list[dict[str, Any]] = field(default_factory=list)
+    memory_budget: int | None = None
+    message: str = ""
+    cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
+    rows: dict[str, Evaluated] = field(default_factory=dict)  # plans: the peers' bucketings judged, by name
+    phases: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.phases[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.phases
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.phases.get(key, default)
 
 
 @dataclass
 class Result:
     """The best valid plan found (`best`: its order, and its buckets where buckets were searched, simulated and
-    validated: the one source of its figures), the proven bound, the status, and how it was found (PyVRP's
-    `Result` is the size aimed at). `optimize` returns one over the orders of one graph (`over` "orders");
-    `optimize_plan` one over every bucketing and order (`over` "plans": `bound`, `status` and `gap` hold over
-    every plan, as `plan_info.bound_scope` says; `plan_info` holds the plan's own figures, `stats["plan"]` how
-    its buckets were searched)."""
+    validated: the one source of its figures), the proven bound, the status, what stopped the search, and its
+    typed statistics: PyVRP's `Result` is the size aimed at. `optimize` returns one over the orders of one graph;
+    `optimize_plan` one over every bucketing and order (`plan_info` set: `bound`, `status` and `gap` hold over
+    every plan, as `plan_info.bound_scope` says, and `plan_info` holds the plan's own figures)."""
 
     graph: Graph  # the graph as given (for orders, `best` walks the same nodes, ids and names)
     best: Evaluated
     status: Status
     bound: float  # proven lower bound on the makespan of any valid order (over "plans": of any plan)
-    method: str
-    baseline: dict[str, float]  # the input order
-    heuristics: list[dict[str, Any]]
-    stats: dict[str, Any] = field(default_factory=dict)
-    memory_budget: int | None = None
-    message: str = ""
-    cut_by_wall_clock: bool = False  # deterministic mode: the clock, not the work limit, ended the search
-    stopped_by: str = ""  # what ended the search: proof | work | clock | interrupt | rule
-    over: str = "orders"  # what `bound` holds over: "orders" (of `graph`) or "plans" (every bucketing and order)
-    rows: dict[str, Evaluated] = field(default_factory=dict)  # plans: the peers' bucketings judged, by name
+    stopped_by: str  # what ended the search: proof | work | clock | interrupt | rule
+    stats: Statistics = field(default_factory=Statistics)
     plan_info: PlanInfo | None = None  # plans: the plan's own figures
+
+    def with_stats(self, **changes: Any) -> Result:
+        """This result with some of its statistics replaced."""
+        return replace(self, stats=replace(self.stats, **changes))
+
+    # the statistics under the names they had as fields
+    @property
+    def method(self) -> str:
+        return self.stats.method
+
+    @property
+    def baseline(self) -> dict[str, float]:
+        return self.stats.baseline
+
+    @property
+    def heuristics(self) -> list[dict[str, Any]]:
+        return self.stats.heuristics
+
+    @property
+    def memory_budget(self) -> int | None:
+        return self.stats.memory_budget
+
+    @property
+    def message(self) -> str:
+        return self.stats.message
+
+    @property
+    def cut_by_wall_clock(self) -> bool:
+        return self.stats.cut_by_wall_clock
+
+    @property
+    def rows(self) -> dict[str, Evaluated]:
+        return self.stats.rows
+
+    @property
+    def over(self) -> str:
+        """What `bound` holds over: "orders" (of `graph`) or "plans" (every bucketing and order)."""
+        return "orders" if self.plan_info is None else "plans"
 
     @property
     def order(self) -> list[int]:
@@ -214,7 +272,7 @@ class Result:
                 "exposed_us": self.exposed, "peak_memory": self.peak_memory, "bound_us": self.bound,
                 "bound_over": self.over, "exposed_bound_us": self.exposed_bound, "gap": self.gap,
                 "buckets": len(self.buckets), "memory_budget": self.memory_budget,
-                "baseline": self.baseline, "stats": self.stats, "message": self.message,
+                "baseline": self.baseline, "stats": self.stats.phases, "message": self.message,
                 "cut_by_wall_clock": self.cut_by_wall_clock, "stopped_by": self.stopped_by}
 
     def save(self, path: str, graph: Graph | None = None) -> None:
@@ -226,4 +284,4 @@ class Result:
                       buckets=self.buckets, transports=self.best.transports, layout=self.layout)
 
 
-__all__ = ["GapBelow", "PlanInfo", "Progress", "Result", "Status", "StoppingRule", "meets"]
+__all__ = ["GapBelow", "PlanInfo", "Progress", "Result", "Statistics", "Status", "StoppingRule", "meets"]

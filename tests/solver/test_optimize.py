@@ -5,7 +5,17 @@ import time
 import pytest
 from hypothesis import given, settings
 
-from overlapsat import GraphBuilder, GraphError, InfeasibleBudgetError, Status, load_schedule, optimize, simulate, validate
+from overlapsat import (
+    GraphBuilder,
+    GraphError,
+    InfeasibleBudgetError,
+    Status,
+    load_graph,
+    load_schedule,
+    optimize,
+    simulate,
+    validate,
+)
 from overlapsat.heuristics import run_all
 from tests.helpers import all_valid_orders, graphs, random_graph
 
@@ -138,3 +148,25 @@ def test_stopping_rule_stops_early():
     assert GapBelow(0.5)(type(calls[0])(0.0, 100.0, 60.0)) and not GapBelow(0.1)(type(calls[0])(0.0, 100.0, 60.0))
     with pytest.raises(GraphError):
         GapBelow(1.5)
+
+
+def test_result_is_small_and_its_plan_figures_are_typed():
+    """Issue 49: `Result` holds the best plan, a bound, a status, what stopped it and typed statistics (PyVRP's
+    size); the plan's figures are fields of `PlanInfo`, not string keys."""
+    import dataclasses
+
+    from overlapsat import PlanInfo, Problem, Result, Statistics, optimize_plan
+
+    assert [f.name for f in dataclasses.fields(Result)] == ["graph", "best", "status", "bound", "stopped_by", "stats",
+                                                            "plan_info"]
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+
+    g = load_graph(bundled("fsdp_small"))
+    r = optimize(g, time_limit=2)
+    assert isinstance(r.stats, Statistics) and r.over == "orders" and r.plan_info is None
+    assert r.method == r.stats.method and r.baseline["makespan"] == simulate(g).makespan
+    assert "total_s" in r.stats and r.stats["work_used"] == r.stats.phases["work_used"]
+    p = optimize_plan(Problem.of(g, memory_budget="none"), cost_model("h200").duration, time_limit=2)
+    assert p.over == "plans" and isinstance(p.plan_info, PlanInfo)
+    assert p.plan_info.unbucketed_us is None or p.plan_info.unbucketed_us >= p.makespan - 1e-6
