@@ -41,6 +41,9 @@ HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
 # what the portfolio's evaluations, the bound and the final checks cost per node after the passes (about 0.6 s at
 # 36k nodes on this 2-core machine, 2026-11-28): no pass starts that late
 TAIL_S_PER_NODE = 2e-5
+# the canonical form costs about 1.1e-5 s a node on this machine (0.4 s at 36k nodes idle, 2026-11-28): a search
+# that starts with less than this left of its clock runs on the order as given instead (decision 64)
+CANONICAL_S_PER_NODE = 2e-5
 BUDGETED_WINDOW_NODES = 20  # deterministic mode with a budget: window LNS first from this size (decision 59)
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
                 "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
@@ -74,10 +77,17 @@ class Search:
     canon: list[Evaluated] = field(default_factory=list)  # the canonical form's portfolio, ranked
     stats: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, flattened (Result.stats)
     phases: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, typed, by phase name
+    on_given_order: bool = False  # no time for the canonical form: the search runs on the order as given
 
     @classmethod
     def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, **hooks: Any) -> Search:
-        return cls(problem, params, TimeBudget(params, parent=clock), **hooks)
+        tb = TimeBudget(params, parent=clock)
+        late = "canonical" not in problem.__dict__ and tb.wall_left() < CANONICAL_S_PER_NODE * len(problem.graph.nodes)
+        if late:
+            log.info("%.2f s left at the start: the search runs on the order as given, not on the canonical form "
+                     "(its answer may depend on the file's node order)", tb.wall_left())
+            problem = _as_own_canonical(problem)
+        return cls(problem, params, tb, on_given_order=late, **hooks)
 
     @property
     def judged(self) -> Problem:
@@ -138,15 +148,28 @@ class Search:
                     or (self.best is not None and meets(self.best.makespan, self.bound)))
 
 
+def _as_own_canonical(problem: Problem) -> Problem:
+    """A copy of `problem` whose canonical form is its relaxed graph as given (the identity map): what a search
+    that has no time for the canonical form runs on. The caller's problem keeps its own views."""
+    q = replace(problem)
+    ident = q.on(q.relaxed)
+    ident.__dict__["canonical"] = ident
+    q.__dict__["canonical"] = ident
+    return q
+
+
 @dataclass
 class PortfolioStats:
     heuristics_s: float
     cut_by_clock: dict[str, list[str]]  # pipelines not started past their share of the time limit
     cut_by_work: list[str]  # pipelines cut short by their step budget
     warm_start: str | None  # the input order's pipeline the search starts from, where no canonical order is valid
+    on_given_order: bool = False  # no time was left for the canonical form (decision 64)
 
     def export(self) -> dict[str, Any]:
         out: dict[str, Any] = {"heuristics_s": self.heuristics_s}
+        if self.on_given_order:
+            out.update(on_given_order=True, depends_on_input_order=True)
         if self.cut_by_clock:
             out["portfolio_cut_by_clock"] = self.cut_by_clock
         if self.cut_by_work:
@@ -175,8 +198,9 @@ class Portfolio:
             s.from_input = self.given if self.given is not None else run_all(
                 s.problem, work_limit=p.portfolio_steps,
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[0]), tail)))
-            s.canon = run_all(s.cp, include=include, work_limit=p.portfolio_steps,
-                              deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[1]), tail)))
+            s.canon = list(s.from_input) if s.on_given_order else run_all(  # the same graph: the same passes
+                s.cp, include=include, work_limit=p.portfolio_steps,
+                deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[1]), tail)))
         except KeyboardInterrupt:  # what has been evaluated, and the input order
             tb.interrupted = True
             log.warning("interrupted during the heuristics: returning the best order evaluated so far")
@@ -190,7 +214,9 @@ class Portfolio:
         s.canon.append(replace(first, name="topological_order") if first is not None
                        else evaluate(s.cp, "topological_order", list(range(n))))
         s.canon.sort(key=rank_key)
-        skipped = self._skipped(s, include)
+        skipped = {} if s.on_given_order else self._skipped(s, include)
+        if s.on_given_order and p.deterministic:
+            tb.cut_by_wall_clock = True  # the canonical form itself was cut: the answer may depend on the layout
         if skipped and not tb.interrupted:
             if p.deterministic:
                 tb.cut_by_wall_clock = True
@@ -201,7 +227,7 @@ class Portfolio:
             log.info("heuristics cut short by the work limit (raise time_limit to run them in full): %s", ", ".join(cut))
         s.bound = lower_bound(s.cp.graph, s.problem.collective_order).makespan
         warm = self._incumbent(s)
-        return PortfolioStats(tb.elapsed(), skipped, cut, warm)
+        return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order)
 
     def _skipped(self, s: Search, include: tuple[str, ...] | None) -> dict[str, list[str]]:
         ran_input, ran_canon = {h.name for h in s.from_input}, {h.name for h in s.canon}

@@ -170,3 +170,21 @@ def test_result_is_small_and_its_plan_figures_are_typed():
     p = optimize_plan(Problem.of(g, memory_budget="none"), cost_model("h200").duration, time_limit=2)
     assert p.over == "plans" and isinstance(p.plan_info, PlanInfo)
     assert p.plan_info.unbucketed_us is None or p.plan_info.unbucketed_us >= p.makespan - 1e-6
+
+
+def test_a_search_with_no_time_for_the_canonical_form_runs_on_the_given_order():
+    """Decision 64: with less left of its clock than the canonical form costs, a search runs on the order as given;
+    the answer is valid, flagged as cut by the clock (it may depend on the layout), and the caller's problem keeps
+    its own views."""
+    from overlapsat import Problem
+    from overlapsat.examples import generate
+    from overlapsat.solver.params import TimeBudget
+
+    g = generate("fsdp", seed=1, layers=100)  # 2,800 nodes: the canonical form costs more than the 0.01 s left
+    pb = Problem.of(g)
+    r = optimize(pb, time_limit=5, clock=TimeBudget.left_of(5, 5 - 1e-6))
+    assert r.stats.get("on_given_order") and r.cut_by_wall_clock and r.stopped_by in ("clock", "proof")
+    assert not validate(g, r.order, r.memory_budget) and r.makespan <= r.baseline["makespan"] + 1e-6
+    assert "canonical" not in pb.__dict__
+    full = optimize(pb, time_limit=5)
+    assert not full.stats.get("on_given_order")
