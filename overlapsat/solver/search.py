@@ -214,7 +214,7 @@ class Portfolio:
         s.canon.append(replace(first, name="topological_order") if first is not None
                        else evaluate(s.cp, "topological_order", list(range(n))))
         s.canon.sort(key=rank_key)
-        skipped = {} if s.on_given_order else self._skipped(s, include)
+        skipped = self._skipped(s, include)  # (on the order as given, the canonical form's are the input order's)
         if s.on_given_order and p.deterministic:
             tb.cut_by_wall_clock = True  # the canonical form itself was cut: the answer may depend on the layout
         if skipped and not tb.interrupted:
