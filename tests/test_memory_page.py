@@ -3,7 +3,7 @@ bucketed's peak), recomputed here."""
 
 import os
 
-from benchmarks.gpu.equal_memory import table
+from benchmarks.gpu.equal_memory import floors, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,6 +15,10 @@ def _page() -> str:
 
 def test_the_gpu_table_is_the_raw_files():
     assert "\n".join(table(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28"))) in _page()
+
+
+def test_the_compute_floors_are_the_raw_files():
+    assert floors(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")) in " ".join(_page().split())
 
 
 def test_the_simulation_geomean_is_the_raw_files():

@@ -920,3 +920,90 @@ def _random_topo(g, rnd):
         if not validate(g, out, collective_order="free", limit=1):
             return out
     return order
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_plans_order_read_on_the_unbucketed_graph_is_valid_no_longer_relaxed_and_no_higher(seed):
+    """The lemma behind a bound over every bucketing under the budget (decision 65), against the simulator: for
+    every legal bucketing of a random graph, both layouts, and random valid orders of the bucketed graph, the
+    order read on the unbucketed graph (members at the bucket's place, waits at its wait's, no copies) is valid
+    there at level free, its peak is no higher, and on the relaxation it takes no longer."""
+    from overlapsat.plan import any_bucketing_relaxation, laid_out
+    from tests.brute import random_graph
+
+    g = _gathers(seed) if seed % 3 else random_graph(seed, max_nodes=8)[0]
+    price = _PRICES[seed % len(_PRICES)](random.Random(seed).choice([0.5, 5.0, 50.0]))
+    rg = g.relaxed("free")
+    relax, _ = any_bucketing_relaxation(rg, price)
+    tried = 0
+    for bs in few_bucketings(rg):
+        for layout in ("copy", "coalesced"):
+            h = materialize(rg, list(bs), laid_out(price, layout))
+            parts = {}
+            for b in bs:
+                waits = [rg.names[rg.waits_of[rg.index[m]][0]] for m in b.members]
+                parts[b.name], parts[f"{b.name}.wait"] = list(b.members), waits
+                parts[f"{b.name}.copy_in"] = parts[f"{b.name}.copy_out"] = []
+            rnd = random.Random(seed)
+            for order in (h.names, _random_topo(h, rnd), _random_topo(h, rnd)):
+                assert validate(h, order, collective_order="free") == []
+                flat = [x for nm in order for x in (parts[nm] if nm in parts else [nm])]
+                assert validate(rg, flat, collective_order="free") == []
+                assert peak_memory(rg, flat) <= peak_memory(h, order)
+                assert simulate(relax, flat).makespan <= simulate(h, order).makespan + 1e-9
+                tried += 1
+    assert tried
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_bound_over_every_bucketing_holds_under_the_budget(seed):
+    """Decision 65, against brute force over every plan: with the budget at the least peak of a bucketed graph
+    (or of the unbucketed one), the bound over every bucketing, lifted under that budget, is at most the best
+    plan within it, and where the relaxation has no order within the budget (proven), no plan has one."""
+    from overlapsat import Problem
+    from overlapsat.plan import laid_out
+    from overlapsat.solver import SolveParams
+    from overlapsat.solver.plan_bound import NO_PLAN_WITHIN_BUDGET, bound_over_bucketings
+    from tests.brute import brute_force, random_graph
+
+    g = _gathers(seed) if seed % 3 else random_graph(seed, max_nodes=8)[0]
+    price = _PRICES[seed % len(_PRICES)](random.Random(seed).choice([0.5, 5.0, 50.0]))
+    layout = ("copy", "coalesced")[seed % 2]
+    rg = g.relaxed("free")
+    truths = {}
+    for bs in few_bucketings(rg):
+        t = brute_force(materialize(rg, list(bs), laid_out(price, layout)), "free")
+        if t is not None and t.orders:
+            truths[bs] = t
+    if not truths:
+        pytest.skip("no plan brute force can list")
+    peaks = sorted({t.min_peak for t in truths.values()})
+    budget = random.Random(seed).choice(peaks)
+    best = min((ms for t in truths.values() if (ms := t.best(budget)) is not None), default=None)
+    pb = Problem.of(g, f"{budget}B", "free", None, layout)
+    bound, notes = bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5))
+    if NO_PLAN_WITHIN_BUDGET in notes:
+        assert best is None  # proven: no plan within the budget
+    elif best is not None:
+        assert bound <= best * (1 + 1e-9) + 1e-9
+
+
+@pytest.mark.parametrize("seed", [1, 2, 4, 5])
+def test_no_plan_within_the_budget_is_proven_by_the_relaxation(seed, monkeypatch):
+    """Decision 65: with neither every bucketing ordered nor listed in the rescue, a budget one byte below the
+    least peak of every plan (brute force) is still proven unreachable, by the relaxation over every bucketing."""
+    from overlapsat import Problem
+    from overlapsat.errors import InfeasibleBudgetError
+    from overlapsat.solver.plan_search import optimize_plan
+    from tests.brute import brute_force
+
+    monkeypatch.setattr("overlapsat.solver.plan_search.EXHAUSTIVE_BUCKETINGS", 0)
+    monkeypatch.setattr("overlapsat.solver.plan_search.RESCUE_BUCKETINGS", 0)
+    g = _gathers(seed)
+    rg = g.relaxed("free")
+    least = min(t.min_peak for bs in few_bucketings(rg)
+                if (t := brute_force(materialize(rg, list(bs), price), "free")) is not None and t.orders)
+    with pytest.raises(InfeasibleBudgetError, match="proven"):
+        optimize_plan(Problem.of(g, f"{least - 1}B", "free"), price, time_limit=5)
+    r = optimize_plan(Problem.of(g, f"{least}B", "free"), price, time_limit=5)
+    assert r.peak_memory <= least

@@ -7,8 +7,9 @@ configuration: the median step and its interquartile range over 30 steps (rank 0
 (`torch.cuda.max_memory_allocated`, the larger rank) and the predicted one (the graphs' inputs plus the larger
 graph peak of the schedules applied, MODEL.md's rule, as `summarize.py` predicts it; `a`: the captured orders;
 torch's configurations run graphs overlapsat does not store, so none), NCCL kernels per profiled step, the loss
-against `a`'s in the same run, and the step against torch bucketed's (c_bkt) and torch's TBB (tbb_torch) in the
-same run.
+against `a`'s in the same run, the step against torch bucketed's (c_bkt) and torch's TBB (tbb_torch) in the
+same run, and the step over the run's compute floor: `a`'s compute kernels per profiled step on rank 0 (no
+collective overlaps them there, so nothing slows them; no step can be shorter on one compute stream).
 """
 
 from __future__ import annotations
@@ -37,10 +38,37 @@ def predicted_peak(d: dict, cfg: str) -> int | None:
     return max(g.get("primals_bytes") or 0 for g in gs) + max(g[label]["peak_bytes"] for g in gs)
 
 
+def compute_floor_ms(d: dict) -> float:
+    """The run's compute floor (ms): `a`'s compute kernels per profiled step, rank 0, where none overlaps NCCL."""
+    ck = d["configs"]["a"]["ranks"][0]["profile"]["compute_kernels"]
+    assert ck["fraction_overlapped"] < 0.01, "a's compute overlaps NCCL: not a floor"
+    return ck["time_us"] / 1e3
+
+
+def floors(folder: str) -> str:
+    """The page's sentence on the compute floors: each run's, how far above it the steps are, and how much slower
+    the compute kernels of the configurations run than `a`'s (beside NCCL)."""
+    each, over, slower = [], [], []
+    for path in sorted(glob.glob(os.path.join(folder, "eq*", "results.json"))):
+        d = json.load(open(path))
+        floor = compute_floor_ms(d)
+        each.append(f"{os.path.basename(os.path.dirname(path))} {floor:.2f} ms")
+        for c, v in d["configs"].items():
+            r0 = v["ranks"][0]
+            over.append(r0["step_ms_median"] / floor - 1)
+            if c != "a":
+                slower.append(r0["profile"]["compute_kernels"]["time_us"] / 1e3 / floor)
+    return (f"The compute floor of each run (`a`'s compute kernels per profiled step on rank 0, where no "
+            f"collective overlaps them): {'; '.join(each)}. Every configuration's step is "
+            f"{100 * min(over):.1f}-{100 * max(over):.1f} % above its run's floor, and the other configurations' "
+            f"compute kernels take {min(slower):.2f}-{max(slower):.2f} x `a`'s time: beside NCCL they run slower, "
+            "so not all of that gap is open to an order.")
+
+
 def table(folder: str) -> list[str]:
-    out = ["| run | configuration | step ms, median (IQR) | vs c_bkt | vs tbb_torch | measured peak GB | "
-           "predicted peak GB (error) | NCCL kernels/step | loss - a's |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| run | configuration | step ms, median (IQR) | vs c_bkt | vs tbb_torch | over the compute floor | "
+           "measured peak GB | predicted peak GB (error) | NCCL kernels/step | loss - a's |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for path in sorted(glob.glob(os.path.join(folder, "eq*", "results.json"))):
         d = json.load(open(path))
         args = d["meta"]["args"]
@@ -48,6 +76,7 @@ def table(folder: str) -> list[str]:
         cfgs = d["configs"]
         med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items()}
         loss_a = cfgs["a"]["ranks"][0]["loss_compiled"]
+        floor = compute_floor_ms(d)
         for c, v in cfgs.items():
             r0 = v["ranks"][0]
             q = statistics.quantiles(r0["step_ms_all"], n=4)
@@ -56,11 +85,13 @@ def table(folder: str) -> list[str]:
             name = NAMES.get(c, c).format(r=args["memory_budget"])
             pred = predicted_peak(d, c)
             guess = f"{pred / 1e9:.3f} ({100 * (pred / 1e9 / peak - 1):+.1f} %)" if pred is not None else "-"
-            out.append(f"| {run} | {name} | {med[c]:.2f} ({q[0]:.2f}-{q[2]:.2f}) | {vs[0]} | {vs[1]} | {peak:.3f} | "
+            out.append(f"| {run} | {name} | {med[c]:.2f} ({q[0]:.2f}-{q[2]:.2f}) | {vs[0]} | {vs[1]} | "
+                       f"{100 * (med[c] / floor - 1):+.1f} % | {peak:.3f} | "
                        f"{guess} | {r0['profile'].get('nccl_kernel_count', '-')} | {r0['loss_compiled'] - loss_a:+.4f} |")
     return out
 
 
 if __name__ == "__main__":
-    print("\n".join(table(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results",
-                                                                           "gpu_2026-11-28"))))
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
+    print("\n".join(table(folder)))
+    print("\n" + floors(folder))

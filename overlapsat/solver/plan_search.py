@@ -41,7 +41,13 @@ from overlapsat.solver.climb import alternate, neighbours
 from overlapsat.solver.joint import solve_joint, with_time
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
-from overlapsat.solver.plan_bound import LIFT_NODES, bound_over_bucketings, kernel_bound
+from overlapsat.solver.plan_bound import (
+    LIFT_NODES,
+    LIFTED_UNDER_BUDGET,
+    NO_PLAN_WITHIN_BUDGET,
+    bound_over_bucketings,
+    kernel_bound,
+)
 from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequences, solved_plans
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
@@ -97,8 +103,7 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
         baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     plan_stats = {**stats, "bucketing": {"status": res.status.value, "bound_us": res.bound, "method": res.method},
                   "bound_notes": list(notes),
-                  "bound_scope": "every bucketing and order" + (", each bucketing ordered under the budget"
-                                                                if "every_bucketing" in stats else ", the budget left out")}
+                  "bound_scope": _scope(problem, stats, notes)}
     plan_stats.setdefault("unbucketed_us", None)
     plan_stats["layout"] = problem.bucket_layout
     info = PlanInfo(problem.bucket_layout, plan_stats["unbucketed_us"], res.status.value, res.bound,
@@ -109,6 +114,16 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
     stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), phases={**res.stats.phases, "plan": plan_stats})
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
                    bound=bound, stats=stats, plan_info=info)
+
+
+def _scope(problem: Problem, stats: dict[str, Any], notes: Sequence[str]) -> str:
+    """What the bound over every plan holds over, and how the budget entered it."""
+    if problem.budget is None:
+        return "every bucketing and order"
+    how = ("each bucketing ordered under it" if "every_bucketing" in stats
+           else "the relaxation ordered under it" if LIFTED_UNDER_BUDGET in notes
+           else "the budget not used by the bound")
+    return f"every bucketing and order within the budget ({how})"
 
 
 def _finite(x: float) -> float | None:
@@ -633,12 +648,23 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
             errors.append(e)
             if not isinstance(e, NoValidOrderError):
                 proven.add(bs)  # no bucketed graph: not a plan at all
-    raise _no_plan(problem, errors, proven=space is not None and all(bs in proven for bs in listed))
+    every = space is not None and all(bs in proven for bs in listed)
+    raise _no_plan(problem, errors, proven=every or _none_within(problem, price, params, tb))
+
+
+def _none_within(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget) -> bool:
+    """Whether the relaxation over every bucketing provably has no order within the budget, in the time left:
+    then no plan has one (decision 65)."""
+    if problem.budget is None or len(problem.relaxed.nodes) > LIFT_NODES or tb.cut():
+        return False
+    _, notes = bound_over_bucketings(problem, price, replace(params, time_limit=max(0.01, tb.wall_left())),
+                                     clock=tb)
+    return NO_PLAN_WITHIN_BUDGET in notes
 
 
 def _no_plan(problem: Problem, errors: list[GraphError], proven: bool) -> GraphError:
-    """The error over every plan: infeasibility only where every legal bucketing was proven to have no order
-    within the budget, with the lowest peak any of them reached."""
+    """The error over every plan: infeasibility only where it is proven (every legal bucketing proven to have no
+    order within the budget, or the relaxation over every bucketing none), with the lowest peak any reached."""
     lows = [low for e in errors if (low := getattr(e, "lowest_peak", None)) is not None]
     low = f"; the lowest peak found is {fmt_bytes(min(lows))}" if lows else ""
     b = problem.budget or 0
@@ -723,7 +749,8 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
             best = (bs, h, res)
     if best is None:
         # proven only where every bucketing that makes a graph was proven to have no order within the budget
-        raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors))
+        raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors)
+                       or _none_within(problem, price, params, tb))
     bs, h, res = best
     relaxed_bound, notes = bound_over_bucketings(
         problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
