@@ -150,3 +150,17 @@ def test_the_gpu_harness_imports_only_the_library_and_its_trace_reader():
     for name in ("e2e_step.py", "run_files.py"):
         own = {m for m in _imported_roots(gpu / name) if m.startswith("benchmarks")}
         assert own <= {"benchmarks.gpu.run_files"}, (name, own)
+
+
+def test_no_solver_function_is_long_or_closes_over_mutable_state():
+    """Issue 49: no function under overlapsat/solver/ is longer than 120 lines, and none rebinds a name of an
+    enclosing function (`nonlocal`): a search is phases with typed statistics, not closures."""
+    root = pathlib.Path(overlapsat.__file__).parent / "solver"
+    long, closures = [], []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 120:
+                long.append(f"{path.name}:{node.name}")
+            if isinstance(node, ast.Nonlocal):
+                closures.append(f"{path.name}:{node.lineno}")
+    assert not long and not closures, (long, closures)
