@@ -61,6 +61,11 @@ CASES = {
                                       ep=8, seq=4096), 1),
     # 2-D: tensor parallel over 8 ranks, SimpleFSDP over 8 (64 ranks), Llama3-8B widths
     "llama3_8b_2d_L8_tp8_w64": (64, dict(model="2d", layers=8, dim=4096, heads=32, ffn=14336, tp=8, seq=8192), 1),
+    # large memory-heavy steps (issue "plans within the memory a user has"): 2-D at 256 ranks (TP 8 x FSDP 32),
+    # 24 layers; DeepSeek-V3-like at 128 ranks (EP 8 x FSDP 16), 16 layers
+    "llama3_8b_2d_L24_tp8_w256": (256, dict(model="2d", layers=24, dim=4096, heads=32, ffn=14336, tp=8, seq=8192), 1),
+    "moe_dsv3_L16_ep8_w128": (128, dict(model="moe_fsdp", layers=16, dim=7168, heads=56, ffn=2048, experts_per_rank=8,
+                                        ep=8, seq=4096), 1),
 }
 
 
