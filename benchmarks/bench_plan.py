@@ -162,5 +162,25 @@ def _cell(p: Problem, graph, order, peak: int) -> str:
     return _figure(peak, simulate_contended(graph, order, H200_STEP).makespan, p.budget)
 
 
+def verdict(raw: str) -> str:
+    """The page's sentence on a raw file of this benchmark: where the plan is ahead of, level with and behind the
+    best peer, and its gap to the bound over every bucketing."""
+    rows = []
+    for line in open(raw, encoding="utf-8"):
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        if len(cells) == 15 and cells[11].endswith("%") and cells[0] != "graph":
+            rows.append((cells[0], float(cells[11].split()[0]), float(cells[13].split()[0])))
+    ahead = sorted(v for _, v, _ in rows if v < 0)
+    behind = [(v, n) for n, v, _ in rows if v > 0]
+    level = sum(v == 0 for _, v, _ in rows)
+    gaps = sorted((gap, n) for n, _, gap in rows)
+    out = (f"The plan is ahead of the best peer on {len(ahead)} of {len(rows)} graphs (by {-ahead[-1]:.1f} to "
+           f"{-ahead[0]:.1f} %), level on {level}")
+    out += "".join(f", {v:.1f} % behind on {n}" for v, n in sorted(behind, reverse=True))
+    small = sum(gap <= 5.0 for gap, _ in gaps)
+    return (out + f"; its gap to the bound over every bucketing is at most 5 % on {small} of {len(rows)} graphs, "
+            f"and {gaps[-1][0]:.1f} % at most ({gaps[-1][1]}).")
+
+
 if __name__ == "__main__":
     main()

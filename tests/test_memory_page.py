@@ -25,3 +25,10 @@ def test_the_simulation_geomean_is_the_raw_files():
     with open(os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-28.md")) as f:
         geo = [line.strip() for line in f if line.startswith("Geomean")]
     assert len(geo) == 1 and " ".join(geo[0].split()) in " ".join(_page().split())
+
+
+def test_the_simulation_verdict_is_the_raw_files():
+    from benchmarks.bench_plan import verdict
+
+    raw = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-28.md")
+    assert verdict(raw) in " ".join(_page().split())

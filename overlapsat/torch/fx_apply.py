@@ -32,8 +32,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from overlapsat.errors import GraphError
+from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.plan import Plan
+from overlapsat.simulate import peak_memory
 from overlapsat.store import schedules_digest
 from overlapsat.torch import after_fusion
 from overlapsat.torch.after_fusion import expect, install_check
@@ -156,7 +158,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         # groups by structure, not by their rank-local names: every rank of a 2-D mesh finds the same graph
         return import_fx(fx_graph, name="fx graph", profile=self.profile).with_structural_groups()
 
-    def _dry_run(self, graph: Any, g: Graph, plan: Plan) -> _Pending:
+    def _dry_run(self, graph: Any, g: Graph, plan: Plan, budget: int | None = None) -> _Pending:
         """Merge, order and move to the copy engine a copy of the graph: what the plan would make, checked before
         the graph is touched. Copy-engine transports that cannot apply here (no CUDA, no symmetric memory for
         the group) stay on NCCL with one warning; the buckets and order stand."""
@@ -171,6 +173,10 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
 
         twin = twin_of()
         h, moved, ce = merge_plan(twin, g, plan, self._importer)
+        peak = peak_memory(h, moved)  # the graph torch's merges make: what a budget must hold for
+        if budget is not None and peak > budget:
+            raise GraphError(f"the plan's buckets as torch merges them peak at {fmt_bytes(peak)}, above the "
+                             f"budget of {fmt_bytes(budget)} it was solved under")
         self._move(twin, h, moved, level="free")
         if ce:
             try:
@@ -195,8 +201,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                                                          time_limit=self.time_limit,
                                                          collective_order=self.collective_order, plans=self.plans)
             if order is not None and plan is not None:
-                pending = self._dry_run(graph, g, plan)
                 self._budget = _budget_of(fp, metrics)
+                pending = self._dry_run(graph, g, plan, self._budget[1] if self._budget is not None else None)
                 note("fx", g.name, fp, "applied", f"a plan: {len(plan.buckets)} buckets, "
                      f"{len(pending.plan.transports)} by copy engine, {len(order)} nodes")
                 return pending

@@ -15,9 +15,10 @@ def _ranks(phase, tmp_path, stores):
     return run_ranks("plan_ranks.py", phase, tmp_path, stores, tag="_" + os.path.basename(stores[1]))
 
 
-def _save_plan(store, layout="copy"):
+def _save_plan(store, layout="copy", budget=None):
     """Every gather in one bucket and both reduce-scatters in another (torch's greedy bucketer with no cap),
-    ordered by `optimize` on the bucketed graph of `layout`: the plan file `overlapsat plan` would write."""
+    ordered by `optimize` on the bucketed graph of `layout`: the plan file `overlapsat plan` would write
+    (`budget`: the memory budget its metrics say it was solved under)."""
     from overlapsat import Problem, load_graph, optimize, save_schedule
     from overlapsat.cost import cost_model
     from overlapsat.heuristics.bucketing import greedy_buckets
@@ -30,7 +31,8 @@ def _save_plan(store, layout="copy"):
     assert sorted(len(b.members) for b in bs) == [2, 3]
     h = materialize(g.relaxed("group"), bs, laid_out(cost_model("h200").duration, layout))
     r = optimize(Problem.of(h, "none", "group"), time_limit=2, deterministic=True)
-    save_schedule(schedule_path(str(store), fp), g, r.names, buckets=bs, layout=layout)
+    metrics = {"memory_budget": budget, "peak_memory": r.peak_memory} if budget is not None else None
+    save_schedule(schedule_path(str(store), fp), g, r.names, buckets=bs, layout=layout, metrics=metrics)
 
 
 @pytest.mark.compile
@@ -102,8 +104,10 @@ _save_plan(store)
 def gathers(code):
     return sum("_c10d_functional.all_gather_into_tensor" in ln and not ln.strip().startswith(("assert", "#"))
                for ln in code.splitlines())
-for case in ("plans off", "merge fails", "applied"):
+for case in ("plans off", "merge fails", "applied", "over its budget"):
     warnings.clear()
+    if case == "over its budget":  # solved, it says, under 1 kB: the graph torch's merges make peaks above it
+        _save_plan(store, budget=1024)
     if case == "merge fails":
         real = fa.merge_plan
         def boom(*a, **k):
@@ -122,7 +126,8 @@ for case in ("plans off", "merge fails", "applied"):
 @pytest.mark.compile
 def test_a_plan_the_pass_cannot_apply_keeps_inductors_graph_with_one_warning():
     """plans off: the plan is not applied, one warning says how to apply it; a merge that fails (on the dry
-    run's copy) leaves the graph as it came, one warning; then applied: one gather."""
+    run's copy) leaves the graph as it came, one warning; then applied: one gather; a plan whose merged graph
+    peaks above the budget it was solved under: the graph as it came, one warning."""
     pytest.importorskip("torch")
     from tests.torch.scripts import run_script
 
@@ -132,6 +137,8 @@ def test_a_plan_the_pass_cannot_apply_keeps_inductors_graph_with_one_warning():
     assert rows["merge fails"][:2] == ["True", "3"] and rows["merge fails"][2].count("merge broke") == 1, rows
     assert "//" not in rows["merge fails"][2], rows
     assert rows["applied"] == ["True", "1", ""], rows
+    over = rows["over its budget"]  # decision 66: the budget is checked on the graph torch's merges make
+    assert over[:2] == ["True", "3"] and over[2].count("above the budget of 1.00 KiB") == 1, rows
 
 
 def test_with_plans_every_compile_takes_part_and_a_bad_option_is_named(tmp_path):
