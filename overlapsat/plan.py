@@ -313,8 +313,16 @@ def _bucketed(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> _Parts
             continue
         c_in, coll, wait, c_out = b.nodes
         in_bytes, out_bytes = int(four[0].bytes_accessed) // 2, int(four[3].bytes_accessed) // 2
-        new_bufs.append(Buffer(f"{coll}.in", c_in, (coll,), in_bytes, in_bytes))
-        new_bufs.append(Buffer(f"{coll}.out", coll, (wait, c_out), out_bytes, out_bytes))
+        if four[1].op == "all_gather":  # torch's merge allocates the gathered buffer at the copy-in and copies the
+            # inputs into its own rank's slice of it (decision 67): one buffer, from the copy-in to the copy-out
+            size = max(in_bytes, out_bytes)
+            new_bufs.append(Buffer(f"{coll}.out", c_in, (coll, wait, c_out), size, size))
+            # and concatenates the inputs first: a transient the copy-in frees at once (Inductor fuses it away,
+            # graph_trainer's FX execution does not; counted, it keeps the budget on the safe side)
+            new_bufs.append(Buffer(f"{coll}.cat", c_in, (), in_bytes, in_bytes))
+        else:
+            new_bufs.append(Buffer(f"{coll}.in", c_in, (coll,), in_bytes, in_bytes))
+            new_bufs.append(Buffer(f"{coll}.out", coll, (wait, c_out), out_bytes, out_bytes))
 
     def reader(c: str) -> str:  # who reads a buffer c read: coalesced, a member's reads are the group call's
         b = of.get(c)
@@ -331,8 +339,10 @@ def _bucketed(graph: Graph, buckets: Sequence[Bucket], price: Pricing) -> _Parts
                                                         and c not in of[p].members)))
         prod = None if p is None else of[p].nodes[1 if coalesced and written_by_member else 3] if p in of else p
         new_bufs.append(Buffer(buf.name, prod, cons, buf.size_alloc, buf.size_free, buf.output, buf.freeable_input))
-    edges = mapped(graph.edges) + tuple((b.nodes[0], b.nodes[1]) for b in buckets) + (
-        tuple((b.nodes[2], b.nodes[3]) for b in buckets) if coalesced else ())
+    # the copy-out follows the wait in every layout: where the gathered buffer comes from the copy-in (decision
+    # 67) or the group call writes the members' own (coalesced), no buffer of the collective's says so
+    edges = mapped(graph.edges) + tuple((b.nodes[0], b.nodes[1]) for b in buckets) + tuple(
+        (b.nodes[2], b.nodes[3]) for b in buckets)
     fake, implied = mapped(graph.fake_edges), mapped(graph.implied_edges)
     return new_nodes, new_bufs, edges, fake, implied, _placed(graph, buckets, new_nodes, new_bufs,
                                                               edges + fake + implied)

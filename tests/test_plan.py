@@ -40,8 +40,10 @@ def test_the_bucketed_graph_has_the_four_nodes_and_the_hand_computed_figures():
     assert h.node(f"{b.name}.copy_in").duration == 4.0 and h.node(f"{b.name}.copy_out").duration == 16.0
     # a, b, copy-in [20, 24), the merged transfer [24, 39), copy-out [39, 55), m1, m2
     assert simulate(h).makespan == 95.0
-    # copy-in holds both inputs and b.in; the transfer's 800 B output and the copy-out's two 400 B outputs overlap
+    # the copy-in allocates the gathered 800 B buffer (torch's merge, decision 67) while both inputs live: 1000 B;
+    # the copy-out's two 400 B outputs overlap that buffer: 1600 B
     assert peak_memory(h) == 1600
+    assert [bf.producer for bf in h.buffers if bf.name == f"{b.name}.out"] == [f"{b.name}.copy_in"]
     assert validate(h, h.names) == []
 
 
@@ -116,14 +118,17 @@ def test_a_member_reading_no_buffer_copies_in_its_payloads_input():
     const = Graph(g.nodes, tuple(bf for bf in g.buffers if bf.name not in ("xa", "xb")), name="constant_inputs")
     b = Bucket(("ag1", "ag2"))
     h = materialize(const, [b], price)
-    # 2 x (5000 / 2) bytes copied in (read and written) at 100 B/us; b.in holds them
+    # 2 x (5000 / 2) bytes copied in (read and written) at 100 B/us, into the gathered buffer the copy-in
+    # allocates, as torch's merge does (decision 67): sized for them, since they are more than the 800 B gathered
     assert h.node(f"{b.name}.copy_in").duration == 100.0
-    assert next(bf.size_alloc for bf in h.buffers if bf.name == f"{b.name}.in") == 5000
+    out = next(bf for bf in h.buffers if bf.name == f"{b.name}.out")
+    assert (out.producer, out.size_alloc) == (f"{b.name}.copy_in", 5000)
+    assert not any(bf.name == f"{b.name}.in" for bf in h.buffers)
     # with no input from a or b, the bucket takes ag1's place: a [0, 10), copy-in [10, 110), the transfer [110, 125)
     # beside b [110, 120), copy-out [125, 141), m1, m2
     assert h.names[:4] == ["a", f"{b.name}.copy_in", b.name, "b"]
     assert simulate(h).makespan == 181.0 and simulate(h).exposed == 5.0
-    assert peak_memory(h) == 5800  # b.in with the transfer's 800 B output
+    assert peak_memory(h) == 10000  # at the copy-in: the gathered buffer and the concatenated inputs, 5000 B each
     assert validate(h, h.names) == []
     # one member reads a 100 B buffer, the other a constant: 100 + 2500 bytes
     mixed = Graph(g.nodes, tuple(bf for bf in g.buffers if bf.name != "xb"), name="mixed")

@@ -1,0 +1,62 @@
+"""overlapsat as a pass of torchtitan's graph_trainer (overlapsat.torch.titan), with torchtitan's own Llama3
+debug model and SimpleFSDP on 2 gloo ranks: captured, planned offline, applied on both ranks, bitwise equal to
+eager; a plan whose merged graph breaks its budget is refused on both ranks with one warning each."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "titan_ranks.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _phase(phase, store, tmp_path):
+    out = str(tmp_path / phase)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, SCRIPT, phase, str(store), out], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return [json.load(open(f"{out}.{r}", encoding="utf-8")) for r in range(2)]
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+def test_torchtitans_llama3_through_the_overlapsat_pass_on_two_ranks(tmp_path):
+    pytest.importorskip("torchtitan.experiments.graph_trainer.make_fx_tracer")
+    from overlapsat import solve_store
+    from overlapsat.schedules import load_schedule
+    from overlapsat.store import recorded, schedule_path
+
+    store = tmp_path / "store"
+    cap = _phase("capture", store, tmp_path)  # both ranks record one graph: 46 gathers, 45 reduce-scatters
+    assert all(r["bitwise"] and r["warnings"] == [] for r in cap), cap
+    assert {(r["gathers"], r["reduce_scatters"]) for r in cap} == {(46, 45)}
+    (fp,) = recorded(str(store))
+
+    (o,) = solve_store(str(store), plans="h200", time_limit=10, memory_budget="none")
+    assert o.outcome == "solved", o
+    buckets = load_schedule(schedule_path(str(store), fp)).buckets
+    merged = sum(len(b) - 1 for b in buckets)
+    assert merged > 0  # the plan merges some gathers
+    applied = _phase("apply", store, tmp_path)
+    for r in applied:  # torch's merges, the plan's order, and the same loss and gradients as eager, bit for bit
+        assert r["bitwise"] and r["warnings"] == [], r
+        assert r["gathers"] + r["reduce_scatters"] == 91 - merged, r
+
+    # the default budget (the captured order's peak): this plan's merged graph peaks above it (decision 66), so
+    # both ranks keep the traced order, one warning each, and the step is still eager's
+    os.remove(schedule_path(str(store), fp))
+    (o,) = solve_store(str(store), plans="h200", time_limit=10)
+    merged = sum(len(b) - 1 for b in load_schedule(schedule_path(str(store), fp)).buckets)
+    kept = _phase("apply", store, tmp_path)
+    assert len({(r["gathers"], len(r["warnings"])) for r in kept}) == 1, kept  # both ranks alike
+    for r in kept:
+        assert r["bitwise"], r
+        if r["warnings"]:  # refused: the merged graph peaks above the budget (decision 66), the traced order kept
+            assert len(r["warnings"]) == 1 and "above the budget" in r["warnings"][0], r
+            assert (r["gathers"], r["reduce_scatters"]) == (46, 45), r
+        else:
+            assert r["gathers"] + r["reduce_scatters"] == 91 - merged, r

@@ -1,0 +1,84 @@
+"""One phase of the torchtitan test on 2 gloo ranks (tests/torch/test_titan.py): torchtitan's Llama3 debug model
+(SDPA attention, for the CPU) under its own SimpleFSDP, one training step traced by graph_trainer's make_fx
+tracer, through overlapsat's graph_trainer pass in PHASE ("capture" or "apply"), then run by graph_trainer's
+runner. Writes OUT.RANK (JSON): collectives left in the graph, whether the loss and gradients equal eager's
+(bitwise), and overlapsat's warnings.
+
+    python tests/torch/titan_ranks.py PHASE STORE OUT
+"""
+
+import json
+import logging
+import sys
+import tempfile
+from unittest.mock import patch
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+class _Caught(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str) -> None:
+    caught = _Caught()
+    logging.getLogger("overlapsat").addHandler(caught)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    from torchtitan.config.configs import TrainingConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
+    from torchtitan.experiments.graph_trainer.llama3 import model_registry
+    from torchtitan.experiments.graph_trainer.make_fx_tracer import minimal_fx_tracer, run_traced
+
+    from overlapsat.torch.titan import TitanPass
+
+    torch.manual_seed(0)
+    cfg = model_registry("debugmodel", attn_backend="sdpa").model
+    with torch.device("meta"):
+        model = cfg.build()
+    model.to_empty(device="cpu")
+    model.init_weights()
+    with patch("torchtitan.distributed.parallel_dims.device_type", "cpu"):
+        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=1, world_size=world,
+                            spmd_backend="partial_dtensor")
+        model = apply_simple_fsdp(model, parallel_dims=dims, training=TrainingConfig(
+            mixed_precision_param="float32", mixed_precision_reduce="float32"))
+    gen = torch.Generator().manual_seed(1 + rank)
+    tokens = torch.randint(0, cfg.vocab_size, (2, 64), generator=gen)
+    labels = torch.randint(0, cfg.vocab_size, (2, 64), generator=gen)
+
+    def step(tokens, labels):
+        pred = model(tokens)
+        loss = torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten())
+        params = [p for _, p in model.named_parameters(remove_duplicate=False) if p.requires_grad]
+        return [loss, *torch.autograd.grad(loss, params)]
+
+    def local(t):
+        return t.to_local() if hasattr(t, "to_local") else t
+
+    eager = [local(t) for t in step(tokens, labels)]
+    traced = minimal_fx_tracer(step, module=model)(tokens, labels)
+    traced.gm = TitanPass(store, mode=phase, agree_timeout=120)(traced.gm, traced.example_inputs)
+    got = [local(t) for t in run_traced(traced, module=model)(tokens, labels)]
+
+    def count(op: str) -> int:
+        return sum(op in str(n.target) for n in traced.gm.graph.nodes if n.op == "call_function")
+
+    row = {"rank": rank, "gathers": count("all_gather_into_tensor"), "reduce_scatters": count("reduce_scatter_tensor"),
+           "bitwise": len(got) == len(eager) and all(torch.equal(a, b) for a, b in zip(got, eager)),
+           "warnings": caught.messages}
+    with open(f"{out}.{rank}", "w", encoding="utf-8") as f:
+        json.dump(row, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    phase, store, out = sys.argv[1:4]
+    mp.spawn(_rank, args=(2, f"file://{tempfile.mktemp()}", phase, store, out), nprocs=2)
