@@ -33,7 +33,7 @@ def predicted_peak(d: dict, cfg: str) -> int | None:
         label = "captured"
     else:
         gs, label = (d.get(f"prediction_{cfg}") or {}).get("graphs"), "solved"
-    if not gs:
+    if not gs or any(label not in g for g in gs):  # a graph with no schedule solved (none within the budget)
         return None
     return max(g.get("primals_bytes") or 0 for g in gs) + max(g[label]["peak_bytes"] for g in gs)
 

@@ -60,3 +60,29 @@ def test_torchtitans_llama3_through_the_overlapsat_pass_on_two_ranks(tmp_path):
             assert (r["gathers"], r["reduce_scatters"]) == (46, 45), r
         else:
             assert r["gathers"] + r["reduce_scatters"] == 91 - merged, r
+
+
+def test_the_pipeline_is_registered_and_takes_the_place_of_torchtitans_bucketing(tmp_path, monkeypatch):
+    """`register` adds a pipeline to graph_trainer's registry (`--compile.pass_pipeline NAME`): torchtitan's default
+    passes with overlapsat's in the place of its joint transformer-block bucketing."""
+    pytest.importorskip("torchtitan.experiments.graph_trainer.passes")
+    import functools
+
+    import torchtitan.experiments.graph_trainer.passes as tp
+    from torchtitan.experiments.graph_trainer.registry import PASS_PIPELINE_REGISTRY
+
+    from overlapsat.torch import titan
+
+    def first(gm, inputs):
+        return gm
+
+    def last(gm, inputs):
+        return gm
+
+    bucketing = functools.partial(tp.joint_transformer_block_bucketing_reordering_pass, module_bucket_plans=[])
+    monkeypatch.setattr(tp, "construct_default_graph_passes", lambda *a, **k: [first, bucketing, last])
+    the_pass = titan.register("overlapsat_test", store=str(tmp_path / "s"), mode="capture")
+    assert PASS_PIPELINE_REGISTRY["overlapsat_test"](None, None) == [first, the_pass, last]
+    assert tp._get_pass_name(the_pass) == "overlapsat_pass"
+    with pytest.raises(Exception, match="mode must be"):
+        titan.TitanPass(str(tmp_path / "s"), mode="solve")
