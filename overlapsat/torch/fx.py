@@ -263,6 +263,11 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             outs = _tensors(n.meta.get("val"))
             for t, sid in zip(outs, sts if len(outs) == len(sts) else []):
                 same[_storage(t)[0]] = sid
+        elif _writes_into(n, kind) and len(out_storages.get(n.kwargs["out"], [])) == len(_tensors(n.meta.get("val"))):
+            # an out= collective (torch's bucket merges) returns the buffer it was given: no allocation of its own
+            sts = list(out_storages[n.kwargs["out"]])
+            for t, sid in zip(_tensors(n.meta.get("val")), sts):
+                same[_storage(t)[0]] = sid
         else:
             for t in _tensors(n.meta.get("val")):
                 sid, nb = _storage(t)
@@ -352,6 +357,13 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
                                                   if o.op == "placeholder" and o.name.startswith("primals"))}
     return Graph(nodes, buffers, edges, (), name, meta)
+
+
+def _writes_into(n: Any, kind: dict[Any, NodeKind]) -> bool:
+    """A collective's out= variant with its `out` buffer given as a node of the graph."""
+    name = _functional_name(n)
+    return (kind.get(n) is NodeKind.COLLECTIVE and name is not None and name.endswith("_out")
+            and isinstance(n.kwargs.get("out"), type(n)))
 
 
 def _is_view(n: Any) -> bool:

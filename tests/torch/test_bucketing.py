@@ -99,3 +99,27 @@ def test_torchs_bucketed_graph_of_a_renamed_graph_takes_its_names():
     assert {nd.group for nd in h.nodes if nd.group} == {"g0"}
     assert sorted(nd.group_size for nd in h.nodes if nd.group) == sorted(nd.group_size for nd in h0.nodes if nd.group)
     assert h.fingerprint() == h0.with_group_names({torch_name: "g0"}).fingerprint()
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_an_out_collective_of_torchs_merge_allocates_nothing_of_its_own():
+    """torch's all_gather merge allocates the gathered buffer with `empty` and gathers into it with the out=
+    collective, which returns that buffer: the importer counts it once (decision 67; before, the out= result was
+    a second buffer of the same size, and a plan's merged graph read 2 x the bucket too high)."""
+    from torch._inductor.fx_passes.bucketing import bucket_all_gather_by_mb, merge_all_gather
+
+    from overlapsat.torch.fx import import_fx
+
+    gm = _fsdp_step(2)
+    before = import_fx(gm)
+    merge_all_gather(gm, bucket_all_gather_by_mb(gm, lambda _: 2000.0))
+    from torch.fx.passes.tools_common import legalize_graph
+
+    legalize_graph(gm)  # torch's merge may leave its nodes out of topological order
+    outs = [n for n in gm.graph.nodes if "all_gather_into_tensor_out" in str(n.target)]
+    assert len(outs) == 1
+    g = import_fx(gm)
+    assert not [b for b in g.buffers if b.producer == outs[0].name]  # the gathered buffer is `empty`'s
+    empties = [b for b in g.buffers if b.producer is not None and b.producer.startswith("empty")]
+    gathered = sum(nd.nbytes for nd in before.nodes if nd.op == "all_gather")
+    assert [b.size_alloc for b in empties] == [gathered]
