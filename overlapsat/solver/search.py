@@ -20,7 +20,7 @@ from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError, InfeasibleBudgetError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
-from overlapsat.heuristics.portfolio import pipelines, run_all
+from overlapsat.heuristics.portfolio import FITTED, pipelines, run_all, to_fit
 from overlapsat.problem import Problem
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
@@ -194,12 +194,13 @@ class Portfolio:
         n = len(s.cp.graph.nodes)
         include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
         tail = tb.deadline - TAIL_S_PER_NODE * n  # what follows the passes (evaluations, bound, checks) needs this
+        by_work: dict[str, dict[str, list[str]]] = {"input order": {}, "canonical form": {}}
         try:
             s.from_input = self.given if self.given is not None else run_all(
-                s.problem, work_limit=p.portfolio_steps,
+                s.problem, work_limit=p.portfolio_steps, report=by_work["input order"],
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[0]), tail)))
             s.canon = list(s.from_input) if s.on_given_order else run_all(  # the same graph: the same passes
-                s.cp, include=include, work_limit=p.portfolio_steps,
+                s.cp, include=include, work_limit=p.portfolio_steps, report=by_work["canonical form"],
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[1]), tail)))
         except KeyboardInterrupt:  # what has been evaluated, and the input order
             tb.interrupted = True
@@ -214,7 +215,7 @@ class Portfolio:
         s.canon.append(replace(first, name="topological_order") if first is not None
                        else evaluate(s.cp, "topological_order", list(range(n))))
         s.canon.sort(key=rank_key)
-        skipped = self._skipped(s, include)  # (on the order as given, the canonical form's are the input order's)
+        skipped = self._skipped(s, include, by_work)  # (on the order as given, the canonical form's are the input order's)
         if s.on_given_order and p.deterministic:
             tb.cut_by_wall_clock = True  # the canonical form itself was cut: the answer may depend on the layout
         if skipped and not tb.interrupted:
@@ -229,11 +230,19 @@ class Portfolio:
         warm = self._incumbent(s)
         return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order)
 
-    def _skipped(self, s: Search, include: tuple[str, ...] | None) -> dict[str, list[str]]:
+    def _skipped(self, s: Search, include: tuple[str, ...] | None,
+                 reports: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
         ran_input, ran_canon = {h.name for h in s.from_input}, {h.name for h in s.canon}
-        skipped = {"input order": [nm for nm in pipelines() if self.given is None and nm not in ran_input],
-                   "canonical form": [nm for nm in pipelines() if nm not in ran_canon
-                                      and (include is None or nm in include)]}
+        by_work = {k: set(v.get("work_limit", [])) for k, v in reports.items()}  # deterministic: not a cut
+        skipped = {"input order": [nm for nm in pipelines() if self.given is None and nm not in ran_input
+                                   and nm not in by_work["input order"]],
+                   "canonical form": [nm for nm in pipelines() if nm not in ran_canon and nm not in
+                                      by_work["canonical form"] and (include is None or nm in include)]}
+        if s.problem.budget is not None:  # the fits a deadline cut (run_all fits the same rows every time)
+            for key, rows, ran in (("input order", s.from_input if self.given is None else [], ran_input),
+                                   ("canonical form", s.canon, ran_canon)):
+                names = ["input_order" if h.name == "topological_order" else h.name for h in to_fit(rows)]
+                skipped[key] += [nm + FITTED for nm in names if nm + FITTED not in ran]
         return {k: v for k, v in skipped.items() if v}
 
     @staticmethod
