@@ -968,7 +968,7 @@ def test_the_bound_over_every_bucketing_holds_under_the_budget(seed):
     from overlapsat import Problem
     from overlapsat.plan import laid_out
     from overlapsat.solver import SolveParams
-    from overlapsat.solver.plan_bound import NO_PLAN_WITHIN_BUDGET, bound_over_bucketings
+    from overlapsat.solver.plan_bound import NO_PLAN_WITHIN_BUDGET, analytical_over_bucketings, bound_over_bucketings
     from tests.brute import brute_force, random_graph
 
     g = _gathers(seed) if seed % 3 else random_graph(seed, max_nodes=8)[0]
@@ -987,6 +987,11 @@ def test_the_bound_over_every_bucketing_holds_under_the_budget(seed):
     best = min((ms for t in truths.values() if (ms := t.best(budget)) is not None), default=None)
     pb = Problem.of(g, f"{budget}B", "free", None, layout)
     bound, notes = bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5))
+    early = analytical_over_bucketings(pb, laid_out(price, layout))  # decision 69: computed before the search
+    assert bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5), analytical=early) \
+        == (bound, notes)
+    assert early[1] <= bound and bound_over_bucketings(pb, laid_out(price, layout), None, analytical=early)[0] \
+        == early[1]
     if NO_PLAN_WITHIN_BUDGET in notes:
         assert best is None  # proven: no plan within the budget
     elif best is not None:
@@ -1012,3 +1017,17 @@ def test_no_plan_within_the_budget_is_proven_by_the_relaxation(seed, monkeypatch
         optimize_plan(Problem.of(g, f"{least - 1}B", "free"), price, time_limit=5)
     r = optimize_plan(Problem.of(g, f"{least}B", "free"), price, time_limit=5)
     assert r.peak_memory <= least
+
+
+def test_a_reserved_clock_ends_early_and_flags_its_cut_on_the_call():
+    """Decision 69: the final order of a plan runs on a clock that ends the bound's share before the call's."""
+    from overlapsat.solver import SolveParams
+    from overlapsat.solver.params import TimeBudget
+
+    now = [0.0]
+    tb = TimeBudget(SolveParams(time_limit=10.0), clock=lambda: now[0])
+    child = tb.reserving(1.0)
+    assert child.deadline == 9.0 and tb.deadline == 10.0
+    now[0] = 9.5
+    assert child.cut() and child.cut_by_wall_clock and tb.cut_by_wall_clock  # deterministic: flagged on both
+    assert tb.wall_left() == 0.5 and tb.reserving(2.0).deadline == 9.5  # never before now

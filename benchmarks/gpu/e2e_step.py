@@ -263,8 +263,67 @@ def torch_tbb_pass(graph, layers: int, sink: list):
         for n, (key, stack) in saved.items():
             n.meta[key] = stack
     sink.append({"collectives_before": before, "collectives_after": len(collective_sequence(graph)), "blocks_seen": blocks,
-                 "kwargs": sorted(kw)})
+                 "kwargs": sorted(kw), "graph": graph_peak(graph)})
     return graph
+
+
+def graph_peak(graph) -> dict:
+    """MODEL.md's peak of an FX graph in its own order (what torch's passes left it in), with its inputs: the
+    prediction for a configuration whose graphs overlapsat neither stores nor schedules (torch's)."""
+    from overlapsat import simulate
+    from overlapsat.torch.fx import import_fx
+
+    try:
+        g = import_fx(inline_control_deps(graph))
+        return {"nodes": len(g), "collectives": len(g.coll_seq), "peak_bytes": simulate(g).peak_memory,
+                "primals_bytes": g.meta.get("primals_bytes")}
+    except Exception as e:  # noqa: BLE001 - the timings stand without it
+        if os.environ.get("OSAT_DUMP_FAILED"):
+            with open(os.path.join(os.environ["OSAT_DUMP_FAILED"], f"g{os.getpid()}_{len(graph.nodes)}.txt"), "w") as f:
+                f.write(str(graph))
+        return {"error": f"{type(e).__name__}: {e}"[:500]}
+
+
+def inline_control_deps(graph):
+    """A copy of `graph` with each of torch's `control_deps` wrappers (its scheduler's ordering dependencies) put
+    back as the operation it wraps: the order stays, and the FX importer reads the collectives again."""
+    import torch.fx as fx
+
+    try:
+        from torch._inductor.fx_passes.control_dependencies import control_deps
+    except ImportError:  # a torch without them has none to inline
+        return graph
+    gm = graph.owning_module
+    out = fx.Graph(owning_module=gm)
+    env: dict = {}
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is control_deps:
+            sub = getattr(gm, n.args[1].target)
+            places = [m for m in sub.graph.nodes if m.op == "placeholder"]
+            body = next(m for m in sub.graph.nodes if m.op == "call_function")
+            bind = {ph: env[a] if isinstance(a, fx.Node) else a for ph, a in zip(places, n.args[2:])}
+            new = out.call_function(body.target, *fx.node.map_arg((body.args, body.kwargs), bind.__getitem__))
+            new.meta = dict(n.meta)
+            new.name = n.name
+            env[n] = new
+        else:
+            env[n] = out.node_copy(n, lambda m: env[m])
+    return out
+
+
+def peek_overlap_scheduling(sink: list) -> None:
+    """Record each graph's peak as torch's overlap scheduler leaves it (c, c_bkt, c_lc): the pass is looked up
+    when post-grad runs, so wrapping the module's function is enough."""
+    import torch._inductor.fx_passes.overlap_scheduling as osched
+
+    inner = osched.schedule_overlap_bucketing_from_inductor_configs
+
+    def wrapped(gm, *args, **kwargs):
+        out = inner(gm, *args, **kwargs)
+        sink.append(graph_peak((out if out is not None else gm).graph))
+        return out
+
+    osched.schedule_overlap_bucketing_from_inductor_configs = wrapped
 
 
 def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -> dict:
@@ -526,6 +585,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     tbb_passes: list = []  # tbb_torch: what torch's pass did to each graph
     res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu, a.layers, tbb_passes),
                  "torch_tbb": tbb_passes}
+    if cfg in ("c", "c_bkt", "c_lc"):
+        res["torch_graphs"] = []  # each graph's peak as torch's scheduler leaves it (the prediction)
+        peek_overlap_scheduling(res["torch_graphs"])
     applied: list = []
     if cfg in OURS:
         from overlapsat.store import solve_store

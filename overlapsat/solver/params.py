@@ -240,6 +240,14 @@ class TimeBudget:
         deterministic answer, still follow the time limit as given."""
         return cls(SolveParams(time_limit=max(0.01, time_limit - spent)))
 
+    def reserving(self, seconds: float) -> TimeBudget:
+        """A child clock that ends `seconds` before this one (what a later phase is promised), in either mode; what
+        it cuts is flagged here too. Its work budget is its own (the caller's `params` decide it)."""
+        child = TimeBudget(SolveParams(time_limit=max(0.01, self.wall_left()), deterministic=self.deterministic),
+                           clock=self.clock, parent=self)
+        child.deadline = max(self.clock(), self.deadline - seconds)
+        return child
+
     def monotonic(self, at: float) -> float:
         """`at` on this budget's clock as a `time.monotonic()` time (what the portfolio reads its deadline on),
         never before now."""

@@ -27,7 +27,7 @@ from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderErr
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
-from overlapsat.heuristics.portfolio import pipelines, run_all
+from overlapsat.heuristics.portfolio import FIT_ORDERS, pipelines, run_all
 from overlapsat.plan import Bucket, Pricing, bucket_problems, laid_out, materialize
 from overlapsat.problem import Problem
 from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan search's public names
@@ -45,6 +45,7 @@ from overlapsat.solver.plan_bound import (
     LIFT_NODES,
     LIFTED_UNDER_BUDGET,
     NO_PLAN_WITHIN_BUDGET,
+    analytical_over_bucketings,
     bound_over_bucketings,
     kernel_bound,
 )
@@ -73,6 +74,7 @@ EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ord
 # the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
 RESERVE_S_PER_NODE = 7e-5
 BOUND_S_PER_NODE = 1.5e-5  # the analytical bound over every bucketing (about 0.5 s at 36k nodes): not started later
+EARLY_BOUND_SHARE = 0.05  # of the time limit: the analytical bound is computed before the search when it costs less
 JUDGE_SHARE = 0.6  # of the time limit: no pass judging a bucketing starts later
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
@@ -264,7 +266,7 @@ class Judged:
         # need the rest (a deterministic run cut there is flagged)
         deadline = self.tb.monotonic(min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
-                                   deadline=deadline) if r.valid]
+                                   deadline=deadline, fits=1 if include is not None else FIT_ORDERS) if r.valid]
         if not bs:  # the order the plan replaces: within a default budget by definition (decision 63)
             rows += [r for r in evaluate_named(self.problem.on(h), self.as_given) if r.valid]
         if time.monotonic() > deadline and self.params.deterministic:
@@ -488,7 +490,10 @@ class PlanSearch:
         try:
             inner = self.problem if self.h is self.g else self.problem.on(self.h)  # no buckets: views kept
             extra = {**self.extra, **(self.judge.as_given if self.h is self.g else {})}
-            return optimize(inner, final, on_phase=self.on_phase, extra_orders=extra or None, clock=self.tb)
+            # the bound after it is promised its share of the clock: a final order that runs slower than its
+            # work was priced at is cut (flagged in deterministic mode), not the bound
+            clock = self.tb.reserving(self.lift.time_limit) if len(self.g.nodes) <= LIFT_NODES else self.tb
+            return optimize(inner, final, on_phase=self.on_phase, extra_orders=extra or None, clock=clock)
         except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
             log.info("plan: no order of the chosen bucketing meets the budget (%s); trying the others", e)
             self.best, self.h, res = _rescue(self.problem, self.price, final, self.tb, self.judge.as_given,
@@ -541,6 +546,10 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         else (SEARCH_SHARE, MOVES_SHARE)
     judged = Judged(problem, price, params, tb, share, max_evaluations,
                     reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)), as_given=as_given)
+    # the analytical bound over every bucketing first, where it costs a small share of the limit: the search's
+    # phases may run past their shares of the clock, and the bound should not be what they leave out
+    early = analytical_over_bucketings(problem, price) \
+        if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     ps.warm_starts()
     ps.hill_climb()
@@ -548,8 +557,12 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     jstats, jbound = _contained("the joint model", ps.joint_model) if joint else \
         ({"skipped": "joint=False", "bound_us": 0.0}, 0.0)
     res = ps.final_order(bool(mstats) and "error" not in mstats, "skipped" not in jstats)
-    bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) \
-        if tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes) else kernel_bound(g)
+    if early is not None:  # lifted where the clock allows (a bound either way)
+        lift = ps.lift if tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes) else None
+        bound, notes = bound_over_bucketings(problem, price, lift, clock=tb, analytical=early)
+    else:
+        bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) \
+            if tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes) else kernel_bound(g)
     unb = ps.judge.full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(ps.best),
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])
