@@ -315,15 +315,22 @@ def peek_overlap_scheduling(sink: list) -> None:
     """Record each graph's peak as torch's overlap scheduler leaves it (c, c_bkt, c_lc): the pass is looked up
     when post-grad runs, so wrapping the module's function is enough."""
     import torch._inductor.fx_passes.overlap_scheduling as osched
+    import torch._inductor.fx_passes.post_grad as post_grad
 
-    inner = osched.schedule_overlap_bucketing_from_inductor_configs
+    name = "schedule_overlap_bucketing_from_inductor_configs"
+    inner = getattr(osched, name, None)
+    if inner is None:  # a torch without it: no prediction, said so
+        sink.append({"error": f"this torch has no overlap_scheduling.{name}"})
+        return
 
     def wrapped(gm, *args, **kwargs):
         out = inner(gm, *args, **kwargs)
         sink.append(graph_peak((out if out is not None else gm).graph))
         return out
 
-    osched.schedule_overlap_bucketing_from_inductor_configs = wrapped
+    setattr(osched, name, wrapped)
+    if hasattr(post_grad, name):  # where post-grad imported it at module level
+        setattr(post_grad, name, wrapped)
 
 
 def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -> dict:

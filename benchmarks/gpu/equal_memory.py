@@ -6,7 +6,7 @@ Reads `eq*/results.json` (benchmarks/gpu/e2e_step.py, one process per configurat
 configuration: the median step and its interquartile range over 30 steps (rank 0), the measured peak
 (`torch.cuda.max_memory_allocated`, the larger rank) and the predicted one (the graphs' inputs plus the larger
 graph peak of the schedules applied, MODEL.md's rule, as `summarize.py` predicts it; `a`: the captured orders;
-torch's configurations run graphs overlapsat does not store, so none), NCCL kernels per profiled step, the loss
+torch's configurations: their graphs as torch's passes left them, where the run recorded them), NCCL kernels per profiled step, the loss
 against `a`'s in the same run, the step against torch bucketed's (c_bkt) and torch's TBB (tbb_torch) in the
 same run, and the step over the run's compute floor: `a`'s compute kernels per profiled step on rank 0 (no
 collective overlaps them there, so nothing slows them; no step can be shorter on one compute stream).
@@ -27,7 +27,16 @@ NAMES = {"a": "no reordering (a)", "c_bkt": "torch bucketed (c_bkt)", "tbb_torch
 
 def predicted_peak(d: dict, cfg: str) -> int | None:
     """The graphs' inputs (the forward graph's primals) plus the larger graph peak of the schedules `cfg`
-    applied (for `a`, the captured orders, recorded beside any plan's prediction); None where not predicted."""
+    applied (for `a`, the captured orders, recorded beside any plan's prediction; for torch's configurations, their
+    graphs as torch's passes left them, recorded by the run since 2026-11-28's third run); None where not
+    predicted."""
+    ranks = (d["configs"].get(cfg) or {}).get("ranks") or []
+    torch_graphs = [t.get("graph") or {} for r in ranks for t in r.get("torch_tbb") or []] if cfg == "tbb_torch" \
+        else [gr for r in ranks for gr in r.get("torch_graphs") or []]
+    if torch_graphs:  # torch's configurations: each graph as torch's passes left it (e2e_step.graph_peak)
+        if any("peak_bytes" not in gr for gr in torch_graphs):
+            return None
+        return max(gr.get("primals_bytes") or 0 for gr in torch_graphs) + max(gr["peak_bytes"] for gr in torch_graphs)
     if cfg == "a":
         gs = next((v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
         label = "captured"
