@@ -302,9 +302,9 @@ def inline_control_deps(graph):
             places = [m for m in sub.graph.nodes if m.op == "placeholder"]
             body = next(m for m in sub.graph.nodes if m.op == "call_function")
             bind = {ph: env[a] if isinstance(a, fx.Node) else a for ph, a in zip(places, n.args[2:])}
-            new = out.call_function(body.target, *fx.node.map_arg((body.args, body.kwargs), bind.__getitem__))
+            args, kwargs = fx.node.map_arg((body.args, body.kwargs), bind.__getitem__)
+            new = out.create_node("call_function", body.target, args, kwargs, name=n.name)  # (deduplicated)
             new.meta = dict(n.meta)
-            new.name = n.name
             env[n] = new
         else:
             env[n] = out.node_copy(n, lambda m: env[m])
