@@ -3,6 +3,10 @@
 # (benchmarks/results/gpu_runs.md, Setup).
 if [ -f .whl/site.tar.xz ]; then
   mkdir -p /tmp/site && tar -C /tmp/site -xJf .whl/site.tar.xz || { echo "site unpack failed"; exit 1; }
+  if ls .whl/*.whl >/dev/null 2>&1; then  # wheels beside the bundle (torchtitan's, pure Python): added to it
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+      >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }
+  fi
 else
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl >/dev/null 2>&1 || { echo "wheel install failed"; exit 1; }

@@ -20,6 +20,9 @@ in backward), forward and backward, and times the step:
 - tbb_torch torch's own TBB, as torchtitan's SimpleFSDP runs it on Inductor: `manual_overlap_bucketing` with one
           plan per block as the post-grad pass, Inductor's reordering passes and buffer reuse off
           (`torch_tbb_pass`);
+- titan_auto torchtitan's JIT `auto_bucketing` on Inductor, with its settings (graph_trainer/jit_backend.py): torch's
+          `schedule_overlap_bucketing` with collective bucketing as the post-grad pass, overlap dependencies
+          inserted, buffer reuse and Inductor's peak-memory reordering off;
 - p       overlapsat's plan: buckets and order together (`solve_store(plans=PROFILE)`), applied by
           install_fx(plans=True); since decision 63 within each graph's captured order's peak (the default);
 - p_free  the same as p with no budget (`memory_budget="none"`): what p was before decision 63;
@@ -66,7 +69,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, stored_schedules, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "tbb_torch", "p", "p_mem", "p_ce", "p_co", "p_free")
+           "tbb_torch", "titan_auto", "p", "p_mem", "p_ce", "p_co", "p_free")
 OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce", "p_co", "p_free")
 PLANS = ("tbb", "p", "p_mem", "p_ce", "p_co", "p_free")  # configurations whose stores hold plans (buckets and order)
 BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
@@ -123,6 +126,87 @@ def _groups(world: int, tp: int):
         g = dist.new_group([d * tp + t for d in range(world // tp)])
         dp_of = g if rank % tp == t else dp_of
     return dp_of, tp_of
+
+
+STUBBED = ("datasets", "tensorboard", "torchdata", "tokenizers", "huggingface_hub", "wandb", "pyarrow", "boto3",
+           "tiktoken", "blobfile", "sentencepiece", "fsspec", "pandas", "PIL")
+
+
+def stub_missing(roots: tuple[str, ...] = STUBBED) -> None:
+    """Empty modules for torchtitan's data-loading and logging imports a GPU host lacks (its model code, SimpleFSDP
+    and passes do not use them): installed last on the import path, so a package that is there is the real one."""
+    import importlib.abc
+    import importlib.machinery
+    import sys
+    import types
+
+    class Stub(types.ModuleType):
+        __path__: list = []
+
+        def __getattr__(self, name):  # a plain class: torchtitan subclasses some beside its own ABCs
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return type(name, (), {})
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] in roots:
+                return importlib.machinery.ModuleSpec(name, self, is_package=True)
+            return None
+
+        def create_module(self, spec):
+            return Stub(spec.name)
+
+        def exec_module(self, module):
+            module.__path__ = []
+
+    sys.meta_path.append(Finder())
+    try:  # torch's own TensorBoard writer checks the package's version: stubbed as a whole where that fails
+        import torch.utils.tensorboard  # noqa: F401
+    except ImportError:
+        sys.modules["torch.utils.tensorboard"] = Stub("torch.utils.tensorboard")
+
+
+def build_titan(flavor: str, layers: int, seq: int, world: int, device: str) -> tuple:
+    """torchtitan's own Llama3 (graph_trainer's model code, `flavor`'s widths, the first `layers` blocks, SDPA
+    attention) under torchtitan's SimpleFSDP over `world` ranks (bf16 parameters, fp32 reductions), and the step's
+    input: fixed tokens (the loss is the logits' mean square, as for this file's decoder)."""
+    import dataclasses
+    from unittest.mock import patch
+
+    import torch
+
+    stub_missing()
+    import torch.distributed.fsdp as fsdp
+
+    if not hasattr(fsdp, "DataParallelMeshDims"):  # torch < 2.13: only FSDP2's full-DTensor path reads it, which
+        @dataclasses.dataclass  # SimpleFSDP does not take; a placeholder lets torchtitan's modules import
+        class DataParallelMeshDims:
+            shard: object = None
+            replicate: object = None
+
+        fsdp.DataParallelMeshDims = DataParallelMeshDims
+    from torchtitan.config.configs import TrainingConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed.utils import set_spmd_backend
+    from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
+    from torchtitan.experiments.graph_trainer.llama3 import model_registry
+
+    set_spmd_backend("partial_dtensor")
+    cfg = model_registry(flavor, attn_backend="sdpa").model
+    cfg = dataclasses.replace(cfg, layers=list(cfg.layers)[:layers])
+    with torch.device("meta"):
+        model = cfg.build()
+    model.to_empty(device=device)
+    model.init_weights()
+    with patch("torchtitan.distributed.parallel_dims.device_type", device.split(":")[0]):
+        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=1, world_size=world,
+                            spmd_backend="partial_dtensor")
+        model = apply_simple_fsdp(model, parallel_dims=dims, training=TrainingConfig(
+            mixed_precision_param="bfloat16" if device != "cpu" else "float32", mixed_precision_reduce="float32"))
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, cfg.vocab_size, (1, seq), generator=gen).to(device)
+    return model, tokens
 
 
 def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, device: str, dtype, tp: int = 1,
@@ -351,6 +435,26 @@ def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -
         if not gpu:
             _cpu_estimates(icfg)
 
+    if cfg == "titan_auto":  # torchtitan's JIT "auto_bucketing" on Inductor (graph_trainer/jit_backend.py), as set there
+        from torch._inductor.fx_passes.overlap_scheduling import schedule_overlap_bucketing_from_inductor_configs
+
+        dist_opts = icfg.aten_distributed_optimizations
+        dist_opts.collective_bucketing = True
+        dist_opts.insert_overlap_deps = True
+        icfg.allow_buffer_reuse = False
+        icfg.reorder_for_peak_memory = False
+        peeks = sink if sink is not None else []
+
+        def auto_bucketing(graph):
+            out = schedule_overlap_bucketing_from_inductor_configs(graph.owning_module)
+            peeks.append({"graph": graph_peak((out if out is not None else graph.owning_module).graph)})
+            return out
+
+        icfg.post_grad_custom_post_pass = auto_bucketing
+        done.update(collective_bucketing=True, insert_overlap_deps=True, allow_buffer_reuse=False,
+                    reorder_for_peak_memory=False, post_grad_custom_post_pass="schedule_overlap_bucketing")
+        if not gpu:
+            _cpu_estimates(icfg)
     icfg.reorder_for_compute_comm_overlap = cfg in ("b_iter", "b_three")
     if cfg == "b_iter":
         icfg.reorder_for_compute_comm_overlap_passes = ["sink_waits_iterative",
@@ -587,8 +691,11 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     device = f"cuda:{rank}" if gpu else "cpu"
     dtype = torch.bfloat16 if gpu else torch.float32
     torch.manual_seed(0)
-    model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype, a.tp, a.regather)
-    x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
+    if a.titan:
+        model, x = build_titan(a.titan, a.layers, a.seq, world, device)
+    else:
+        model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype, a.tp, a.regather)
+        x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
     tbb_passes: list = []  # tbb_torch: what torch's pass did to each graph
     res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu, a.layers, tbb_passes),
                  "torch_tbb": tbb_passes}
@@ -968,6 +1075,8 @@ def main() -> None:
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks per group (Megatron; FSDP over the rest)")
     ap.add_argument("--regather", action="store_true", help="re-gather every weight in backward (selective checkpointing)")
+    ap.add_argument("--titan", metavar="FLAVOR", help="torchtitan's own Llama3 of this flavor (e.g. 8B; --layers blocks) "
+                    "under its SimpleFSDP instead of this file's decoder (--dim/--heads/--ffn/--tp/--regather unused)")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--dim", type=int, default=4096)
     ap.add_argument("--heads", type=int, default=32)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Issue "torchtitan, for real": torchtitan's own Llama3 (its 8B widths, LAYERS blocks, SDPA attention) under its
+# SimpleFSDP on 2 GPUs, compiled (torch.compile, Inductor) with no overlap pass (a), torchtitan's JIT passes
+# (`auto_bucketing`: titan_auto; `transformer_block_bucketing`: tbb_torch, the same Inductor path) and overlapsat's
+# plan (p: the default budget; p_free: none), each configuration in a process of its own, `a` first:
+#   bash benchmarks/gpu/titan_gpu.sh TAG "CONFIGS"     (e.g. titan "a titan_auto tbb_torch", then "p p_free")
+# torchtitan 0.3.0 and its pure-Python dependencies travel as wheels in .whl beside the bundle; its data-loading
+# and logging packages, which the model code does not use, are empty stubs (e2e_step.stub_missing).
+# DRY=1 (--device cpu, debugmodel, 2 layers): the same flow on this machine.
+set -u
+[ -n "${DRY:-}" ] && OUT=${OUT:-$(mktemp -d)} || . benchmarks/gpu/device_env.sh
+tag=${1:-titan}; configs=${2:-a titan_auto tbb_torch}
+if [ -n "${DRY:-}" ]; then
+  shape="--device cpu --world 2 --titan debugmodel --layers 2 --seq 64 --steps 2 --warmup 1 --prof-steps 1"
+else
+  shape="--world 2 --titan 8B --layers ${LAYERS:-4} --seq ${SEQ:-4096} --steps 30 --warmup 5 --prof-steps 4"
+fi
+mkdir -p "$OUT/$tag"
+timeout "${LIMIT:-560}" python3 benchmarks/gpu/e2e_step.py $shape --prof-warmup 1 --profile h200 --solve-s "${SOLVE_S:-12}" \
+  --configs $configs --out "$OUT/$tag" 2>&1 | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$OUT/$tag/log.txt"
+grep -E "^($(echo $configs | tr ' ' '|')) " "$OUT/$tag/log.txt" | cut -c1-160
+tail -5 "$OUT/$tag/log.txt" | cut -c1-400
