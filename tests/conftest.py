@@ -5,6 +5,13 @@ import threading
 
 import pytest
 
+# A suite started in the background by a shell without job control (`cmd &`) inherits Ctrl-C ignored, and so
+# would every process a test starts: the tests that send SIGINT to a command would see it finish instead (the
+# fresh-clone run of 2026-11-28 failed 9 of them so). A handler here is not inherited across exec, so the
+# commands the tests start get Python's own again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @pytest.fixture(autouse=True)
 def _sigint_handler_kept():

@@ -770,3 +770,33 @@ def test_the_coalesced_plans_repriced_at_the_measured_group_call_time_are_what_t
     assert all(-10 < a < 0 for a in after)  # every step's estimate within 10 % at the measured time
     page = (ROOT / "docs" / "gpu_results.md").read_text()
     assert "-8.5 %" in page and "-1.8 to -8.5 %" in page
+
+
+def test_torchs_ordering_wrappers_are_put_back_as_their_operations():
+    """e2e_step.inline_control_deps (the prediction of torch's configurations' peaks): a graph whose nodes torch's
+    scheduler wrapped in control_deps reads, once inlined, as the original operations in the same order, with
+    unique names (the first GPU run that recorded torch's graphs failed on duplicate names)."""
+    torch = pytest.importorskip("torch")
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._ordered_set import OrderedSet
+
+    cd = pytest.importorskip("torch._inductor.fx_passes.control_dependencies")
+    from benchmarks.gpu.e2e_step import inline_control_deps
+
+    def f(x, y):
+        a = torch.ops.aten.sin.default(x)
+        b = torch.ops.aten.cos.default(y)
+        c = torch.ops.aten.add.Tensor(a, b)
+        return torch.ops.aten.mul.Tensor(c, a)
+
+    gm = make_fx(f)(torch.randn(4), torch.randn(4))
+    nodes = {n.name: n for n in gm.graph.nodes}
+    before = [(n.op, str(n.target)) for n in gm.graph.nodes]
+    cd.preserve_node_ordering(gm.graph, {nodes["cos"]: OrderedSet([nodes["sin"]]),
+                                         nodes["mul"]: OrderedSet([nodes["add"]])})
+    assert any(n.target is cd.control_deps for n in gm.graph.nodes)
+    out = inline_control_deps(gm.graph)
+    calls = [(n.op, str(n.target)) for n in out.nodes if n.op != "get_attr"]
+    assert calls == before
+    names = [n.name for n in out.nodes]
+    assert len(names) == len(set(names))

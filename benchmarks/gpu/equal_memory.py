@@ -6,9 +6,9 @@ Reads `eq*/results.json` (benchmarks/gpu/e2e_step.py, one process per configurat
 configuration: the median step and its interquartile range over 30 steps (rank 0), the measured peak
 (`torch.cuda.max_memory_allocated`, the larger rank) and the predicted one (the graphs' inputs plus the larger
 graph peak of the schedules applied, MODEL.md's rule, as `summarize.py` predicts it; `a`: the captured orders;
-torch's configurations: their graphs as torch's passes left them, where the run recorded them), NCCL kernels per profiled step, the loss
-against `a`'s in the same run, the step against torch bucketed's (c_bkt) and torch's TBB (tbb_torch) in the
-same run, and the step over the run's compute floor: `a`'s compute kernels per profiled step on rank 0 (no
+torch's configurations: their graphs as torch's passes left them, where the run recorded them), NCCL kernels
+per profiled step, the loss against `a`'s in the same run, the step against torch bucketed's (c_bkt) and torch's
+TBB (tbb_torch) in the same run, and the step over the run's compute floor: `a`'s compute kernels per profiled step on rank 0 (no
 collective overlaps them there, so nothing slows them; no step can be shorter on one compute stream).
 """
 
