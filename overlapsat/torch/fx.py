@@ -34,6 +34,7 @@ that node's step and frees it there.
 
 from __future__ import annotations
 
+import logging
 import math
 import operator
 from collections.abc import Callable
@@ -44,6 +45,8 @@ from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
 from overlapsat.torch.importer import REDUCE_OPS, group_size_of, key_text
 from overlapsat.torch.need import torch_module
+
+log = logging.getLogger(__name__)
 
 COLLECTIVE_OPS = {
     "all_gather_into_tensor": "all_gather", "all_gather_into_tensor_coalesced": "all_gather",
@@ -99,9 +102,22 @@ def _tensors(val: Any) -> list[Any]:
 
 
 def _storage(t: Any) -> tuple[int, int]:
-    """(identity, bytes) of a tensor's storage."""
+    """(identity, bytes) of a tensor's storage; a size that depends on the data (an all_to_all's received tokens,
+    traced with unbacked symbols) counts 0 bytes, as `_tensor_bytes` counts it, and `unknown_size` says so."""
     st = t.untyped_storage()
-    return st._cdata, int(st.nbytes())
+    try:
+        return st._cdata, int(st.nbytes())
+    except Exception:  # noqa: BLE001 - torch raises its own guard errors for data-dependent sizes
+        return st._cdata, 0
+
+
+def unknown_size(t: Any) -> bool:
+    """Whether a tensor's size depends on the data (not known when the graph is traced)."""
+    try:
+        int(t.untyped_storage().nbytes())
+        return False
+    except Exception:  # noqa: BLE001
+        return True
 
 
 def _bucket_key(n: Any, op: str) -> str | None:
@@ -356,6 +372,11 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             buffers.append(Buffer(f"{n.name}#workspace", n.name, (), ws, ws))
     meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
                                                   if o.op == "placeholder" and o.name.startswith("primals"))}
+    unknown = sum(unknown_size(t) for n in calls for t in _tensors(n.meta.get("val")))
+    if unknown:  # said, not silent: the memory model counts these outputs as 0 bytes
+        meta["data_dependent_outputs"] = unknown
+        log.info("overlapsat: %d output(s) of graph %r have data-dependent sizes (e.g. all_to_all's received "
+                 "tokens); the memory model counts them as 0 bytes", unknown, name)
     return Graph(nodes, buffers, edges, (), name, meta)
 
 

@@ -1,10 +1,13 @@
-"""One phase of the torchtitan test on 2 gloo ranks (tests/torch/test_titan.py): torchtitan's Llama3 debug model
-(SDPA attention, for the CPU) under its own SimpleFSDP, one training step traced by graph_trainer's make_fx
+"""One phase of the torchtitan test on 2 gloo ranks (tests/torch/test_titan.py): torchtitan's Llama3 (or DeepSeek-V3)
+debug model (SDPA attention, for the CPU) under its own SimpleFSDP, one training step traced by graph_trainer's make_fx
 tracer, through overlapsat's graph_trainer pass in PHASE ("capture" or "apply"), then run by graph_trainer's
 runner. Writes OUT.RANK (JSON): collectives left in the graph, whether the loss and gradients equal eager's
 (bitwise), and overlapsat's warnings.
 
-    python tests/torch/titan_ranks.py PHASE STORE OUT
+    python tests/torch/titan_ranks.py PHASE STORE OUT [llama3|dsv3]
+
+dsv3: torchtitan's DeepSeek-V3 debug model with expert parallelism over both ranks (all_to_all dispatch and
+combine), under the same SimpleFSDP.
 """
 
 import json
@@ -27,32 +30,49 @@ class _Caught(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str) -> None:
+def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str, name: str) -> None:
     caught = _Caught()
     logging.getLogger("overlapsat").addHandler(caught)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     from torchtitan.config.configs import TrainingConfig
     from torchtitan.distributed import ParallelDims
     from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
-    from torchtitan.experiments.graph_trainer.llama3 import model_registry
+    from torchtitan.distributed.utils import set_spmd_backend
     from torchtitan.experiments.graph_trainer.make_fx_tracer import minimal_fx_tracer, run_traced
 
     from overlapsat.torch.titan import TitanPass
 
+    set_spmd_backend("partial_dtensor")  # DTensor meshes (the EP dispatcher reads its mesh so)
     torch.manual_seed(0)
-    cfg = model_registry("debugmodel", attn_backend="sdpa").model
+    ep = world if name == "dsv3" else 1
+    if name == "dsv3":  # DeepSeek-V3's debug model, its experts sharded over an EP group of every rank
+        from torchtitan.experiments.graph_trainer.deepseek_v3 import model_registry
+        from torchtitan.experiments.graph_trainer.deepseek_v3.parallelize import annotate_deepseekv3
+        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
+
+        cfg = model_registry("debugmodel", attn_backend="sdpa").model
+        set_deepseek_v3_sharding_config(cfg, enable_sp=False, enable_ep=True)
+    else:
+        from torchtitan.experiments.graph_trainer.llama3 import model_registry
+
+        cfg = model_registry("debugmodel", attn_backend="sdpa").model
     with torch.device("meta"):
         model = cfg.build()
     model.to_empty(device="cpu")
     model.init_weights()
     with patch("torchtitan.distributed.parallel_dims.device_type", "cpu"):
-        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=1, world_size=world,
+        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=ep, world_size=world,
                             spmd_backend="partial_dtensor")
+        if name == "dsv3":
+            dims.build_mesh()
+            annotate_deepseekv3(model)
+            model.parallelize(dims)
         model = apply_simple_fsdp(model, parallel_dims=dims, training=TrainingConfig(
             mixed_precision_param="float32", mixed_precision_reduce="float32"))
     gen = torch.Generator().manual_seed(1 + rank)
-    tokens = torch.randint(0, cfg.vocab_size, (2, 64), generator=gen)
-    labels = torch.randint(0, cfg.vocab_size, (2, 64), generator=gen)
+    seq = 32 if name == "dsv3" else 64
+    tokens = torch.randint(0, cfg.vocab_size, (2, seq), generator=gen)
+    labels = torch.randint(0, cfg.vocab_size, (2, seq), generator=gen)
 
     def step(tokens, labels):
         pred = model(tokens)
@@ -72,6 +92,7 @@ def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str) ->
         return sum(op in str(n.target) for n in traced.gm.graph.nodes if n.op == "call_function")
 
     row = {"rank": rank, "gathers": count("all_gather_into_tensor"), "reduce_scatters": count("reduce_scatter_tensor"),
+           "all_to_alls": count("all_to_all"),
            "bitwise": len(got) == len(eager) and all(torch.equal(a, b) for a, b in zip(got, eager)),
            "warnings": caught.messages}
     with open(f"{out}.{rank}", "w", encoding="utf-8") as f:
@@ -81,4 +102,5 @@ def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str) ->
 
 if __name__ == "__main__":
     phase, store, out = sys.argv[1:4]
-    mp.spawn(_rank, args=(2, f"file://{tempfile.mktemp()}", phase, store, out), nprocs=2)
+    name = sys.argv[4] if len(sys.argv) > 4 else "llama3"
+    mp.spawn(_rank, args=(2, f"file://{tempfile.mktemp()}", phase, store, out, name), nprocs=2)
