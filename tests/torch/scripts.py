@@ -159,3 +159,38 @@ def rerun_if_killed(procs: list, errs: list[str], retry: bool) -> bool:
     # so the first rank's message alone can hide the cause
     assert not failed, "\n".join(f"rank {r} exited {rc}:\n{e[-2500:]}" for r, rc, e in failed)
     return False
+
+
+def doc_script(page: str, heading: str) -> str:
+    """The first Python block under `## heading` in docs/PAGE: a job the page says runs as written."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", page), encoding="utf-8") as f:
+        text = f.read()
+    return re.search(rf"## {re.escape(heading)}\n.*?```python\n(.*?)```", text, re.S).group(1)
+
+
+def run_torchrun_job(tmp_path, script: str, filename: str, tag: str = "", retry: bool = True) -> list[tuple[str, str]]:
+    """`script` as `filename` on two gloo ranks with torchrun's environment (RANK, WORLD_SIZE, MASTER_*), each
+    rank in the job's own folder with its own Inductor cache; each rank's (stdout, stderr). A rank killed by a
+    signal reruns both once (`rerun_if_killed`: gloo's sporadic aborts with collectives in flight,
+    docs/torch.md, "Known problems"), from an empty folder."""
+    import socket
+
+    work = tmp_path / f"job{tag}"
+    work.mkdir()
+    (work / filename).write_text(script)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), RANK=str(rank),
+                   WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   TORCHINDUCTOR_CACHE_DIR=str(work / f"inductor{rank}"))
+        procs.append(subprocess.Popen([sys.executable, "-X", "faulthandler", filename], cwd=work, env=env,
+                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outs = [p.communicate(timeout=600) for p in procs]
+    if rerun_if_killed(procs, [err for _out, err in outs], retry):
+        return run_torchrun_job(tmp_path, script, filename, tag + "_rerun", retry=False)
+    return outs
