@@ -36,8 +36,8 @@ def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str, na
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     from torchtitan.config.configs import TrainingConfig
     from torchtitan.distributed import ParallelDims
-    from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
     from torchtitan.distributed.utils import set_spmd_backend
+    from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
     from torchtitan.experiments.graph_trainer.make_fx_tracer import minimal_fx_tracer, run_traced
 
     from overlapsat.torch.titan import TitanPass
