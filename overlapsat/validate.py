@@ -58,7 +58,7 @@ def validate(
         return True
 
     # each family is checked vectorised; only the pairs found out of order are described one by one
-    src, dst = _edges(graph)
+    src, dst = constraint_edges(graph)
     for k in np.flatnonzero(pos_a[src] > pos_a[dst]).tolist():
         u, v = int(src[k]), int(dst[k])
         what = _edge_kind(graph, names[u], names[v])
@@ -115,7 +115,7 @@ def _edge_kind(graph: Graph, u: str, v: str) -> str:
     return "dependency"
 
 
-def _edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
+def constraint_edges(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     """Every ordering constraint u -> v as two arrays, built once per graph."""
     key = "validate:edges"
     if key not in graph._cache:

@@ -24,6 +24,7 @@ import numpy as np
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
 from overlapsat.heuristics.base import PassResult
 from overlapsat.simulate import arrays, memory_curve_array
+from overlapsat.validate import constraint_edges
 
 HOIST_NODES = 16  # a hoist moves at most this many nodes (the reader and the ancestors it waits for)
 PATIENCE = 8  # kept moves in a row that may leave the peak unchanged
@@ -99,7 +100,7 @@ def _next_in_sequence(g: Graph, level: str) -> list[int]:
 def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int, int], level: str,
                 limit: int) -> list[_Move]:
     """Up to `limit` moves that may lower the live bytes at step t, the largest promised saving first."""
-    src, dst = _edges(g)
+    src, dst = constraint_edges(g)  # every ordering constraint, as the validator reads them
     alloc = _allocations(g)
     pos = np.empty(len(g.nodes), dtype=np.int64)
     pos[np.asarray(ids, dtype=np.int64)] = np.arange(len(ids))
@@ -134,15 +135,6 @@ def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int
             found.append(_Move(saving, int(pos[v]) - t, moved, t))
     found.sort(key=lambda m: (-m.saving, m.distance, m.nodes))
     return found[:limit]
-
-
-def _edges(g: Graph) -> tuple[np.ndarray, np.ndarray]:
-    key = "fit_budget:edges"
-    if key not in g._cache:
-        src = [u for v, ps in enumerate(g.preds) for u in ps]
-        dst = [v for v, ps in enumerate(g.preds) for _ in ps]
-        g._cache[key] = (np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
-    return g._cache[key]
 
 
 def _allocations(g: Graph) -> np.ndarray:
