@@ -103,6 +103,11 @@ def evaluate_named(problem: Problem, orders: dict[str, Sequence[str | int]]) -> 
     return [evaluate(problem, nm, problem.graph.order_indices(o)) for nm, o in orders.items()]
 
 
+def only_over_budget(h: Evaluated) -> bool:
+    """Whether `h` breaks no rule but the memory budget (or none)."""
+    return all(v.startswith("[memory]") for v in h.violations)
+
+
 def rank_key(e: Evaluated) -> tuple[bool, float, int, tuple[int, ...]]:
     """Valid first, then makespan, peak, and the order itself: a total, deterministic ranking."""
     return (not e.valid, e.makespan, e.peak_memory, tuple(e.order))

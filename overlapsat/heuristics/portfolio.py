@@ -10,7 +10,7 @@ from typing import Any
 
 from overlapsat.budget import BudgetLike
 from overlapsat.canonical import chained
-from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.evaluate import Evaluated, evaluate, only_over_budget, rank_key
 from overlapsat.gc_pause import paused_gc
 from overlapsat.graph import Graph
 from overlapsat.heuristics.base import PassResult
@@ -161,7 +161,7 @@ def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluat
     faster than every valid order (a fit postpones and hoists, so it rarely gains time)."""
     best_valid = min((h.makespan for h in results if h.valid and FITTED not in h.name), default=float("inf"))
     over = [h for h in sorted(results, key=lambda h: (h.makespan, h.name)) if h.makespan < best_valid
-            and h.violations and all(v.startswith("[memory]") for v in h.violations) and FITTED not in h.name]
+            and not h.valid and only_over_budget(h) and FITTED not in h.name]
     return over[:fits]
 
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError, InfeasibleBudgetError
-from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
+from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, only_over_budget, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.heuristics.portfolio import FITTED, pipelines, run_all, to_fit
 from overlapsat.problem import Problem
@@ -456,11 +456,6 @@ def order_search(s: Search) -> None:
         s.tb.until(None)
     if small and s.searching():
         s.run(WholeModel())
-
-
-def only_over_budget(h: Evaluated) -> bool:
-    """Whether `h` breaks no rule but the memory budget (or none)."""
-    return all(v.startswith("[memory]") for v in h.violations)
 
 
 def witness_steps(params: SolveParams) -> int:
