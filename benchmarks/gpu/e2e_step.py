@@ -396,7 +396,7 @@ def inline_control_deps(graph):
 
 
 def peek_overlap_scheduling(sink: list) -> None:
-    """Record each graph's peak as torch's overlap scheduler leaves it (c, c_bkt, c_lc): the pass is looked up
+    """Record each graph's peak as torch's overlap scheduler leaves it (c, c_bkt, c_lc, titan_auto): the pass is looked up
     when post-grad runs, so wrapping the module's function is enough."""
     import torch._inductor.fx_passes.overlap_scheduling as osched
     import torch._inductor.fx_passes.post_grad as post_grad
@@ -436,19 +436,16 @@ def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -
             _cpu_estimates(icfg)
 
     if cfg == "titan_auto":  # torchtitan's JIT "auto_bucketing" on Inductor (graph_trainer/jit_backend.py), as set there
-        from torch._inductor.fx_passes.overlap_scheduling import schedule_overlap_bucketing_from_inductor_configs
+        import torch._inductor.fx_passes.overlap_scheduling as osched
 
         dist_opts = icfg.aten_distributed_optimizations
         dist_opts.collective_bucketing = True
         dist_opts.insert_overlap_deps = True
         icfg.allow_buffer_reuse = False
         icfg.reorder_for_peak_memory = False
-        peeks = sink if sink is not None else []
 
-        def auto_bucketing(graph):
-            out = schedule_overlap_bucketing_from_inductor_configs(graph.owning_module)
-            peeks.append({"graph": graph_peak((out if out is not None else graph.owning_module).graph)})
-            return out
+        def auto_bucketing(graph):  # looked up when it runs: `peek_overlap_scheduling` records what it leaves
+            return osched.schedule_overlap_bucketing_from_inductor_configs(graph.owning_module)
 
         icfg.post_grad_custom_post_pass = auto_bucketing
         done.update(collective_bucketing=True, insert_overlap_deps=True, allow_buffer_reuse=False,
@@ -699,7 +696,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     tbb_passes: list = []  # tbb_torch: what torch's pass did to each graph
     res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu, a.layers, tbb_passes),
                  "torch_tbb": tbb_passes}
-    if cfg in ("c", "c_bkt", "c_lc"):
+    if cfg in ("c", "c_bkt", "c_lc", "titan_auto"):
         res["torch_graphs"] = []  # each graph's peak as torch's scheduler leaves it (the prediction)
         peek_overlap_scheduling(res["torch_graphs"])
     applied: list = []

@@ -32,8 +32,7 @@ def predicted_peak(d: dict, cfg: str) -> int | None:
     graphs as torch's passes left them, recorded by the run since 2026-11-28's third run); None where not
     predicted."""
     ranks = (d["configs"].get(cfg) or {}).get("ranks") or []
-    torch_graphs = [t.get("graph") or {} for r in ranks for t in r.get("torch_tbb") or []] \
-        if cfg in ("tbb_torch", "titan_auto") \
+    torch_graphs = [t.get("graph") or {} for r in ranks for t in r.get("torch_tbb") or []] if cfg == "tbb_torch" \
         else [gr for r in ranks for gr in r.get("torch_graphs") or []]
     if torch_graphs:  # torch's configurations: each graph as torch's passes left it (e2e_step.graph_peak)
         if any("peak_bytes" not in gr for gr in torch_graphs):
