@@ -3,7 +3,8 @@
 # dim 2560, 20 heads, ffn 6912, sequence 3072, bf16), on 2 GPUs, with or without the backward re-gather:
 #   bash benchmarks/gpu/eq_shape.sh [regather]
 # First `a` (no reordering, run first) and `c_bkt` (torch bucketed), each in a process of its own (e2e_step.py
-# runs every configuration so); then the ratio of c_bkt's measured peak to a's becomes p_mem's budget (the plan
+# runs every configuration so); WORLD=4 runs FSDP over 4 GPUs, WORLD=4 TP=2 2-way tensor parallelism x 2-way
+# FSDP (the folder's name says which); then the ratio of c_bkt's measured peak to a's becomes p_mem's budget (the plan
 # under torch bucketed's measured peak: a ratio of each graph's captured peak, which leaves the plan less room
 # than torch bucketed had, since the process's peak also holds what no graph changes), and tbb_torch, p (the
 # default budget), p_mem and p_free run. One results.json comes back: $OUT/eqshape[_regather]/results.json.
@@ -11,9 +12,10 @@ set -u
 # DRY=1 SHAPE="..." (e.g. --device cpu and a small model): the same flow on this machine, without the wheels
 [ -n "${DRY:-}" ] && OUT=${OUT:-$(mktemp -d)} || . benchmarks/gpu/device_env.sh
 rg=${1:-}
-tag=eqshape${rg:+_regather}
-shape="--world 2 ${SHAPE:---layers 10 --dim 2560 --heads 20 --ffn 6912 --seq 3072} ${rg:+--regather}"
-common="--profile h200 --steps 30 --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-12} --keep-traces"
+world=${WORLD:-2} tp=${TP:-1}
+tag=eqshape$( [ "$world" = 2 ] || echo "_w$world")$( [ "$tp" = 1 ] || echo "_tp$tp")${rg:+_regather}
+shape="--world $world --tp $tp ${SHAPE:---layers 10 --dim 2560 --heads 20 --ffn 6912 --seq 3072} ${rg:+--regather}"
+common="--profile h200 --steps ${STEPS:-30} --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-12} --keep-traces"
 mkdir -p "$OUT/$tag"
 run() {  # NAME LIMIT [options]
   local name=$1 limit=$2; shift 2
@@ -21,7 +23,7 @@ run() {  # NAME LIMIT [options]
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$OUT/$tag/log_$name.txt"
   grep -E "^(a|c_bkt|tbb_torch|p|p_mem|p_free) " "$OUT/$tag/log_$name.txt" | cut -c1-140
 }
-run first 220 --configs a c_bkt
+run first ${FIRST_S:-220} --configs a c_bkt
 ratio=$(python3 -c "
 import json, sys
 c = json.load(open(sys.argv[1]))['configs']
