@@ -32,3 +32,14 @@ def test_the_simulation_verdict_is_the_raw_files():
 
     raw = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-28.md")
     assert verdict(raw) in " ".join(_page().split())
+
+
+def test_the_inlining_probe_is_the_raw_files():
+    from benchmarks.gpu.probes.inline_probe import probe
+
+    backward = max(probe(), key=lambda r: r["nodes"])
+    at, reader, op = backward["furthest"]
+    page = " ".join(_page().split())
+    assert f"falls from {backward['peak'] / 1e9:.2f} to {backward['inlined_peak'] / 1e9:.2f} GB" in page
+    assert f"attributes {(backward['peak'] - backward['inlined_peak']) / 1e9:.2f} GB" in page
+    assert f"`{op}` at step {at} of {backward['nodes']:,}, its first reader at step {reader:,}" in page
