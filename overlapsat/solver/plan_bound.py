@@ -10,6 +10,7 @@ from overlapsat.errors import InfeasibleBudgetError, NoValidOrderError
 from overlapsat.graph import Graph, NodeKind
 from overlapsat.plan import Pricing, any_bucketing_relaxation
 from overlapsat.problem import Problem
+from overlapsat.solver.memory_bound import overlap_capacity_bound
 from overlapsat.solver.optimize import optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 
@@ -44,13 +45,20 @@ def bound_over_bucketings(problem: Problem, price: Pricing, params: SolveParams 
 
 LIFTED_UNDER_BUDGET = "the relaxation was ordered within the budget"
 NO_PLAN_WITHIN_BUDGET = "the relaxation has no order within the budget (proven): no plan has one"
+OVERLAP_SHUT_BY_BUDGET = "the budget leaves too little memory for some transfers to overlap kernels (decision 71)"
 
 
 def analytical_over_bucketings(problem: Problem, price: Pricing) -> tuple[Graph, float, list[str]]:
     """The relaxation over every bucketing, its analytical bound and notes: the part of `bound_over_bucketings`
     that costs one pass over the graph (about 1.5e-5 s a node), computed before a search where there is time."""
     rg, notes = any_bucketing_relaxation(problem.relaxed, price)
-    return rg, lower_bound(Problem(rg, None, "free")).makespan, notes
+    bound = lower_bound(Problem(rg, None, "free")).makespan
+    if problem.budget is not None:  # a plan within the budget orders the relaxation within it (decision 65)
+        by_memory = overlap_capacity_bound(rg, problem.budget)
+        if by_memory > bound:
+            notes.append(OVERLAP_SHUT_BY_BUDGET)
+            bound = by_memory
+    return rg, bound, notes
 
 
 def kernel_bound(g: Graph) -> tuple[float, list[str]]:
@@ -60,5 +68,5 @@ def kernel_bound(g: Graph) -> tuple[float, list[str]]:
     return total, ["the clock left no time for the bound over every bucketing: the kernels' total time"]
 
 
-__all__ = ["LIFTED_UNDER_BUDGET", "LIFT_NODES", "NO_PLAN_WITHIN_BUDGET", "analytical_over_bucketings",
+__all__ = ["LIFTED_UNDER_BUDGET", "LIFT_NODES", "NO_PLAN_WITHIN_BUDGET", "OVERLAP_SHUT_BY_BUDGET", "analytical_over_bucketings",
            "bound_over_bucketings", "kernel_bound"]

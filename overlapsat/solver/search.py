@@ -24,6 +24,7 @@ from overlapsat.heuristics.portfolio import FITTED, pipelines, run_all, to_fit
 from overlapsat.problem import Problem
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
+from overlapsat.solver.memory_bound import overlap_capacity_bound
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.result import Progress, StoppingRule, meets
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale
@@ -227,6 +228,8 @@ class Portfolio:
         if cut:  # the result is never worse than these cut orders, but may be worse than the complete passes
             log.info("heuristics cut short by the work limit (raise time_limit to run them in full): %s", ", ".join(cut))
         s.bound = lower_bound(s.cp.graph, s.problem.collective_order).makespan
+        if s.problem.budget is not None:  # what the budget leaves of the overlap (decision 71)
+            s.bound = max(s.bound, overlap_capacity_bound(s.cp.graph, s.problem.budget))
         warm = self._incumbent(s)
         return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order)
 

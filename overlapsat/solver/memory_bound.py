@@ -1,0 +1,222 @@
+"""A bound that reads the memory budget: a transfer can overlap a kernel only where memory leaves it room
+(MODEL.md "Lower bounds", the overlap capacity under a budget; decision 71).
+
+In any valid order within budget B, a collective c's transfer overlaps a kernel v only if c is issued before v
+and every wait of c comes after v, so at v's step c's output is live beside everything v's step must hold. Each
+group's transfers are serial, and the compute stream is serial, so the time both run is at most the maximum flow
+of a bipartite network: each collective supplies its duration, each kernel absorbs its own, along the pairs that
+can overlap. The makespan is then at least the compute-stream work plus, for any group, its transfer time less
+that flow. With no budget every pair that the dependencies allow is open and the bound is the work alone, so it
+is computed only under a budget.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
+
+TRACKED = 4096  # buffers whose liveness the per-kernel memory floor follows (the largest; the rest count 0)
+MAX_ARCS = 2_000_000  # beyond this the kernels' classes are merged (a coarser network: a larger flow, still a bound)
+MAX_BITS = 4_000_000_000  # nodes x (collectives + tracked buffers) past which the bound is left out (the work)
+SCALE = 1000.0  # durations in integer nanoseconds for the flow (capacities rounded up: the flow can only grow)
+
+
+def overlap_capacity_bound(graph: Graph, budget: int) -> float:
+    """A lower bound on the makespan of every order of `graph` whose peak is at most `budget` bytes (level
+    `free`, so every level: Inductor's chain edges are left out). Not smaller than the compute-stream work;
+    equal to it where memory shuts no pair."""
+    graph = graph.relaxed("free")
+    n = len(graph.nodes)
+    work = sum(graph.work)
+    colls = [v for v in range(n) if graph.kind[v] == COLLECTIVE]
+    if not colls or n * (len(colls) + TRACKED) > MAX_BITS:
+        return work
+    floor = _memory_floor(graph)
+    cid = {c: i for i, c in enumerate(colls)}
+    held = [_held_bytes(graph, c) for c in colls]
+    desc_c, after_wait, anc_c = _collective_sets(graph, cid)
+    by_size = sorted(range(len(colls)), key=held.__getitem__)
+    prefix, acc = [0], 0
+    for i in by_size:  # prefix[j]: the j smallest held sizes
+        acc |= 1 << i
+        prefix.append(acc)
+    sizes = [held[i] for i in by_size]
+    everyone = (1 << len(colls)) - 1
+    other = sum(graph.work[v] for v in range(n) if graph.kind[v] != COMPUTE)  # launches, waits: any may overlap
+    best = 0.0
+    for cs in graph.group_colls:
+        gmask = 0
+        for c in cs:
+            gmask |= 1 << cid[c]
+        classes: dict[int, float] = {}
+        for v in range(n):
+            if graph.kind[v] != COMPUTE or graph.dur[v] <= 0.0:
+                continue
+            room = budget - floor[v]
+            ok = prefix[_count_at_most(sizes, room)]  # c's output fits beside what v's step must hold
+            sig = everyone & ~desc_c[v] & ~after_wait[v] & (anc_c[v] | ok) & gmask
+            if sig:
+                classes[sig] = classes.get(sig, 0.0) + graph.dur[v]
+        supply = sum(graph.dur[c] for c in cs)
+        flow = _max_flow([graph.dur[c] for c in cs], [cid[c] for c in cs], classes, other)
+        best = max(best, supply - flow)
+    return work + max(0.0, best)
+
+
+def _count_at_most(sizes: list[int], room: int) -> int:
+    """How many of the ascending `sizes` are at most `room`."""
+    lo, hi = 0, len(sizes)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sizes[mid] <= room:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _held_bytes(graph: Graph, c: int) -> int:
+    """Bytes of c's outputs still live while any kernel between c and its waits runs: each one that is a graph
+    output or that a wait of c (or a node after one) reads. Counted only where c is not an ancestor of the
+    kernel (there the floor may hold them already)."""
+    waits = set(graph.waits_of[c])
+    total = 0
+    for j in graph.produces[c]:
+        if graph.b_out[j] or any(u in waits for u in graph.b_cons[j]) or _after_waits(graph, waits, graph.b_cons[j]):
+            total += graph.b_alloc[j]
+    return total
+
+
+def _after_waits(graph: Graph, waits: set[int], readers: list[int]) -> bool:
+    """Whether a reader follows one of `waits` (a direct successor is enough for MODEL.md's buffers)."""
+    return any(any(p in waits for p in graph.preds[u]) for u in readers)
+
+
+def _collective_sets(graph: Graph, cid: dict[int, int]) -> tuple[list[int], list[int], list[int]]:
+    """Per node, bitsets over the collectives: those after it (it must precede their issue), those one of
+    whose waits precedes it (their transfer has ended when it starts), and those before it."""
+    n = len(graph.nodes)
+    desc = [0] * n
+    for v in range(n - 1, -1, -1):  # ids are a topological order
+        acc = 0
+        for s in graph.succs[v]:
+            acc |= desc[s] | (1 << cid[s] if graph.kind[s] == COLLECTIVE else 0)
+        desc[v] = acc
+    after, anc = [0] * n, [0] * n
+    for v in range(n):
+        aw = an = 0
+        for p in graph.preds[v]:
+            aw |= after[p] | (1 << cid[graph.coll_of[p]] if graph.kind[p] == WAIT else 0)
+            an |= anc[p] | (1 << cid[p] if graph.kind[p] == COLLECTIVE else 0)
+        after[v], anc[v] = aw, an
+    return desc, after, anc
+
+
+def _memory_floor(graph: Graph) -> list[int]:
+    """Per node v, bytes live at v's step (post-alloc) in every order: v's own outputs, graph outputs made
+    before it, and the largest `TRACKED` buffers that something before it made (or the graph brought) and that v
+    or something after it reads; every other buffer at its least (0, or allocated less freed where a kernel
+    frees more than it allocated)."""
+    n, nb = len(graph.nodes), len(graph.b_prod)
+    counted = [j for j in range(nb) if graph.b_prod[j] >= 0 or graph.b_fin[j]]
+    low = 0  # each buffer's least contribution: freed ones may leave allocated - freed
+    for j in counted:
+        if graph.b_prod[j] >= 0 and not graph.b_out[j]:
+            low += min(0, graph.b_alloc[j] - graph.b_free[j])
+
+    def live_size(j: int) -> int:  # what a live buffer adds over its least contribution
+        if graph.b_prod[j] < 0:
+            return graph.b_free[j]
+        return graph.b_alloc[j] - (0 if graph.b_out[j] else min(0, graph.b_alloc[j] - graph.b_free[j]))
+
+    track = sorted(counted, key=live_size, reverse=True)[:TRACKED]
+    bit = {j: k for k, j in enumerate(track)}
+    sizes = [live_size(j) for j in track]  # exact: two 32-bit halves, so sums of 2^50-byte buffers stay integers
+    weights = (np.asarray([w >> 32 for w in sizes], dtype=np.int64), np.asarray([w & 0xFFFFFFFF for w in sizes],
+                                                                                   dtype=np.int64))
+    inputs = outputs = 0
+    for j in track:
+        if graph.b_prod[j] < 0:
+            inputs |= 1 << bit[j]
+        elif graph.b_out[j]:
+            outputs |= 1 << bit[j]
+    reads = [0] * n
+    made = [0] * n
+    for j in track:
+        for u in graph.b_cons[j]:
+            reads[u] |= 1 << bit[j]
+        if graph.b_prod[j] >= 0:
+            made[graph.b_prod[j]] |= 1 << bit[j]
+    later = [0] * n  # read by v or a node after it
+    for v in range(n - 1, -1, -1):
+        acc = reads[v]
+        for s in graph.succs[v]:
+            acc |= later[s]
+        later[v] = acc
+    floor = [0] * n
+    before = [0] * n  # made by a node before v
+    own = [sum(live_size(j) for j in graph.produces[v] if graph.b_prod[j] >= 0) for v in range(n)]
+    nbytes = (len(track) + 7) // 8
+    for v in range(n):
+        acc = 0
+        for p in graph.preds[v]:
+            acc |= before[p] | made[p]
+        before[v] = acc
+        live = ((acc | inputs) & later[v] | acc & outputs) & ~made[v]
+        floor[v] = low + own[v] + _weighted(live, nbytes, weights)
+    return floor
+
+
+def _weighted(bits: int, nbytes: int, weights: tuple[np.ndarray, np.ndarray]) -> int:
+    """Sum of the weights over the set bits (bit k: weight k, given as its high and low 32 bits)."""
+    if not bits:
+        return 0
+    high, low = weights
+    row = np.unpackbits(np.frombuffer(bits.to_bytes(nbytes, "little"), dtype=np.uint8),
+                        bitorder="little")[:len(low)].astype(np.int64)
+    return (int(np.dot(row, high)) << 32) + int(np.dot(row, low))
+
+
+def _max_flow(supply: list[float], ids: list[int], classes: dict[int, float], other: float) -> float:
+    """The maximum flow from the collectives (`supply`, bit `ids[i]` in a class's signature) to the kernels'
+    classes (capacity: their summed durations) and to `other` (launches and waits, open to every collective),
+    capacities rounded up to `SCALE`, so never below the true flow."""
+    from ortools.graph.python import max_flow
+
+    sigs = _coarsen(classes, len(ids))
+    k = len(ids)
+    src, sink, oth = k + len(sigs), k + len(sigs) + 1, k + len(sigs) + 2
+    tails, heads, caps = [], [], []
+    big = int(math.ceil(sum(supply) * SCALE)) + 1
+    for i, d in enumerate(supply):
+        tails.append(src), heads.append(i), caps.append(int(math.ceil(d * SCALE)))
+        tails.append(i), heads.append(oth), caps.append(big)
+    tails.append(oth), heads.append(sink), caps.append(int(math.ceil(other * SCALE)))
+    for m, (sig, cap) in enumerate(sigs):
+        for i, b in enumerate(ids):
+            if sig >> b & 1:
+                tails.append(i), heads.append(k + m), caps.append(big)
+        tails.append(k + m), heads.append(sink), caps.append(int(math.ceil(cap * SCALE)))
+    mf = max_flow.SimpleMaxFlow()
+    mf.add_arcs_with_capacity(np.asarray(tails, dtype=np.int32), np.asarray(heads, dtype=np.int32),
+                              np.asarray(caps, dtype=np.int64))
+    if mf.solve(src, sink) != mf.OPTIMAL:
+        return math.fsum(supply)  # no flow known: every transfer may be hidden
+    return mf.optimal_flow() / SCALE
+
+
+def _coarsen(classes: dict[int, float], k: int) -> list[tuple[int, float]]:
+    """The classes as (signature, capacity); where their arcs would pass `MAX_ARCS`, neighbours (in the order
+    they were first met) are merged into one with the union of their signatures: every flow of the finer
+    network is one of the coarser, so its maximum can only grow."""
+    sigs = list(classes.items())
+    while len(sigs) > 1 and sum(s.bit_count() for s, _ in sigs) > MAX_ARCS:
+        sigs = [(sigs[i][0] | (sigs[i + 1][0] if i + 1 < len(sigs) else 0),
+                 sigs[i][1] + (sigs[i + 1][1] if i + 1 < len(sigs) else 0.0)) for i in range(0, len(sigs), 2)]
+    return sigs
+
+
+__all__ = ["overlap_capacity_bound"]
