@@ -26,6 +26,7 @@ from overlapsat.solver.search import (
     Search,
     WitnessSearch,
     budget_error,
+    check_floor,
     order_search,
 )
 
@@ -53,6 +54,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     (proven), and `NoValidOrderError` when none was found in time.
     """
     problem, params = _inputs(graph, params, memory_budget, options)
+    check_floor(problem)  # a budget below what some step holds in every order: proven before any search
     s = Search.of(problem, params, clock, on_progress=on_progress, stop_when=stop_when, on_phase=on_phase)
     s.run(Portfolio(heuristic_results, extra_orders))
     if WitnessSearch.applies(s):

@@ -39,6 +39,7 @@ from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan
 from overlapsat.solver.bucketings import within_cap as _within_cap  # noqa: F401 - tests import it from here
 from overlapsat.solver.climb import alternate, neighbours
 from overlapsat.solver.joint import solve_joint, with_time
+from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import (
@@ -53,6 +54,7 @@ from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequen
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
 from overlapsat.solver.result import PlanInfo
+from overlapsat.solver.search import check_floor
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -143,6 +145,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     bucketed graph that take the copy engine."""
     check_call(problem, price, options.get("starts"))
     problem = problem.with_default_budget()  # no budget given: the input order's peak (decision 63)
+    check_floor(problem, "plan")  # below what some step holds in every order: no plan (decision 71), before any search
     if transport is None:
         return _optimize_plan(problem, price, params, **options)
     if problem.bucket_layout != "copy":  # torch's copy-engine gather moves one tensor; a group call is several
@@ -667,7 +670,10 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
 
 def _none_within(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget) -> bool:
     """Whether the relaxation over every bucketing provably has no order within the budget, in the time left:
-    then no plan has one (decision 65)."""
+    then no plan has one (decision 65). First the memory floor (decision 71: a step that holds more than the
+    budget in every order of the unbucketed graph, whose buffers the relaxation keeps), at any size."""
+    if problem.budget is not None and peak_floor(problem.relaxed)[0] > problem.budget:
+        return True
     if problem.budget is None or len(problem.relaxed.nodes) > LIFT_NODES or tb.cut():
         return False
     _, notes = bound_over_bucketings(problem, price, replace(params, time_limit=max(0.01, tb.wall_left())),

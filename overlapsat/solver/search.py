@@ -24,7 +24,8 @@ from overlapsat.heuristics.portfolio import FITTED, pipelines, run_all, to_fit
 from overlapsat.problem import Problem
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
-from overlapsat.solver.memory_bound import overlap_capacity_bound
+from overlapsat.solver.memory_bound import S_PER_NODE as MEMORY_BOUND_S
+from overlapsat.solver.memory_bound import overlap_capacity_bound, peak_floor
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.result import Progress, StoppingRule, meets
 from overlapsat.solver.units import EXACT_UNITS, SEARCH_UNITS, choose_scale
@@ -194,7 +195,8 @@ class Portfolio:
         p, tb = s.params, s.tb
         n = len(s.cp.graph.nodes)
         include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
-        tail = tb.deadline - TAIL_S_PER_NODE * n  # what follows the passes (evaluations, bound, checks) needs this
+        tail = tb.deadline - (TAIL_S_PER_NODE + (MEMORY_BOUND_S if s.problem.budget is not None else 0.0)) * n
+        # (what follows the passes needs this: evaluations, checks, the bounds)
         by_work: dict[str, dict[str, list[str]]] = {"input order": {}, "canonical form": {}}
         try:
             s.from_input = self.given if self.given is not None else run_all(
@@ -472,9 +474,26 @@ def exhaustive_orders(params: SolveParams) -> int:
     return max(1000, min(MAX_ORDERS, int(ORDERS_PER_SECOND * params.time_limit)))
 
 
-def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated], proven: bool) -> GraphError:
+def check_floor(problem: Problem, what: str = "order") -> None:
+    """Raise InfeasibleBudgetError before any search where the budget is below the memory floor (decision 71):
+    some step holds more than it in every order, and so in every plan."""
+    if problem.budget is not None:
+        floor = peak_floor(problem.relaxed)
+        if floor[0] > problem.budget:
+            raise budget_error(InfeasibleBudgetError, problem.budget, [], proven=True, floor=floor, what=what)
+
+
+def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated], proven: bool,
+                 floor: tuple[int, str] | None = None, what: str = "order") -> GraphError:
     """The error for a budget no order was found within, with the lowest peak reached by an order that is valid
-    apart from memory, in human units."""
+    apart from memory, in human units; `floor`: the proof, where a node's step holds more than the budget in
+    every order (`memory_bound.peak_floor`)."""
+    if budget is not None and proven and floor is not None and not heur:  # proven before any search
+        err = cls(f"memory budget of {fmt_bytes(budget)} ({budget} B) is unreachable: no {what} of this graph peaks "
+                  f"that low (proven: the step of {floor[1]!r} holds at least {fmt_bytes(floor[0])} ({floor[0]} B) "
+                  f"in every order)")
+        err.budget, err.lowest_peak = budget, None  # type: ignore[attr-defined]
+        return err
     if budget is None or not heur:  # no budget: nothing to blame it on (a search stopped before any order)
         err = cls("no valid order was found within the time limit; this is not a proof that none exists; raise "
                   "time_limit")
@@ -484,8 +503,10 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
     low = min(others or heur, key=lambda h: (h.peak_memory, h.name))
     b = fmt_bytes(budget or 0)
     if proven:
-        msg = (f"memory budget of {b} ({budget} B) is unreachable: no order of this graph peaks that low (proven); "
-               f"the lowest peak found is {fmt_bytes(low.peak_memory)} ({low.name})")
+        why = (f": the step of {floor[1]!r} holds at least {fmt_bytes(floor[0])} ({floor[0]} B) in every order"
+               if floor is not None else "")
+        msg = (f"memory budget of {b} ({budget} B) is unreachable: no order of this graph peaks that low (proven"
+               f"{why}); the lowest peak found is {fmt_bytes(low.peak_memory)} ({low.name})")
     else:
         msg = (f"no order within the memory budget of {b} ({budget} B) was found within the time limit; this is not "
                f"a proof that none exists. The lowest peak reached by an order valid in every other respect is "
@@ -496,4 +517,5 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
 
 
 __all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "WitnessSearch", "budget_error",
+           "check_floor",
            "exhaustive_orders", "order_search", "witness_steps"]
