@@ -489,8 +489,9 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
     apart from memory, in human units; `floor`: the proof, where a node's step holds more than the budget in
     every order (`memory_bound.peak_floor`)."""
     if budget is not None and proven and floor is not None and not heur:  # proven before any search
+        over = " over every legal bucketing" if what == "plan" else ""
         err = cls(f"memory budget of {fmt_bytes(budget)} ({budget} B) is unreachable: no {what} of this graph peaks "
-                  f"that low (proven: the step of {floor[1]!r} holds at least {fmt_bytes(floor[0])} ({floor[0]} B) "
+                  f"that low (proven{over}: the step of {floor[1]!r} holds at least {fmt_bytes(floor[0])} ({floor[0]} B) "
                   f"in every order)")
         err.budget, err.lowest_peak = budget, None  # type: ignore[attr-defined]
         return err
