@@ -43,3 +43,17 @@ def test_the_inlining_probe_is_the_raw_files():
     assert f"falls from {backward['peak'] / 1e9:.2f} to {backward['inlined_peak'] / 1e9:.2f} GB" in page
     assert f"attributes {(backward['peak'] - backward['inlined_peak']) / 1e9:.2f} GB" in page
     assert f"`{op}` at step {at} of {backward['nodes']:,}, its first reader at step {reader:,}" in page
+
+
+def test_the_memory_bound_figures_are_the_raw_files():
+    """decisions.md 71 and plans.md quote bench_memory_bound's summary."""
+    with open(os.path.join(ROOT, "benchmarks", "results", "bench_memory_bound_2026-11-28.md")) as f:
+        raw = f.read()
+    with open(os.path.join(ROOT, "docs", "decisions.md")) as f:
+        decisions = " ".join(f.read().split())
+    floor = next(line for line in raw.splitlines() if line.startswith("The memory floor"))
+    share = floor.split(" is ")[1].split(" of ")[0]  # "98.87-100.00 %"
+    pairs = floor.split("; ")[1].split(" graph-budget")[0]
+    assert f"the floor is {share} of the input order's peak over 9 graphs, and {pairs} graph-budget pairs" in decisions
+    assert "the memory bound lifts the analytical bound on 0." in raw  # plans.md: "lifts nothing ... where an order"
+    assert "lifts nothing at any budget where an order exists" in " ".join(_page().split())
