@@ -26,6 +26,7 @@ from overlapsat.io import STDOUT, as_graph, check_writable
 from overlapsat.plan import Pricing, materialize
 from overlapsat.problem import Problem
 from overlapsat.simulate import peak_memory
+from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Result, meets
 from overlapsat.solver.plan_search import CAPS_MB, optimize_plan, torch_greedy
 
@@ -73,6 +74,8 @@ class Frontier:
     graph: str
     points: tuple[FrontierPoint, ...]
     input_peak: int
+    peak_floor: int = 0  # no plan peaks below it (proven, decision 71): the left end the search may reach
+    floor_node: str = ""  # the node whose step holds it in every order
 
     def records(self) -> list[dict[str, Any]]:
         return [{"label": p.label, "budget_bytes": p.budget, "makespan_us": _finite(p.makespan),
@@ -82,7 +85,10 @@ class Frontier:
                  "from_budget": p.from_budget, "error": p.error} for p in self.points]
 
     def to_markdown(self) -> str:
-        lines = [f"Plans of {self.graph} by memory budget (input order's peak {fmt_bytes(self.input_peak)}):", "",
+        floor = (f"; no plan peaks below {fmt_bytes(self.peak_floor)}, proven: the step of {self.floor_node!r} holds "
+                 f"that much in every order" if self.peak_floor > 0 else "")
+        lines = [f"Plans of {self.graph} by memory budget (input order's peak {fmt_bytes(self.input_peak)}{floor}):",
+                 "",
                  "| budget | why this budget | makespan | peak | bound within the budget | gap | buckets | status |",
                  "| ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
         for p in self.points:
@@ -118,6 +124,9 @@ class Frontier:
             ax.annotate(p.label, (x, p.makespan / 1e3), fontsize=7, rotation=20, xytext=(3, 4),
                         textcoords="offset points")
         ax.axvline(self.input_peak / 2**30, color="grey", linewidth=0.8)
+        if self.peak_floor > 0:  # left of it no plan exists (proven)
+            ax.axvline(self.peak_floor / 2**30, color="red", linewidth=0.8, linestyle=":",
+                       label="no plan peaks lower (proven)")
         ax.set_xlabel("memory budget, GiB (rightmost: none)")
         ax.set_ylabel("makespan, ms")
         ax.set_title(f"{self.graph}: speed against memory")
@@ -180,7 +189,8 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
             raw.append(FrontierPoint(label, b, r, r.bound))
         except GraphError as e:  # no plan found within it (or none exists, proven): the row says which
             raw.append(FrontierPoint(label, b, None, 0.0, str(e).split(";")[0]))
-    return Frontier(g.name, tuple(_consistent(raw)), peak_memory(g))
+    floor, node = peak_floor(base.relaxed)
+    return Frontier(g.name, tuple(_consistent(raw)), peak_memory(g), floor, node)
 
 
 def _consistent(points: list[FrontierPoint]) -> list[FrontierPoint]:

@@ -118,6 +118,7 @@ def test_the_frontier_against_brute_force_over_every_plan(seed):
     budgets = sorted({least, rnd.choice(plans).min_peak, max(t.min_peak for t in plans)})
     fr = plan_frontier(g, H200, budgets=[*budgets, None], time_limit=6, collective_order="group")
     assert [p.budget for p in fr.points] == [*budgets, None]
+    assert fr.peak_floor <= least  # "no plan peaks below it" (decision 71) holds over every plan
     for p in fr.points:
         best = min((b for t in plans if (b := t.best(p.budget)) is not None), default=None)
         assert best is not None and p.result is not None, p
@@ -141,6 +142,7 @@ def test_the_default_frontier_and_its_picture(tmp_path):
     assert fr.points[0].budget is not None and fr.points[0].budget <= osat.peak_memory(g)
     md = fr.to_markdown()
     assert md.count("\n| ") == len(fr.points) + 2  # the header, its rule, a row per budget
+    assert 0 < fr.peak_floor <= fr.points[0].budget and "no plan peaks below" in md
     assert fr.plot(tmp_path / "f.png").endswith("f.png") and (tmp_path / "f.png").stat().st_size > 1000
     r = run("frontier", "fsdp_small", "--profile", "h200", "--time-limit", "6", "--budgets", "1.0x", "none",
             "--json")

@@ -5,7 +5,7 @@ import pytest
 
 from overlapsat import GraphBuilder, Problem, lower_bound, optimize
 from overlapsat.solver import memory_bound
-from overlapsat.solver.memory_bound import overlap_capacity_bound
+from overlapsat.solver.memory_bound import overlap_capacity_bound, peak_floor
 from overlapsat.solver.plan_bound import OVERLAP_SHUT_BY_BUDGET, analytical_over_bucketings
 from tests import brute
 
@@ -87,3 +87,18 @@ def test_exact_at_two_to_the_fifty(size):
     g = b.build()
     assert overlap_capacity_bound(g, 3 * size) == 11.0
     assert overlap_capacity_bound(g, 3 * size - 1) == 19.0
+
+
+def test_the_floor_is_never_above_the_least_peak_and_often_meets_it():
+    """`peak_floor` against brute force's least peak over every order (so every budget below it is unreachable)."""
+    met = checked = 0
+    for seed in range(0, 240):
+        g, _ = brute.edge_graph(seed) if seed % 2 else brute.random_graph(seed)
+        truth = brute.brute_force(g, "free")
+        if truth is None:
+            continue
+        floor, node = peak_floor(g)
+        checked += 1
+        assert floor <= truth.min_peak, (seed, floor, truth.min_peak, node)
+        met += floor == truth.min_peak
+    assert checked > 150 and met > 20
