@@ -57,3 +57,9 @@ def test_the_memory_bound_figures_are_the_raw_files():
     assert f"the floor is {share} of the input order's peak over 9 graphs, and {pairs} graph-budget pairs" in decisions
     assert "the memory bound lifts the analytical bound on 0." in raw  # plans.md: "lifts nothing ... where an order"
     assert "lifts nothing at any budget where an order exists" in " ".join(_page().split())
+
+
+def test_the_peak_split_is_the_raw_files():
+    from benchmarks.gpu.probes.peak_split import table as split
+
+    assert "\n".join(split()) in _page()
