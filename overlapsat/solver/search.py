@@ -246,7 +246,10 @@ class Portfolio:
         if s.problem.budget is not None:  # the fits a deadline cut (run_all fits the same rows every time)
             for key, rows, ran in (("input order", s.from_input if self.given is None else [], ran_input),
                                    ("canonical form", s.canon, ran_canon)):
-                names = ["input_order" if h.name == "topological_order" else h.name for h in to_fit(rows)]
+                # under the name run_all fitted it by: the canonical form's own order was renamed afterwards, and
+                # to_fit breaks ties by name, so the renamed row would pick other rows than run_all did
+                named = [replace(h, name="input_order") if h.name == "topological_order" else h for h in rows]
+                names = [h.name for h in to_fit(named)]
                 skipped[key] += [nm + FITTED for nm in names if nm + FITTED not in ran]
         return {k: v for k, v in skipped.items() if v}
 
