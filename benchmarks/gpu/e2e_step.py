@@ -359,6 +359,10 @@ def graph_peak(graph) -> dict:
 
     try:
         g = import_fx(inline_control_deps(graph))
+        if os.environ.get("OSAT_SAVE_TORCH_GRAPHS"):  # for offline probes (probes/inline_probe.py --graph)
+            from overlapsat import save_graph
+
+            save_graph(g, os.path.join(os.environ["OSAT_SAVE_TORCH_GRAPHS"], f"g{os.getpid()}_{len(g)}.graph.json"))
         return {"nodes": len(g), "collectives": len(g.coll_seq), "peak_bytes": simulate(g).peak_memory,
                 "primals_bytes": g.meta.get("primals_bytes")}
     except Exception as e:  # noqa: BLE001 - the timings stand without it

@@ -2,6 +2,7 @@
 has": the unbudgeted plan with the re-gather on 4 GPUs predicted 7.22 GB and measured 4.91).
 
     python benchmarks/gpu/probes/inline_probe.py [STORE.tar.gz [CONFIG]]
+    python benchmarks/gpu/probes/inline_probe.py --graph GRAPH.json ...
 
 The FX importer prices FLOP-less ops (pointwise, casts) as Inductor fuses them: inside a fused chain an op costs
 no time (duration 0). Inductor inlines such ops into the kernels that read them, so their outputs never exist and
@@ -92,7 +93,24 @@ def probe(store: str = STORE, config: str = "p_free") -> list[dict]:
     return rows
 
 
+def graph_peaks(path: str) -> tuple[int, int]:
+    """A graph file in its own order (torch's configurations' graphs, saved by e2e_step.py with
+    OSAT_SAVE_TORCH_GRAPHS): its peak by MODEL.md's rule and with 0-duration ops inlined."""
+    import overlapsat as o
+    from overlapsat.graph import NodeKind
+
+    g = o.load_graph(path)
+    free_ops = {nd.name for nd in g.nodes if nd.kind is NodeKind.COMPUTE and nd.duration == 0.0}
+    return _peak(g, list(g.names), set()), _peak(g, list(g.names), free_ops)
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--graph"]:
+        for path in argv[1:]:
+            peak, inlined = graph_peaks(path)
+            print(f"{os.path.basename(path)}: peak {peak / 1e9:.4f} GB by MODEL.md's rule, {inlined / 1e9:.4f} GB "
+                  f"with FLOP-less ops inlined")
+        return
     for r in probe(*argv):
         at, reader, op = r["furthest"]
         print(f"{r['graph']} ({r['nodes']} nodes): peak {r['peak'] / 1e9:.2f} GB by MODEL.md's rule, "
