@@ -69,6 +69,19 @@ def random_graph(seed: int, n: int = 10, *, groups: int = 2, p_coll: float = 0.2
     return b.build()
 
 
+def two_paths() -> Graph:
+    """k (10 us) reads a freeable input x (30 B) and writes y (50 B); c (8 us) writes z (40 B), waited by w;
+    m (1 us) reads y and z. With c issued before k, k's step holds x + y + z = 120 B; after it, 80 B: under a
+    budget below 120 B the transfer cannot run beside k (decision 71)."""
+    b = GraphBuilder("two_paths")
+    b.input("x", 30, freeable=True)
+    b.compute("k", 10.0, reads=["x"], writes={"y": 50})
+    b.collective("c", group="g", duration=8.0, writes={"z": 40})
+    b.wait("w", "c")
+    b.compute("m", 1.0, reads=["y", "z"])
+    return b.build()
+
+
 def _ready(g: Graph, placed: list[bool], v: int, collective_order: str) -> bool:
     if placed[v] or any(not placed[u] for u in g.preds[v]):
         return False

@@ -13,6 +13,7 @@ is computed only under a budget.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 
 import numpy as np
 
@@ -44,7 +45,7 @@ def overlap_capacity_bound(graph: Graph, budget: int) -> float:
     for i in by_size:  # prefix[j]: the j smallest held sizes
         acc |= 1 << i
         prefix.append(acc)
-    sizes = [held[i] for i in by_size]
+    sizes = [held[i] for i in by_size]  # ascending: the held sizes at most `room` are a prefix
     everyone = (1 << len(colls)) - 1
     other = sum(graph.work[v] for v in range(n) if graph.kind[v] != COMPUTE)  # launches, waits: any may overlap
     best = 0.0
@@ -57,7 +58,7 @@ def overlap_capacity_bound(graph: Graph, budget: int) -> float:
             if graph.kind[v] != COMPUTE or graph.dur[v] <= 0.0:
                 continue
             room = budget - floor[v]
-            ok = prefix[_count_at_most(sizes, room)]  # c's output fits beside what v's step must hold
+            ok = prefix[bisect_right(sizes, room)]  # c's output fits beside what v's step must hold
             sig = everyone & ~desc_c[v] & ~after_wait[v] & (anc_c[v] | ok) & gmask
             if sig:
                 classes[sig] = classes.get(sig, 0.0) + graph.dur[v]
@@ -77,18 +78,6 @@ def peak_floor(graph: Graph) -> tuple[int, str]:
     floor = _memory_floor(graph)
     v = max(range(len(floor)), key=floor.__getitem__)
     return floor[v], graph.names[v]
-
-
-def _count_at_most(sizes: list[int], room: int) -> int:
-    """How many of the ascending `sizes` are at most `room`."""
-    lo, hi = 0, len(sizes)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sizes[mid] <= room:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 def _held_bytes(graph: Graph, c: int) -> int:
@@ -205,7 +194,7 @@ def _max_flow(supply: list[float], ids: list[int], classes: dict[int, float], ot
     capacities rounded up to `SCALE`, so never below the true flow."""
     from ortools.graph.python import max_flow
 
-    sigs = _coarsen(classes, len(ids))
+    sigs = _coarsen(classes)
     k = len(ids)
     src, sink, oth = k + len(sigs), k + len(sigs) + 1, k + len(sigs) + 2
     tails, heads, caps = [], [], []
@@ -227,7 +216,7 @@ def _max_flow(supply: list[float], ids: list[int], classes: dict[int, float], ot
     return mf.optimal_flow() / SCALE
 
 
-def _coarsen(classes: dict[int, float], k: int) -> list[tuple[int, float]]:
+def _coarsen(classes: dict[int, float]) -> list[tuple[int, float]]:
     """The classes as (signature, capacity); where their arcs would pass `MAX_ARCS`, neighbours (in the order
     they were first met) are merged into one with the union of their signatures: every flow of the finer
     network is one of the coarser, so its maximum can only grow."""

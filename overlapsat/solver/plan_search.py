@@ -39,7 +39,6 @@ from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan
 from overlapsat.solver.bucketings import within_cap as _within_cap  # noqa: F401 - tests import it from here
 from overlapsat.solver.climb import alternate, neighbours
 from overlapsat.solver.joint import solve_joint, with_time
-from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import (
@@ -670,10 +669,8 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
 
 def _none_within(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget) -> bool:
     """Whether the relaxation over every bucketing provably has no order within the budget, in the time left:
-    then no plan has one (decision 65). First the memory floor (decision 71: a step that holds more than the
-    budget in every order of the unbucketed graph, whose buffers the relaxation keeps), at any size."""
-    if problem.budget is not None and peak_floor(problem.relaxed)[0] > problem.budget:
-        return True
+    then no plan has one (decision 65). (The memory floor's proof, decision 71, ran before the search:
+    `optimize_plan`'s `check_floor`.)"""
     if problem.budget is None or len(problem.relaxed.nodes) > LIFT_NODES or tb.cut():
         return False
     _, notes = bound_over_bucketings(problem, price, replace(params, time_limit=max(0.01, tb.wall_left())),

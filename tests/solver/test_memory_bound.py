@@ -8,22 +8,11 @@ from overlapsat.solver import memory_bound
 from overlapsat.solver.memory_bound import overlap_capacity_bound, peak_floor
 from overlapsat.solver.plan_bound import OVERLAP_SHUT_BY_BUDGET, analytical_over_bucketings
 from tests import brute
-
-
-def _two_paths():
-    """k (10 us) reads a freeable input x (30 B) and writes y (50 B); c (8 us) writes z (40 B), waited by w;
-    m (1 us) reads y and z. With c issued before k, k's step holds x + y + z = 120 B; after it, 80 B."""
-    b = GraphBuilder("two_paths")
-    b.input("x", 30, freeable=True)
-    b.compute("k", 10.0, reads=["x"], writes={"y": 50})
-    b.collective("c", group="g", duration=8.0, writes={"z": 40})
-    b.wait("w", "c")
-    b.compute("m", 1.0, reads=["y", "z"])
-    return b.build()
+from tests.helpers import two_paths
 
 
 def test_a_budget_that_shuts_the_overlap_lifts_the_bound_to_the_optimum():
-    g = _two_paths()
+    g = two_paths()
     # below 120 B the transfer cannot run beside k: k, then c's 8 us alone, then m: 10 + 8 + 1
     assert overlap_capacity_bound(g, 100) == 19.0
     assert lower_bound(g, "free").makespan == 11.0  # the analytical bounds do not read the budget
@@ -35,7 +24,7 @@ def test_a_budget_that_shuts_the_overlap_lifts_the_bound_to_the_optimum():
 
 
 def test_the_plan_bound_reads_the_budget_and_says_so():
-    g = _two_paths()
+    g = two_paths()
     _, bound, notes = analytical_over_bucketings(Problem.of(g, 100, "free"), lambda nd: nd.duration)
     assert bound == 19.0 and OVERLAP_SHUT_BY_BUDGET in notes
     _, bound, notes = analytical_over_bucketings(Problem.of(g, None, "free"), lambda nd: nd.duration)

@@ -19,7 +19,7 @@ from overlapsat import (
     validate,
 )
 from overlapsat.heuristics import run_all
-from tests.helpers import all_valid_orders, graphs, random_graph
+from tests.helpers import all_valid_orders, graphs, random_graph, two_paths
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -198,13 +198,7 @@ def test_a_canonical_input_order_fitted_is_not_reported_as_cut(caplog):
     """The canonical form's own order, over the budget and fitted under it, is renamed after the portfolio; the
     check for fits a deadline cut must pick the rows run_all fitted, or it reports a cut that never happened and
     calls a deterministic search "ended by the wall clock" (found on this 5-node graph, 0.03 s of 5)."""
-    b = GraphBuilder("two_paths")
-    b.input("x", 30, freeable=True)
-    b.compute("k", 10.0, reads=["x"], writes={"y": 50})
-    b.collective("c", group="g", duration=8.0, writes={"z": 40})
-    b.wait("w", "c")
-    b.compute("m", 1.0, reads=["y", "z"])
     with caplog.at_level(logging.INFO):
-        r = optimize(Problem.of(b.build(), 100, "free"), time_limit=5)
+        r = optimize(Problem.of(two_paths(), 100, "free"), time_limit=5)
     assert r.makespan == 19.0 and r.stopped_by == "proof" and not r.cut_by_wall_clock
     assert "wall clock" not in caplog.text and "not started past their share" not in caplog.text
