@@ -32,7 +32,8 @@ def test_overlapsat_against_the_peer_on_a_committed_fx_graph():
 
 
 @pytest.mark.parametrize("name", ["llama3_8b_L8_w64", "llama3_8b_L32_w64", "llama3_8b_L32_w256", "moe_L16_w64",
-                                  "llama3_8b_2d_L8_tp8_w64", "moe_dsv3_L8_ep8_w64"])
+                                  "llama3_8b_2d_L8_tp8_w64", "moe_dsv3_L8_ep8_w64", "llama3_8b_2d_L32_tp8_w64_bwd",
+                                  "moe_dsv3_L61_ep8_w128_bwd"])
 def test_the_larger_fx_graphs_load_and_their_peer_orders_are_permutations(name):
     with gzip.open(PATH.replace("llama3_8b_L4_w64", name), "rt", encoding="utf-8") as f:
         d = json.load(f)
@@ -47,6 +48,10 @@ def test_the_larger_fx_graphs_load_and_their_peer_orders_are_permutations(name):
             if nd.group:
                 ops[nd.group].add(nd.op)
         assert sorted(map(sorted, ops.values())) == [["all_gather", "reduce_scatter"], ["all_to_all"]]
+    if name.endswith("_bwd"):  # a backward graph alone: every weight gathered again, every gradient reduced
+        ops = [nd.op for nd in g.nodes if nd.group]
+        assert ops.count("all_gather") >= ops.count("reduce_scatter") - 1 > 100, (ops.count("all_gather"),
+                                                                               ops.count("reduce_scatter"))
 
 
 @pytest.mark.parametrize("name", ["llama3_8b_L4_w64", "llama3_8b_L32_w64", "moe_dsv3_L8_ep8_w64"])

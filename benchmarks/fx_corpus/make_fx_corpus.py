@@ -66,6 +66,18 @@ CASES = {
     "llama3_8b_2d_L24_tp8_w256": (256, dict(model="2d", layers=24, dim=4096, heads=32, ffn=14336, tp=8, seq=8192), 1),
     "moe_dsv3_L16_ep8_w128": (128, dict(model="moe_fsdp", layers=16, dim=7168, heads=56, ffn=2048, experts_per_rank=8,
                                         ep=8, seq=4096), 1),
+    # backward graphs alone (`_bwd`: AOTAutograd's min-cut partition of the step, Inductor's decompositions,
+    # every parameter re-gathered in backward as SimpleFSDP's selective checkpointing does): the kind of graph
+    # the held-out 5.5k-16k-node gaps were measured on. 2-D Llama3-8B (32 layers) at 64 and 256 ranks;
+    # DeepSeek-V3-like at 64 ranks (32 layers) and 128 ranks (all 61 layers)
+    "llama3_8b_2d_L32_tp8_w64_bwd": (64, dict(model="2d", layers=32, dim=4096, heads=32, ffn=14336, tp=8, seq=8192,
+                                              bwd=True), 1),
+    "llama3_8b_2d_L32_tp8_w256_bwd": (256, dict(model="2d", layers=32, dim=4096, heads=32, ffn=14336, tp=8, seq=8192,
+                                                bwd=True), 1),
+    "moe_dsv3_L32_ep8_w64_bwd": (64, dict(model="moe_fsdp", layers=32, dim=7168, heads=56, ffn=2048,
+                                          experts_per_rank=8, ep=8, seq=4096, bwd=True), 1),
+    "moe_dsv3_L61_ep8_w128_bwd": (128, dict(model="moe_fsdp", layers=61, dim=7168, heads=56, ffn=2048,
+                                            experts_per_rank=8, ep=8, seq=4096, bwd=True), 1),
 }
 
 
@@ -85,6 +97,8 @@ def trace_named(name: str) -> tuple[torch.fx.GraphModule, list[str], float]:
     kw = dict(kw)
     builder = {"moe": moe_ep, "moe_fsdp": moe_fsdp_ep, "2d": fsdp_tp_llama}.get(kw.pop("model", "llama"), llama_fsdp)
     seq = kw.pop("seq") if builder is not llama_fsdp else kw["seq"]
+    if kw.pop("bwd", False):
+        return _trace_backward(builder, kw, batch, seq, t0)
     with FakeTensorMode():
         model = builder(**kw)
         params = {k: p.detach().requires_grad_(True) for k, p in model.named_parameters()}
@@ -96,6 +110,48 @@ def trace_named(name: str) -> tuple[torch.fx.GraphModule, list[str], float]:
 
         gm = make_fx(step)(params, x)
     return gm, list(params), time.monotonic() - t0
+
+
+def _regather(joint: torch.fx.GraphModule, inputs: list, **kw) -> tuple:
+    """AOTAutograd's min-cut partition, with every parameter's all_gather and its wait marked for recompute
+    (SimpleFSDP's policy: backward gathers each weight again instead of keeping it from forward)."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    for n in joint.graph.nodes:
+        if "all_gather_into_tensor" in str(n.target) and all(a.op == "placeholder" for a in n.all_input_nodes):
+            for m in [n, *(u for u in n.users if "wait_tensor" in str(u.target))]:
+                m.meta["recompute"], m.meta["ac_graph_id"] = CheckpointPolicy.MUST_RECOMPUTE, 0
+    return min_cut_rematerialization_partition(joint, inputs, **kw)
+
+
+def _trace_backward(builder, kw: dict, batch: int, seq: int, t0: float) -> tuple:
+    """The backward graph alone, as Inductor receives it: the parameters' names by the backward graph's
+    `primals_<i>` placeholders (the forward's i-th input) and gradient outputs (in parameter order)."""
+    from torch._functorch.aot_autograd import aot_function
+    from torch._inductor.decomposition import select_decomp_table
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    got: dict = {}
+
+    def keep(which: str):
+        def compiler(gm: torch.fx.GraphModule, example_inputs: list):
+            got[which] = gm
+            return gm
+        return compiler
+
+    with FakeTensorMode():
+        model = builder(**kw)
+        params = {k: p.detach().requires_grad_(True) for k, p in model.named_parameters()}
+        x = torch.randn(batch, seq, kw["dim"])
+
+        def loss(params: dict, x: torch.Tensor) -> torch.Tensor:
+            return torch.func.functional_call(model, params, (x,)).float().pow(2).mean()
+
+        f = aot_function(loss, fw_compiler=keep("fw"), bw_compiler=keep("bw"), partition_fn=_regather,
+                         decompositions=select_decomp_table())
+        f(params, x).backward()
+    return got["bw"], list(params), time.monotonic() - t0
 
 
 def block_buckets(gm: torch.fx.GraphModule, param_names: list[str], g) -> list[list[str]]:
@@ -110,7 +166,10 @@ def block_buckets(gm: torch.fx.GraphModule, param_names: list[str], g) -> list[l
         return int(m.group(1)) if m else None
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    of_input = {ph.name: block(nm) for ph, nm in zip(placeholders, param_names)}
+    if any(ph.name.startswith("tangents_") for ph in placeholders):  # a backward graph: primals_<i> by name
+        of_input = {f"primals_{i + 1}": block(nm) for i, nm in enumerate(param_names)}
+    else:
+        of_input = {ph.name: block(nm) for ph, nm in zip(placeholders, param_names)}
     (outs,) = [n for n in gm.graph.nodes if n.op == "output"][0].args
     of_output = {o.name: block(nm) for o, nm in zip(outs, param_names) if isinstance(o, torch.fx.Node)}
 

@@ -20,7 +20,7 @@ from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError, InfeasibleBudgetError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, only_over_budget, rank_key
 from overlapsat.fmt import fmt_bytes
-from overlapsat.heuristics.portfolio import FITTED, pipelines, run_all, to_fit
+from overlapsat.heuristics.portfolio import FITTED, pipelines, prefetched_names, run_all, to_fit
 from overlapsat.problem import Problem
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
@@ -251,6 +251,7 @@ class Portfolio:
                 named = [replace(h, name="input_order") if h.name == "topological_order" else h for h in rows]
                 names = [h.name for h in to_fit(named)]
                 skipped[key] += [nm + FITTED for nm in names if nm + FITTED not in ran]
+                skipped[key] += [nm for nm in prefetched_names(named) if nm not in ran]
         return {k: v for k, v in skipped.items() if v}
 
     @staticmethod
