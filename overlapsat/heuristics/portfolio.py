@@ -84,9 +84,10 @@ def pipelines(memory_budget_ratio: float = 0.2) -> dict[str, list[Pass]]:
 FIT_ORDERS = 3
 FIT_MOVES = 64
 FITTED = ", fitted to the budget"
-# under a budget, the PREFETCH_ORDERS fastest valid orders and the input order get their collectives and waits
-# re-placed within it (prefetch.py), in each mode: linear, about 0.03 s a run at 4k nodes on this 2-core machine
-PREFETCH_ORDERS = 2
+# under a budget, the two fastest valid orders and the input order (PREFETCH_ORDERS in all) get their collectives
+# and waits re-placed within it (prefetch.py), in each mode: linear, about 0.03 s a run at 4k nodes and 0.07 s at
+# 8k on this 2-core machine
+PREFETCH_ORDERS = 3
 PREFETCHED = ", prefetched "
 
 ITERATIVE = frozenset(name for name in pipelines() if "iterative" in name or name.startswith("reorder_communication"))
@@ -96,7 +97,8 @@ ITERATIVE = frozenset(name for name in pipelines() if "iterative" in name or nam
 def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
             collective_order: CollectiveOrder | None = None, deadline: float | None = None,
             include: Sequence[str] | None = None, work_limit: int | None = None,
-            report: dict[str, list[str]] | None = None, fits: int = FIT_ORDERS) -> list[HeuristicResult]:
+            report: dict[str, list[str]] | None = None, fits: int = FIT_ORDERS,
+            prefetch: int = PREFETCH_ORDERS) -> list[HeuristicResult]:
     """Every pipeline on `g` (input order first), ranked: valid before invalid, then by makespan.
 
     Passes run on the graph with Inductor's collective chain added (as Inductor
@@ -156,26 +158,30 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
         results.append(_evaluate(judged, name, order, runtime, stats))
         longest = max(longest, time.monotonic() - t_pipe)
     if budget is not None:
-        results += _prefetched(judged, results, deadline)
+        results += _prefetched(judged, results, deadline, prefetch)
         results += _fitted(judged, results, deadline, fits)
     results.sort(key=rank_key)
     return results
 
 
-def to_prefetch(results: Sequence[Evaluated]) -> list[Evaluated]:
-    """The orders `run_all` re-places collectives in under a budget: the PREFETCH_ORDERS fastest valid rows of
-    the passes, and the input order."""
+def to_prefetch(results: Sequence[Evaluated], prefetch: int = PREFETCH_ORDERS) -> list[Evaluated]:
+    """The `prefetch` orders `run_all` re-places collectives in under a budget: the fastest valid rows of the
+    passes, and the input order where there is room for it beside one of them."""
     rows = [h for h in results if PREFETCHED not in h.name and FITTED not in h.name]
-    valid = sorted((h for h in rows if h.valid), key=lambda h: (h.makespan, h.name))[:PREFETCH_ORDERS]
-    return valid + [h for h in rows if h.name == "input_order" and all(h is not x for x in valid)]
+    valid = sorted((h for h in rows if h.valid), key=lambda h: (h.makespan, h.name))
+    if prefetch <= 1:
+        return valid[:prefetch]
+    given = [h for h in rows if h.name == "input_order"][:1]
+    return [h for h in valid if all(h is not x for x in given)][:prefetch - len(given)] + given
 
 
 def prefetched_names(results: Sequence[Evaluated]) -> list[str]:
     return [f"{h.name}{PREFETCHED}({mode})" for h in to_prefetch(results) for mode in MODES]
 
 
-def _prefetched(judged: Problem, results: list[Evaluated], deadline: float | None) -> list[Evaluated]:
-    bases = to_prefetch(results)
+def _prefetched(judged: Problem, results: list[Evaluated], deadline: float | None,
+                prefetch: int) -> list[Evaluated]:
+    bases = to_prefetch(results, prefetch)
     out = []
     longest = 0.0
     for h in bases:

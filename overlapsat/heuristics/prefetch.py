@@ -135,60 +135,68 @@ def prefetch_within_budget(g: Graph, order: Sequence[int], budget: int, collecti
     clock = np.zeros(n + 1)
     np.cumsum(np.asarray(g.work, dtype=np.float64)[kernels], out=clock[1:])  # before kernel s (gap s)
     curve = _Curve(g, pt, n)
-    seq = {v: k for k, v in enumerate(events)}  # order within a gap: the events' own order, kept
-    free = [0.0] * len(g.groups)
-    last_coll = -1  # the previous collective's gap: the issue order over all groups is kept
-    moved = 0
-
-    def gap_lo(v: int) -> int:
-        return max([(int(pt[u]) + 1) // 2 for u in g.preds[v]] + [0])
-
-    def gap_hi(v: int) -> int:
-        return min([int(pt[u]) // 2 for u in g.succs[v]] + [n])
-
-    def fit(v: int, target: int, lo: int, hi: int) -> int:
-        """The gap nearest `target` on the way back to `v`'s own gap whose move keeps every kernel in budget and
-        no atomic group split (else `v`'s own gap)."""
-        here = int(pt[v]) // 2
-        if target == here:
-            return here
-        up = curve.rises(v, 2 * target)
-        over = np.flatnonzero((up > 0) & (curve.m[:n] + up > budget))
-        if len(over):
-            target = max(int(over[-1]) + 1, target) if target < here else min(int(over[0]), target)
-        step = 1 if target < here else -1
-        s = target
-        while locked[s] and s != here:
-            s += step
-        if not (lo <= s <= hi) or locked[s]:
-            return here
-        return s
-
-    # the latest gap each collective may take: its own successors', and those of every collective after it
-    # (the issue order is kept, so a collective placed late would drag the later ones past their readers)
-    cap: dict[int, int] = {}
-    bound = n
-    for v in reversed(events):
-        if g.kind[v] == COLLECTIVE:
-            bound = cap[v] = min(bound, gap_hi(v))
-    ends: dict[int, float] = {}
+    seq = {v: k for k, v in enumerate(events)}  # order within a gap: the events' own, kept
     colls = [v for v in events if g.kind[v] == COLLECTIVE]
-    after = {}  # each event -> the next collective after it (-1: none)
+    before = dict(zip(colls[1:], colls))  # each collective -> the one issued before it
+    after: dict[int, int] = {}  # each event -> the next collective after it (-1: none)
     nxt = -1
     for v in reversed(events):
         after[v] = nxt
         nxt = v if g.kind[v] == COLLECTIVE else nxt
-    before = dict(zip(colls[1:], colls))  # each collective -> the previous one
-    for v in events:  # in the order's own sequence (a topological one): each is placed once
+    # the latest gap each event may take whatever the walk does: before its kernel successors, and before the
+    # latest gap of each event successor (placed after it); at `chain`, a wait before the next collective; a
+    # collective also before every collective issued after it (the issue order is the walk's)
+    hi: dict[int, int] = {}
+    bound = n
+    for v in reversed(events):
+        h = min([int(pt[u]) // 2 if g.kind[u] == COMPUTE else hi[u] for u in g.succs[v]] + [n])
+        if collective_order == "chain" and g.kind[v] != COLLECTIVE and after[v] >= 0:
+            h = min(h, hi[after[v]])
+        if g.kind[v] == COLLECTIVE:
+            bound = h = min(h, bound)
+        hi[v] = h
+    free = [0.0] * len(g.groups)
+    last_coll = 0  # the previous collective's gap
+    ends: dict[int, float] = {}
+    moved = 0
+
+    def fit(v: int, target: int, lo: int, hi: int) -> int:
+        """The gap nearest `target`, on the way back to `v`'s own, whose move keeps every kernel within the budget,
+        in [lo, hi] and splitting no atomic group."""
+        here = int(pt[v]) // 2
+        target = min(max(target, lo), hi)
+        if target != here:
+            up = curve.rises(v, 2 * target)
+            over = np.flatnonzero((up > 0) & (curve.m[:n] + up > budget))
+            if len(over):
+                target = max(int(over[-1]) + 1, target) if target < here else min(int(over[0]), target)
+        s = min(max(target, lo), hi)
+        if locked[s]:  # the nearest open gap in [lo, hi], first on the way back to its own (no new rise there)
+            step = 1 if s < here else -1
+            t = s
+            while lo <= t <= hi and locked[t] and t != here:
+                t += step
+            if not (lo <= t <= hi) or locked[t]:
+                open_ = [u for u in range(lo, hi + 1) if not locked[u]]
+                t = min(open_, key=lambda u: (abs(u - s), u)) if open_ else here
+            s = t
+        return s
+
+    for v in events:  # in the walk's sequence (a topological one): each is placed once
+        lo = max([(int(pt[u]) + 1) // 2 for u in g.preds[v]] + [0])
+        # where the events after it still are (so none has to move for it), unless the walk has passed them
+        near = min([int(pt[u]) // 2 for u in g.succs[v] if g.kind[u] != COMPUTE]
+                   + ([int(pt[after[v]]) // 2] if after[v] >= 0 and (g.kind[v] == COLLECTIVE or collective_order ==
+                                                                     "chain") else []) + [n])
         if g.kind[v] == COLLECTIVE:
             grp = g.group_id[v]
-            lo = max(gap_lo(v), last_coll)
+            lo = max(lo, last_coll)
             if collective_order == "chain" and v in before:  # each wait of the previous collective comes first
                 lo = max([lo] + [int(pt[w]) // 2 for w in g.waits_of[before[v]]])
-            nxt = after[v]  # never past the next collective
-            hi = min(gap_hi(v), cap[v], int(pt[nxt]) // 2 if nxt >= 0 else n)
+        top = min(hi[v], near) if near >= lo else hi[v]
+        if g.kind[v] == COLLECTIVE:
             readers = [u for w in g.waits_of[v] for u in g.succs[w]]
-            due = clock[min([int(pt[u]) // 2 for u in readers] + [n])]
+            due = clock[min([int(pt[u]) // 2 if g.kind[u] == COMPUTE else hi[u] for u in readers] + [n])]
             launch, dur = g.launch[v], g.dur[v]
             if mode == "as_early":
                 target = lo
@@ -196,15 +204,12 @@ def prefetch_within_budget(g: Graph, order: Sequence[int], budget: int, collecti
                 target = int(np.searchsorted(clock, due - launch - dur, side="right")) - 1
             else:  # it ends late whatever: as soon as its stream is free
                 target = int(np.searchsorted(clock, free[grp] - launch, side="right")) - 1
-            s = fit(v, min(max(target, lo), max(hi, lo)), lo, hi)
+            s = fit(v, target, lo, top)
             last_coll = s
             ends[v] = free[grp] = max(clock[s] + launch, free[grp]) + dur
         else:  # a wait: the first gap at which its collective has ended, or before its first reader
-            lo, hi = gap_lo(v), gap_hi(v)
-            if collective_order == "chain" and after[v] >= 0:  # before the next collective
-                hi = min(hi, int(pt[after[v]]) // 2)
             end = ends.get(g.coll_of[v], 0.0)
-            s = fit(v, min(max(int(np.searchsorted(clock, end, side="left")), lo), max(hi, lo)), lo, hi)
+            s = fit(v, int(np.searchsorted(clock, end, side="left")), lo, top)
         if s != int(pt[v]) // 2:
             curve.move(v, 2 * s)
             moved += 1
@@ -212,3 +217,4 @@ def prefetch_within_budget(g: Graph, order: Sequence[int], budget: int, collecti
     key.update({v: (int(pt[v]) // 2, 0, seq[v]) for v in events})
     out = sorted(ids, key=key.__getitem__)
     return PassResult(f"prefetch_{mode}", out, {"moved": moved, "mode": mode}, graph=g)
+

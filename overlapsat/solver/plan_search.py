@@ -27,7 +27,7 @@ from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderErr
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
-from overlapsat.heuristics.portfolio import FIT_ORDERS, pipelines, run_all
+from overlapsat.heuristics.portfolio import FIT_ORDERS, PREFETCH_ORDERS, pipelines, run_all
 from overlapsat.plan import Bucket, Pricing, bucket_problems, laid_out, materialize
 from overlapsat.problem import Problem
 from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan search's public names
@@ -268,7 +268,8 @@ class Judged:
         # need the rest (a deterministic run cut there is flagged)
         deadline = self.tb.monotonic(min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
-                                   deadline=deadline, fits=1 if include is not None else FIT_ORDERS) if r.valid]
+                                   deadline=deadline, fits=1 if include is not None else FIT_ORDERS,
+                                   prefetch=1 if include is not None else PREFETCH_ORDERS) if r.valid]
         if not bs:  # the order the plan replaces: within a default budget by definition (decision 63)
             rows += [r for r in evaluate_named(self.problem.on(h), self.as_given) if r.valid]
         if time.monotonic() > deadline and self.params.deterministic:

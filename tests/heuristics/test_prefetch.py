@@ -121,3 +121,17 @@ def test_under_torch_bucketed_peak_the_2d_backward_graph_reaches_its_bound():
     assert validate(p, r.order) == [] and r.peak_memory <= budget
     assert r.makespan <= r.bound * (1 + 1e-9) and r.stopped_by == "proof"
     assert r.makespan < torch_order.makespan
+
+
+def test_the_portfolio_re_places_its_fastest_valid_orders_under_a_budget_only():
+    """run_all adds a row per mode for each order `to_prefetch` names (what the search checks a deadline cut
+    against), and none without a budget; on the hand graph at 150 B one of them is the 40-us order."""
+    from overlapsat.heuristics import run_all
+    from overlapsat.heuristics.portfolio import PREFETCHED, prefetched_names
+
+    g = _backward()
+    rows = run_all(g, memory_budget=150, collective_order="group")
+    names = {h.name for h in rows}
+    assert prefetched_names(rows) and set(prefetched_names(rows)) <= names
+    assert min(h.makespan for h in rows if PREFETCHED in h.name and h.valid) == 40.0
+    assert not any(PREFETCHED in h.name for h in run_all(g, collective_order="group"))
