@@ -63,3 +63,16 @@ def test_the_peak_split_is_the_raw_files():
     from benchmarks.gpu.probes.peak_split import table as split
 
     assert "\n".join(split()) in _page()
+
+
+def test_the_prefetch_figures_are_the_raw_files():
+    """plans.md's paragraph on decision 72 quotes bench_prefetch's rows."""
+    with open(os.path.join(ROOT, "benchmarks", "results", "bench_prefetch_2026-11-28.md")) as f:
+        rows = {c[0]: c for c in ([x.strip() for x in line.split("|")[1:-1]] for line in f if line.startswith("| "))}
+    page = " ".join(_page().split())
+    w256, l61 = rows["llama3_8b_2d_L32_tp8_w256_bwd"], rows["moe_dsv3_L61_ep8_w128_bwd"]
+    assert f"was {w256[3]} ms, behind torch's reorder-only order ({w256[2]} ms)" in page
+    assert f"budget: {w256[4]} ms there, the bound of the unbucketed graph, proven" in page
+    assert w256[4] == w256[6] == w256[7] and w256[8] == "proof"
+    assert f"{float(l61[6]):,.2f} against {float(l61[2]):,.2f} ms;" in page
+    assert f"`{l61[5].removesuffix(', fitted to the budget')}` gives {float(l61[4]):,.2f} ms within the budget" in page
