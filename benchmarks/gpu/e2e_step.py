@@ -177,6 +177,10 @@ def build_titan(flavor: str, layers: int, seq: int, world: int, device: str) -> 
     import torch
 
     stub_missing()
+    import importlib.util
+
+    if importlib.util.find_spec("torchtitan.experiments.graph_trainer") is None:  # torchtitan 0.2: no graph_trainer
+        return _build_titan_02(flavor, layers, seq, world, device)
     import torch.distributed.fsdp as fsdp
 
     if not hasattr(fsdp, "DataParallelMeshDims"):  # torch < 2.13: only FSDP2's full-DTensor path reads it, which
@@ -206,6 +210,33 @@ def build_titan(flavor: str, layers: int, seq: int, world: int, device: str) -> 
             mixed_precision_param="bfloat16" if device != "cpu" else "float32", mixed_precision_reduce="float32"))
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, cfg.vocab_size, (1, seq), generator=gen).to(device)
+    return model, tokens
+
+
+def _build_titan_02(flavor: str, layers: int, seq: int, world: int, device: str) -> tuple:
+    """The same step on torchtitan 0.2 (the newest that imports with torch 2.11): its Llama3 model code
+    (`torchtitan.models.llama3`) under its SimpleFSDP (`experiments/simple_fsdp`, `data_parallel` in
+    `fully_shard` mode over a 1-D mesh, bf16 parameters and fp32 reductions on GPU), as its `parallelize_llama`
+    applies it without TP, AC or compile (this file compiles)."""
+    import dataclasses
+
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torchtitan.experiments.simple_fsdp.simple_fsdp import MixedPrecisionPolicy, data_parallel
+    from torchtitan.models.llama3 import Transformer, llama3_args
+
+    args = dataclasses.replace(llama3_args[flavor], n_layers=layers, max_seq_len=seq)
+    with torch.device("meta"):
+        model = Transformer(args)
+    model.to_empty(device=device)
+    with torch.no_grad():
+        model.init_weights(buffer_device=torch.device(device))
+    mesh = init_device_mesh(device.split(":")[0], (world,), mesh_dim_names=("fsdp",))
+    gpu = device != "cpu"
+    model = data_parallel(model, mesh, mode="fully_shard", mp_policy=MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if gpu else torch.float32, reduce_dtype=torch.float32))
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, args.vocab_size, (1, seq), generator=gen).to(device)
     return model, tokens
 
 
@@ -315,7 +346,8 @@ def _block_stacks(graph) -> dict:
     for n in graph.nodes:
         key = "nn_module_stack" if n.meta.get("nn_module_stack") else "fwd_nn_module_stack"
         stack = n.meta.get(key)
-        blocks = [path for path, cls in (stack or {}).values() if getattr(cls, "__name__", "") == "Block"]
+        blocks = [path for path, cls in (stack or {}).values()
+                  if getattr(cls, "__name__", "") in ("Block", "TransformerBlock")]  # this file's; torchtitan's
         digits = re.findall(r"\d+", blocks[-1]) if blocks else []
         if not digits:
             continue
