@@ -144,20 +144,59 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plan_graph(args: argparse.Namespace, g: Any, sched: Any) -> Any:
+    """The bucketed graph a plan file's order is of, `g` re-priced by the profile as `plan` prices it (the same
+    profile must be given: a merged collective's time comes from the cost model, not from the graph)."""
+    from overlapsat.cost import cost_model
+    from overlapsat.plan import Bucket, laid_out, materialize
+
+    what = f"simulate: {args.schedule} is a plan ({len(sched.buckets)} buckets)"
+    if not (args.profile or args.calibration):
+        raise GraphError(f"{what}: its merged collectives are priced by a cost model: give --profile (e.g. h200) "
+                         "or --calibration, as `plan` was given")
+    if sched.transports:
+        raise GraphError(f"{what} that moves {len(sched.transports)} all_gathers by copy engine: `simulate` does not "
+                         "price transports; `plan --json` reports its figures")
+    model = cost_model(args.profile, calibration=args.calibration)
+    return materialize(g.relaxed(args.collective_order), [Bucket(tuple(b)) for b in sched.buckets],
+                       laid_out(model.duration, sched.layout))
+
+
+def _bucket_lines(g: Any, buckets: list[list[str]]) -> list[str]:
+    """One line per bucket: its kind and group (its key), its bytes, and its members in issue order."""
+    from overlapsat.fmt import fmt_bytes
+
+    out = []
+    for k, members in enumerate(buckets):
+        nds = [g.node(m) for m in members]
+        total = sum(int(nd.nbytes or 0) for nd in nds)
+        out.append(f"  bucket {k}: {nds[0].op} on group {nds[0].group}, {len(nds)} collectives, "
+                   f"{fmt_bytes(total)}: {', '.join(members)}")
+    return out
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from overlapsat.budget import resolve_budget
     from overlapsat.schedules import load_schedule
     from overlapsat.simulate import simulate
     from overlapsat.validate import validate
 
     g = _load(args.graph)
-    order = load_schedule(args.schedule, g).order if args.schedule else g.input_order
-    vs = validate(g, order, args.memory_budget, collective_order=args.collective_order)
-    r = simulate(g, order)
+    sched = load_schedule(args.schedule, g) if args.schedule else None
+    order = sched.order if sched is not None else g.input_order
+    priced = _priced(g, args)
+    target = _plan_graph(args, priced, sched) if sched is not None and sched.buckets else priced
+    budget = resolve_budget(g, args.memory_budget)  # a ratio is of the unbucketed graph's input order, as in `plan`
+    vs = validate(target, order, budget, collective_order=args.collective_order)
+    r = simulate(target, order)
     expo = r.collective_exposure()
     payload = {"graph": g.name, "makespan_us": r.makespan, "exposed_us": r.exposed, "peak_memory": r.peak_memory,
-               "valid": not vs, "violations": [str(v) for v in vs], "collective_exposure_us": expo}
+               "valid": not vs, "violations": [str(v) for v in vs], "collective_exposure_us": expo,
+               "buckets": sched.buckets if sched is not None else []}
     lines = [
-        f"graph {g.name}: {'schedule ' + args.schedule if args.schedule else 'input order'}",
+        f"graph {g.name}: {'schedule ' + args.schedule if args.schedule else 'input order'}"
+        + (f", a plan of {len(sched.buckets)} buckets" if sched is not None and sched.buckets else ""),
+        *(_bucket_lines(g, sched.buckets) if sched is not None else []),
         f"  makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)} ({100 * r.exposed_fraction:.1f}%), "
         f"peak memory {fmt_bytes(r.peak_memory)}, {'valid' if not vs else f'INVALID ({len(vs)} violations)'}",
         *(f"  ! {v}" for v in vs[:10]),
@@ -463,11 +502,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
            f"(group {ps['transport']['group']}) by copy engine, where its price ({transport.source}) is below "
            "NCCL's"] if transport is not None else []),
         *(["  warm starts (best scoring pass on each bucketed graph): "
-           + ", ".join(f"{k} {fmt_us(v)}" for k, v in info.starts.items())] if info.starts else []),
+           + ", ".join(f"{k} {fmt_us(v)}" if math.isfinite(v) else f"{k}: no order found within the budget"
+                       for k, v in info.starts.items())] if info.starts else []),
         f"  makespan {fmt_us(r.makespan)}, exposed {fmt_us(r.exposed)}, peak memory "
         f"{fmt_bytes(r.peak_memory)} ({budget})",
-        *(["  no bucket: no bucketing judged was shorter within the budget than the best unbucketed order"]
-          if not r.buckets else []),
+        *([f"  no bucket: {info.no_bucket_reason}"] if not r.buckets
+          else _bucket_lines(g, [list(b.members) for b in r.buckets])),
         f"  order: status {info.bucketing_status}, bound {fmt_us(info.bucketing_bound_us)} -- for the schedules of "
         "these buckets",
         f"  over every bucketing: status {r.status.value}, " + ("optimal (proven)" if r.proven else
@@ -475,7 +515,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                                               "of the makespan")
         + " (no budget in the bound)" * (r.memory_budget is not None and info.every_bucketing is None)
         + "".join(f"; {n}" for n in info.bound_notes),
-        f"  best unbucketed order found {fmt_us(r.unbucketed)}: bucketing bought {fmt_us(r.bought)}"
+        (f"  best unbucketed order found {fmt_us(r.unbucketed)}: "
+         + (f"bucketing bought {fmt_us(r.bought)}" if r.buckets else
+            f"the plan search's order moves bought {fmt_us(r.bought)}" if r.bought > 0 else "the plan is that order"))
         if r.unbucketed < float("inf") else "  no unbucketed order was judged",
     ]
     with _sigint_held():
@@ -752,7 +794,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
                     help="the collective-order policy the lower bound assumes (default group)")
     sp = add("simulate", cmd_simulate, "figures and per-collective exposure of one order")
-    sp.add_argument("--schedule", help="schedule JSON (default: the graph's input order)")
+    sp.add_argument("--schedule", help="schedule or plan JSON (default: the graph's input order); a plan needs the "
+                                       "--profile or --calibration it was planned with")
+    _pricing_args(sp)
     sp.add_argument("--memory-budget", help="bytes ('40GiB') or ratio of the input order's peak ('1.2x')")
     sp.add_argument("--top", type=int, default=10, help="collectives to list (default 10)")
     sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",

@@ -33,10 +33,12 @@ def test_fresh_venv_without_torch_installs_and_compares(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = str(venv / "bin" / "python")
-    r = _pip(py, "install", "-q", ROOT)
+    r = _pip(py, "install", "-v", ROOT)
     if r.returncode != 0 and ("Could not find a version" in r.stderr or "connection" in r.stderr.lower()):
         pytest.skip("no package index reachable from this machine")
     assert r.returncode == 0, r.stderr[-2000:]
+    said = (r.stdout + r.stderr).lower().splitlines()  # the build's own warnings (verbose): none on the license
+    assert not [line for line in said if "license" in line and "deprecat" in line], "license deprecation warned"
     assert subprocess.run([py, "-c", "import torch"], capture_output=True).returncode != 0  # no torch came with it
     c = subprocess.run([str(venv / "bin" / "overlapsat"), "compare", "--time-limit", "2"], capture_output=True,
                        text=True, timeout=300)

@@ -1031,3 +1031,28 @@ def test_a_reserved_clock_ends_early_and_flags_its_cut_on_the_call():
     now[0] = 9.5
     assert child.cut() and child.cut_by_wall_clock and tb.cut_by_wall_clock  # deterministic: flagged on both
     assert tb.wall_left() == 0.5 and tb.reserving(2.0).deadline == 9.5  # never before now
+
+
+def test_why_a_plan_has_no_bucket_names_the_cause():
+    """#52: a plan without buckets says why, cause by cause (hand-built graphs): no partner of the same key, a cap
+    below every pair, the budget's starting bucketings without an order, or no merge that paid."""
+    from overlapsat import GraphBuilder, Problem
+    from overlapsat.solver.plan_search import why_no_bucket
+
+    def gathers(*sizes, op="all_gather"):
+        b = GraphBuilder("g")
+        for k, n in enumerate(sizes):
+            b.collective(f"c{k}", group="dp", op=op, duration=10, nbytes=n, writes={f"o{k}": n})
+            b.wait(f"w{k}", f"c{k}")
+            b.compute(f"k{k}", 5, reads=[f"o{k}"], writes={f"r{k}": 1}, outputs=[f"r{k}"])
+        return b.build()
+
+    assert why_no_bucket(Problem.of(gathers(100)), {}).startswith("no two collectives may share a bucket")
+    assert why_no_bucket(Problem.of(gathers(100, 100, op="all_to_all")), {}).startswith("no two collectives may")
+    capped = Problem.of(gathers(100, 60, 80), None, "group", 139)  # the smallest pair is 140 B
+    assert why_no_bucket(capped, {}) == "the bucket cap (139 B) is below the two smallest collectives of every key"
+    assert why_no_bucket(Problem.of(gathers(100, 60, 80), None, "group", 140), {}).startswith("no merge paid")
+    budgeted = Problem.of(gathers(100, 60), 1000)
+    assert why_no_bucket(budgeted, {"no buckets": 50.0, "torch greedy": float("inf")}).startswith(
+        "the budget: 1 of the 2 starting bucketings found no order within it (torch greedy)")
+    assert why_no_bucket(budgeted, {"no buckets": 50.0}).startswith("no merge paid")

@@ -28,7 +28,7 @@ from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import FIT_ORDERS, PREFETCH_ORDERS, pipelines, run_all
-from overlapsat.plan import Bucket, Pricing, bucket_problems, laid_out, materialize
+from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, laid_out, materialize
 from overlapsat.problem import Problem
 from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan search's public names
     MAX_KEY_ENUMERATED,
@@ -113,10 +113,29 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
                     plan_stats["bound_scope"], tuple(notes), stats.get("every_bucketing"),
                     "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""),
                     budget_source=problem.budget_source, scored=stats.get("bucketings_scored", 0),
-                    moves_kept=stats.get("moves", {}).get("accepted", 0), starts=dict(stats.get("starts", {})))
+                    moves_kept=stats.get("moves", {}).get("accepted", 0), starts=dict(stats.get("starts", {})),
+                    no_bucket_reason="" if bs else why_no_bucket(problem, stats.get("starts", {})))
     stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), phases={**res.stats.phases, "plan": plan_stats})
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
                    bound=bound, stats=stats, plan_info=info)
+
+
+def why_no_bucket(problem: Problem, starts: dict[str, float]) -> str:
+    """Why a plan has no bucket, in the order the causes are checked: no two collectives may merge, the cap
+    forbids every merge, the budget left the starting bucketings no order, or no merge was worth its cost."""
+    g = problem.relaxed
+    keys = bucketable_by_key(g)
+    if not keys:
+        return "no two collectives may share a bucket (none has a partner of its kind, group, size and dtype)"
+    cap = problem.bucket_cap
+    if cap is not None and all(sum(sorted(g.nodes[c].nbytes or 0 for c in cs)[:2]) > cap for cs in keys.values()):
+        return f"the bucket cap ({fmt_bytes(cap)}) is below the two smallest collectives of every key"
+    blocked = [name for name, us in starts.items() if not math.isfinite(us)]
+    if problem.budget is not None and blocked:
+        return (f"the budget: {len(blocked)} of the {len(starts)} starting bucketings found no order within it "
+                f"({', '.join(blocked[:3])}{', ...' if len(blocked) > 3 else ''}), and no bucketing judged within it "
+                "was shorter than the best unbucketed order")
+    return "no merge paid: no bucketing judged was shorter than the best unbucketed order"
 
 
 def _scope(problem: Problem, stats: dict[str, Any], notes: Sequence[str]) -> str:

@@ -79,6 +79,7 @@ class PlanInfo:
     moves_kept: int = 0  # bucket moves it kept
     starts: dict[str, float] = field(default_factory=dict)  # warm starts: the best order's makespan on each (us)
     budget_source: str = "none"  # the budget's origin: "given", "the input order's peak (the default)" or "none"
+    no_bucket_reason: str = ""  # a plan without buckets: why (nothing may merge, the cap, the budget, no gain)
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,9 @@ class Result:
                 "bound_over": self.over, "exposed_bound_us": self.exposed_bound, "gap": self.gap,
                 "buckets": len(self.buckets), "memory_budget": self.memory_budget,
                 "baseline": self.baseline, "stats": self.stats.phases, "message": self.message,
-                "cut_by_wall_clock": self.cut_by_wall_clock, "stopped_by": self.stopped_by}
+                "cut_by_wall_clock": self.cut_by_wall_clock, "stopped_by": self.stopped_by,
+                **({"no_bucket_reason": self.plan_info.no_bucket_reason}
+                   if self.plan_info is not None and not self.buckets else {})}
 
     def save(self, path: str, graph: Graph | None = None) -> None:
         """Write the order (with its buckets, transports and layout: a plan, schedule version 2 to 4) for `graph` (default:
