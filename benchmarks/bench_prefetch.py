@@ -36,7 +36,8 @@ def main() -> None:
     logging.disable(logging.WARNING)
     lines = [f"budget: torch bucketed's peak (recorded), level free, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}",
              "", "| graph | nodes | torch reorder-only | portfolio without the pass | portfolio with it "
-             "| best row | optimize 10 s | its bound | stopped by |", "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |"]
+             "| best row | optimize 10 s | its bound | stopped by |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- |"]
     print("\n".join(lines), flush=True)
     for path in sorted(glob.glob(os.path.join(HERE, "fx_corpus", "*_bwd.json.gz"))):
         d = json.load(gzip.open(path))
