@@ -629,7 +629,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         c = compare(g, **_search(args), memory_budget=args.memory_budget,
                     collective_order=args.collective_order, workers=args.workers, interference=inter)
         ex, bh, inp = c.exact, c.best_heuristic, c.input_row
-        recs.append({"graph": label, "file": f, "nodes": len(g), "input_exposed_us": inp.exposed,
+        recs.append({"graph": label, "file": f, "nodes": len(g), "input_makespan_us": inp.makespan,
+                     "exact_makespan_us": ex.makespan, "input_exposed_us": inp.exposed,
                      "best_heuristic": bh.method, "heuristic_exposed_us": bh.exposed, "exact_exposed_us": ex.exposed,
                      "exposed_bound_us": c.exposed_bound, "status": c.result.status.value, "gap": c.gap(ex),
                      "reduction_vs_heuristic": 1 - ex.exposed / bh.exposed if bh.exposed > 0 else 0.0,
@@ -661,10 +662,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         w.writeheader()
         w.writerows(recs)
         atomic_write_text(args.csv, buf.getvalue())
-    lines = ["| graph | nodes | input exposed | best heuristic | heuristic exposed | exact exposed | vs heuristic | "
-             "status | gap |", "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
+    lines = ["| graph | nodes | input makespan | exact makespan | input exposed | best heuristic | heuristic exposed | "
+             "exact exposed | vs heuristic | status | gap |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: |"]
     for r in recs:
-        lines.append(f"| {r['graph']} | {r['nodes']} | {fmt_us(r['input_exposed_us'])} | {r['best_heuristic']} | "
+        lines.append(f"| {r['graph']} | {r['nodes']} | {fmt_us(r['input_makespan_us'])} | "
+                     f"{fmt_us(r['exact_makespan_us'])} | {fmt_us(r['input_exposed_us'])} | {r['best_heuristic']} | "
                      f"{fmt_us(r['heuristic_exposed_us'])} | {fmt_us(r['exact_exposed_us'])} | "
                      f"{100 * r['reduction_vs_heuristic']:.1f}% | {r['status']} | {100 * r['gap']:.1f}% |")
     red_h = 100 * summary["total_reduction_vs_best_heuristic"]
@@ -708,15 +711,19 @@ def cmd_solve_cache(args: argparse.Namespace) -> int:
                        **opts)
     if show:
         sys.stderr.write("\r" + " " * 100 + "\r")
-    lines = ["| graph | fingerprint | outcome | status | input exposed | exposed | seconds |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: |"]
+    lines = ["| graph | fingerprint | outcome | status | input makespan | makespan | buckets | input exposed | exposed "
+             "| seconds |", "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def us(x: float | None) -> str:
+        return fmt_us(x) if x is not None else "-"
+
     for o in outs:
-        ex = fmt_us(o.exposed_us) if o.exposed_us is not None else "-"
-        inp = fmt_us(o.input_exposed_us) if o.input_exposed_us is not None else "-"
-        lines.append(f"| {o.graph or '-'} | {o.fingerprint[:12]} | {o.outcome} | {o.status or '-'} | {inp} | {ex} | "
-                     f"{o.seconds:.1f} |")
+        lines.append(f"| {o.graph or '-'} | {o.fingerprint[:12]} | {o.outcome} | {o.status or '-'} | "
+                     f"{us(o.input_makespan_us)} | {us(o.makespan_us)} | {'-' if o.buckets is None else o.buckets} | "
+                     f"{us(o.input_exposed_us)} | {us(o.exposed_us)} | {o.seconds:.1f} |")
     errors = [o for o in outs if o.outcome == "error"]
     lines += [f"error {o.fingerprint[:12]}: {o.message}" for o in errors]
+    lines += [f"{o.fingerprint[:12]}: {o.message}" for o in outs if o.outcome != "error" and o.message]
     tally = {k: sum(o.outcome == k for o in outs) for k in ("solved", "replaced_corrupt", "has_schedule", "locked", "error")}
     lines.append(", ".join(f"{v} {k}" for k, v in tally.items() if v) or "no recorded graphs")
     _emit(args, {"store": args.store, "graphs": [o.as_dict() for o in outs], "summary": tally}, lines)

@@ -149,6 +149,9 @@ class Outcome:
     status: str = ""  # the solver's status when solved
     exposed_us: float | None = None
     input_exposed_us: float | None = None
+    makespan_us: float | None = None  # the step's time: a plan can expose more and still be shorter
+    input_makespan_us: float | None = None
+    buckets: int | None = None  # a plan's buckets (None: an order)
     seconds: float = 0.0
     message: str = ""
 
@@ -199,6 +202,11 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
             out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
             out.message = "" if why == "no schedule" else why
             out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
+            out.makespan_us, out.input_makespan_us = r.makespan, r.baseline["makespan"]
+            if profile is not None:
+                out.buckets = len(r.buckets)
+                if not r.buckets and r.plan_info is not None:
+                    out.message = out.message or f"no bucket: {r.plan_info.no_bucket_reason}"
     except Exception as e:  # noqa: BLE001 - one bad graph is reported and skipped; the rest are solved
         out.outcome, out.message = "error", f"{type(e).__name__}: {e}"
     finally:

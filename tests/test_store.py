@@ -67,6 +67,15 @@ def test_solve_cache_writes_plans_that_the_fx_pass_would_take_and_refuses_an_unk
         assert data["metrics"]["bound_over"] == "plans" and "bucketing" in data["metrics"]["stats"]["plan"]
         sched, why = usable_stored(str(store), fp, g, "group", plans=True)
         assert why == "ok" and sched.buckets == data.get("buckets", [])
+    # #52: each row gives the step's time and the plan's buckets beside the exposure (a plan may expose more and
+    # be shorter), the same figures as the plan file's; a row without buckets says why
+    rows = {o["fingerprint"]: o for o in json.loads(r.stdout)["graphs"]}
+    for fp in fps:
+        m = json.loads((store / f"{fp}.schedule.json").read_text())
+        o = rows[fp]
+        assert o["makespan_us"] == m["metrics"]["makespan_us"] and o["buckets"] == len(m.get("buckets", []))
+        assert o["input_makespan_us"] == m["metrics"]["baseline"]["makespan"]
+        assert bool(o["buckets"]) or o["message"].startswith("no bucket: "), o
     again = solve_store(str(store), time_limit=1, plans="h200")
     assert {o.outcome for o in again} == {"has_schedule"}
     r = cli("solve-cache", str(store), "--plans", "nosuchgpu", "--time-limit", "1")

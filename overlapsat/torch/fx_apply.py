@@ -155,8 +155,12 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def _importer(self, fx_graph: Any) -> Graph:
         from overlapsat.torch.fx import import_fx
 
-        # groups by structure, not by their rank-local names: every rank of a 2-D mesh finds the same graph
-        return import_fx(fx_graph, name="fx graph", profile=self.profile).with_structural_groups()
+        # groups by structure, not by their rank-local names: every rank of a 2-D mesh finds the same graph; named
+        # by its part of the step (AOTAutograd's backward graph takes the incoming gradients as `tangents_*`), so a
+        # store's tables tell a step's two graphs apart (the name is not in the fingerprint)
+        part = "backward" if any(n.op == "placeholder" and n.name.startswith("tangents")
+                                 for n in fx_graph.nodes) else "forward"
+        return import_fx(fx_graph, name=f"fx {part} graph", profile=self.profile).with_structural_groups()
 
     def _dry_run(self, graph: Any, g: Graph, plan: Plan, budget: int | None = None) -> _Pending:
         """Merge, order and move to the copy engine a copy of the graph: what the plan would make, checked before

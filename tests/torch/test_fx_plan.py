@@ -352,3 +352,22 @@ def test_merge_plan_issues_a_coalesced_bucket_as_one_group_call_with_a_wait_per_
     with pytest.raises(GraphError, match="coalesced buckets merge one of"):
         coalesce(gm2.graph, colls, "b")
     assert len(gm2.graph.nodes) == before
+
+
+def test_a_steps_two_graphs_are_named_apart(tmp_path):
+    """#52: the FX pass names a graph by its part of the step (AOTAutograd's backward takes `tangents_*`), so
+    `solve-cache` and `bench` rows tell a step's forward and backward apart; the name is not in the fingerprint."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from overlapsat.torch.fx_apply import FxSchedulePass
+
+    def fwd(primals_1, primals_2):
+        return torch.relu(primals_1 @ primals_2)
+
+    def bwd(primals_1, tangents_1):
+        return torch.relu(primals_1 * tangents_1)
+
+    p = FxSchedulePass(str(tmp_path))
+    names = [p._importer(make_fx(f)(torch.randn(4, 4), torch.randn(4, 4)).graph).name for f in (fwd, bwd)]
+    assert names == ["fx forward graph", "fx backward graph"]
