@@ -47,6 +47,27 @@ def miss_path(store: str, fp: str) -> str:
     return os.path.join(store, fp + MISS_SUFFIX)
 
 
+def recorded_pricings(store: str, most: int = 3) -> set[str]:
+    """The pricings (`meta["pricing"]`) of up to `most` recorded graphs of `store`, newest first: what a pass
+    that finds no schedule compares its own pricing with (a graph's fingerprint includes its prices)."""
+    import json
+
+    try:
+        paths = sorted((graph_path(store, fp) for fp in recorded(store)), key=os.path.getmtime, reverse=True)
+    except (GraphError, OSError):
+        return set()
+    out = set()
+    for path in paths[:most]:
+        try:
+            with open(path, encoding="utf-8") as f:
+                priced = (json.load(f).get("meta") or {}).get("pricing")
+        except (OSError, ValueError):
+            continue
+        if isinstance(priced, str):
+            out.add(priced)
+    return out
+
+
 def recorded(store: str) -> list[str]:
     """Fingerprints of the recorded graphs, sorted."""
     if not os.path.isdir(store):
@@ -186,6 +207,13 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                 return out
             opts = dict(options)
             profile = opts.pop("plans", None)
+            priced, mismatch = g.meta.get("pricing"), ""
+            if profile is not None and isinstance(profile, str) and priced not in (None, profile):
+                # the graph's own durations are the recording's; merged collectives would be priced by another GPU
+                mismatch = (f"recorded with pricing {priced!r} but planned with {profile!r}: merged collectives are "
+                            f"priced for {profile!r} and the rest for {priced!r}, so buckets rarely pay; run "
+                            f"solve-cache --plans {priced}, or capture again with profile={profile!r}")
+                log.warning("overlapsat: graph %s (%s) %s", g.name, fp[:12], mismatch)
             if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
                 from overlapsat.cost import cost_model
                 from overlapsat.problem import Problem
@@ -203,10 +231,11 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
             out.message = "" if why == "no schedule" else why
             out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
             out.makespan_us, out.input_makespan_us = r.makespan, r.baseline["makespan"]
+            out.message = "; ".join(x for x in (out.message, mismatch) if x)
             if profile is not None:
                 out.buckets = len(r.buckets)
                 if not r.buckets and r.plan_info is not None:
-                    out.message = out.message or f"no bucket: {r.plan_info.no_bucket_reason}"
+                    out.message = "; ".join(x for x in (out.message, f"no bucket: {r.plan_info.no_bucket_reason}") if x)
     except Exception as e:  # noqa: BLE001 - one bad graph is reported and skipped; the rest are solved
         out.outcome, out.message = "error", f"{type(e).__name__}: {e}"
     finally:

@@ -283,3 +283,36 @@ def test_a_graphs_time_limit_counts_from_its_launch(tmp_path):
     assert sched.metrics["cut_by_wall_clock"] is True
     g = load_graph(str(store / f"{fp}.graph.json"))
     assert validate(g, [g.index[n] for n in sched.order]) == []
+
+
+def test_a_pricing_mismatch_is_said_when_planning_and_when_applying(tmp_path, caplog):
+    """#52: a graph recorded with one GPU's prices and planned with another's gets its plan, with a warning and
+    a row message naming both and what to run; an FX pass that misses in a store of graphs priced otherwise warns
+    once (a graph's fingerprint includes its prices, so no schedule there can match)."""
+    import logging
+
+    from overlapsat.store import recorded_pricings, solve_one
+
+    store = tmp_path / "store"
+    (fp,) = make_store(store, ("fsdp_small",))
+    path = store / f"{fp}.graph.json"
+    data = json.loads(path.read_text())
+    data.setdefault("meta", {})["pricing"] = "h100_sxm"  # as the FX importer stamps it (torch/fx.py)
+    path.write_text(json.dumps(data))
+    assert recorded_pricings(str(store)) == {"h100_sxm"}
+    with caplog.at_level(logging.WARNING, logger="overlapsat"):
+        out = solve_one(str(store), fp, 2, {"plans": "h200"})
+    assert out.outcome == "solved", out
+    assert "recorded with pricing 'h100_sxm' but planned with 'h200'" in out.message
+    assert "solve-cache --plans h100_sxm" in out.message and any("h100_sxm" in r.message for r in caplog.records)
+
+    pytest.importorskip("torch")
+    from overlapsat.torch import fx_apply
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="overlapsat"):
+        fx_apply._warn_if_priced_apart(str(store), "h200")
+        fx_apply._warn_if_priced_apart(str(store), "h200")  # once
+        fx_apply._warn_if_priced_apart(str(store), "h100_sxm")  # the store's own pricing: nothing to say
+    said = [r.message for r in caplog.records if "priced for" in r.message]
+    assert len(said) == 1 and "'h100_sxm'" in said[0] and "profile='h100_sxm'" in said[0], said

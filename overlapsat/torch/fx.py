@@ -371,7 +371,9 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
         if ws > 0:
             buffers.append(Buffer(f"{n.name}#workspace", n.name, (), ws, ws))
     meta = {"source": "fx", "primals_bytes": sum(nb for o, nb in produced.values()
-                                                  if o.op == "placeholder" and o.name.startswith("primals"))}
+                                                  if o.op == "placeholder" and o.name.startswith("primals")),
+            # what priced it: a plan for it must price merged collectives alike (store.solve_one checks)
+            "pricing": profile if durations is None else durations if isinstance(durations, str) else "your durations"}
     unknown = sum(unknown_size(t) for n in calls for t in _tensors(n.meta.get("val")))
     if unknown:  # said, not silent: the memory model counts these outputs as 0 bytes
         meta["data_dependent_outputs"] = unknown

@@ -58,6 +58,25 @@ FX_LEVELS = (*SAFE_LEVELS, "free")  # "free" only with the agreement (overlapsat
 Moved = tuple  # (Graph, order, pins, the pinning function or None): what `_pin` needs after `_move`
 
 
+_PRICING_WARNED: set[tuple[str, str]] = set()
+
+
+def _warn_if_priced_apart(store: str, ours: str | None) -> None:
+    """Once per store and pricing: a miss whose store holds graphs recorded with another pricing (the
+    fingerprint includes the prices, so none of their schedules can match this pass's graphs)."""
+    from overlapsat.store import recorded_pricings
+
+    if ours is None or (store, ours) in _PRICING_WARNED:
+        return
+    theirs = sorted(recorded_pricings(store) - {ours})
+    if theirs:
+        _PRICING_WARNED.add((store, ours))
+        log.warning("overlapsat: no schedule for this graph, and the store's recorded graphs were priced for %s "
+                    "while this pass prices for %r (a graph's fingerprint includes its prices, so their schedules "
+                    "cannot match): install with profile=%r to use them, or capture and solve again with %r",
+                    " and ".join(map(repr, theirs)), ours, theirs[0], ours)
+
+
 class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     """Inductor's post-grad custom pass: reorders the FX graph to a stored (or inline-solved) schedule."""
 
@@ -217,6 +236,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                 return moved
             if why != "no schedule":
                 log.warning("overlapsat: keeping this FX graph's order: the stored schedule is not usable (%s)", why)
+            else:
+                _warn_if_priced_apart(self.store, g.meta.get("pricing"))
             note("fx", g.name, fp, "no schedule" if why == "no schedule" else "kept Inductor's order",
                  "recorded" if why == "no schedule" else why)
         else:
