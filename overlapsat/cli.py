@@ -375,16 +375,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         tick.done()
     interrupted = bool(c.result.stats.get("interrupted"))
+    plan = next((r for r in c.other_rows if r.name == "overlapsat plan"), None)  # with --plans: drawn and traced too
     if args.plot:
         from overlapsat.plot import plot_timeline
 
         best = c.best_heuristic
-        plot_timeline(g, [("input order", c.input_row.order), (f"best heuristic: {best.method}", best.order),
-                          (f"exact ({c.result.status.value})", c.exact.order)], args.plot, memory_budget=c.memory_budget)
+        panels: list[tuple[Any, ...]] = [("input order", c.input_row.order),
+                                         (f"best heuristic: {best.method}", best.order),
+                                         (f"exact ({c.result.status.value})", c.exact.order)]
+        if plan is not None:
+            panels.append((f"overlapsat plan ({len(plan.buckets)} buckets)", plan.order, plan.sim.graph,
+                           plan.buckets))
+        plot_timeline(g, panels, args.plot, memory_budget=c.memory_budget)
     if args.trace:
         from overlapsat.trace import export_chrome_trace
 
-        export_chrome_trace(g, c.exact.order, args.trace, name=f"{g.name} (exact)")
+        export_chrome_trace(g, c.exact.order, args.trace, name=f"{g.name} (exact)",
+                            plans=[(f"{g.name} (overlapsat plan, {len(plan.buckets)} buckets)", plan.sim.graph,
+                                    plan.order, plan.buckets)] if plan is not None else [])
     payload = {"graph": g.name, "nodes": len(g), "rows": c.records(), "bound_us": c.bound,
                "exposed_bound_us": c.exposed_bound, "status": c.result.status.value, "memory_budget": c.memory_budget,
                **({"hold": hold} if hold is not None else {})}

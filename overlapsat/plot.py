@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from overlapsat.budget import BudgetLike, resolve_budget
 from overlapsat.errors import GraphError
@@ -45,10 +46,19 @@ def _binned(boxes: list[tuple[float, float]], px: float) -> list[tuple[float, fl
     return [(b * px, px, min(1.0, f)) for b, f in sorted(share.items())]
 
 
-def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | str]]] | Sequence[int | str],
+def bucket_label(k: int, bucket: Any, op: str | None) -> str:
+    """A plan panel's legend entry for bucket `k`: its kind, size and members (the first six, then a count)."""
+    more = f" +{len(bucket.members) - 6} more" if len(bucket.members) > 6 else ""
+    return f"B{k}: {len(bucket.members)} x {op}: {', '.join(bucket.members[:6])}{more}"
+
+
+def plot_timeline(graph: Graph, schedules: Sequence[tuple[Any, ...]] | Sequence[int | str],
                   path: str | os.PathLike[str], *, memory_budget: BudgetLike = None, width_px: int = 1600,
                   dpi: int = 100) -> str:
-    """Draw one or more schedules of `graph` to `path` (.png or .svg); returns the path."""
+    """Draw one or more schedules of `graph` to `path` (.png or .svg); returns the path.
+
+    Each schedule is (label, order), or (label, order, bucketed graph, buckets) for a plan: its panel draws the
+    bucketed graph, each merged transfer hatched and numbered, and a legend names each bucket's members."""
     memory_budget = resolve_budget(graph, memory_budget)
     if os.fspath(path) == STDOUT:
         raise GraphError("a timeline is a picture: give a file name (.png or .svg), not '-'")
@@ -64,7 +74,9 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
         raise GraphError("plotting needs matplotlib: pip install 'overlapsat[plot]'") from e
     if schedules and not isinstance(schedules[0], tuple):
         schedules = [("schedule", schedules)]  # type: ignore[list-item]
-    sims: list[tuple[str, SimResult]] = [(label, simulate(graph, order)) for label, order in schedules]  # type: ignore[misc]
+    panels = [(item[0], item[1], item[2] if len(item) > 2 else graph, tuple(item[3]) if len(item) > 3 else ())
+              for item in schedules]  # type: ignore[index]
+    sims: list[tuple[str, SimResult]] = [(label, simulate(h, order)) for label, order, h, _ in panels]
     if not sims:
         raise GraphError("plot_timeline: no schedule to draw")
     horizon = max(s.makespan for _, s in sims) or 1.0
@@ -76,6 +88,8 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
                              gridspec_kw={"height_ratios": [max(1.0, 0.5 * len(lanes)), 1.0] * n})
     for k, (label, sim) in enumerate(sims):
         ax, axm = axes[2 * k], axes[2 * k + 1]
+        graph, buckets = panels[k][2], panels[k][3]  # the panel's own graph: a plan's is bucketed
+        lane_of = {gname: lanes.index(gname) - 1 if gname in lanes else 0 for gname in graph.groups}
         comp: list[tuple[float, float]] = []
         stalls: list[tuple[float, float]] = []
         comm: dict[int, list[tuple[float, float]]] = {}
@@ -97,15 +111,33 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[str, Sequence[int | st
         for x0, w, f in _binned(stalls, px):  # to scale: height = the bin's stalled share
             ax.add_patch(Rectangle((x0, y - 0.4), w, 0.8 * f, facecolor=COLORS["stall"], linewidth=0))
         for gi, boxes in comm.items():
-            ax.broken_barh(_merge(boxes, px), (y - 1 - gi - 0.35, 0.7), linewidth=0.3, edgecolor="white",
-                           facecolors=COLORS["comm"][gi % len(COLORS["comm"])])
+            li = lane_of[graph.groups[gi]]
+            ax.broken_barh(_merge(boxes, px), (y - 1 - li - 0.35, 0.7), linewidth=0.3, edgecolor="white",
+                           facecolors=COLORS["comm"][li % len(COLORS["comm"])])
+        named = []
+        for bi, b in enumerate(buckets):  # each merged transfer hatched and numbered, its members in the legend
+            if b.name not in graph.index:
+                continue
+            c = graph.index[b.name]
+            li = lane_of[graph.groups[graph.group_id[c]]]
+            ax.add_patch(Rectangle((sim.start[c], y - 1 - li - 0.35), graph.dur[c], 0.7, fill=False, hatch="////",
+                                   edgecolor="#222222", linewidth=0.6))
+            if graph.dur[c] > 12 * px:
+                ax.text(sim.start[c] + graph.dur[c] / 2, y - 1 - li, f"B{bi}", ha="center", va="center", fontsize=6)
+            named.append(bucket_label(bi, b, graph.nodes[c].op))
+        if named:
+            shown = named[:12] + ([f"... and {len(named) - 12} more buckets"] if len(named) > 12 else [])
+            ax.legend(handles=[Patch(fill=False, hatch="////", edgecolor="#222222", label=t) for t in shown],
+                      loc="upper right", bbox_to_anchor=(1, -0.02), ncol=min(3, len(shown)), fontsize=6,
+                      frameon=False, title="buckets (merged transfers)", title_fontsize=7)
         if len(graph.coll_seq) <= 200:  # link collectives to their waits where it stays legible
             for c in graph.coll_seq:
                 w = graph.wait_of[c]
                 if w >= 0:
-                    ax.plot([sim.end[c], sim.end[w]], [y - 1 - graph.group_id[c] + 0.35, y - 0.4], color="#777777",
+                    ax.plot([sim.end[c], sim.end[w]], [y - 1 - lane_of[graph.groups[graph.group_id[c]]] + 0.35, y - 0.4],
+                            color="#777777",
                             linewidth=0.4, alpha=0.6)
-        if k == 0:
+        if k == 0 and not buckets:
             handles = [Patch(color=COLORS["compute"], label="compute"),
                        Patch(color=COLORS["stall"], label="stall: a wait idles the stream (bar height = share of time)"),
                        *(Patch(color=COLORS["comm"][gi % len(COLORS["comm"])], label=f"transfer, group {g}")

@@ -17,9 +17,12 @@ from overlapsat.io import atomic_write_text
 from overlapsat.simulate import simulate
 
 
-def chrome_trace(graph: Graph, order: Sequence[int | str] | None = None, *, name: str | None = None) -> dict[str, Any]:
+def chrome_trace(graph: Graph, order: Sequence[int | str] | None = None, *, name: str | None = None,
+                 buckets: Sequence[Any] = (), pid: int = 1) -> dict[str, Any]:
+    """A Chrome/Perfetto trace of `order` on `graph`; for a plan, `graph` is the bucketed graph and `buckets` its
+    buckets: each merged transfer is named "bucket k" and carries its members (shown on hover)."""
     sim = simulate(graph, order)
-    pid = 1
+    bucket_of = {b.name: (k, b) for k, b in enumerate(buckets)}
     tids = {"compute": 1, **{g: 2 + i for i, g in enumerate(graph.groups)}}
     events: list[dict[str, Any]] = [
         {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name or graph.name}},
@@ -44,9 +47,14 @@ def chrome_trace(graph: Graph, order: Sequence[int | str] | None = None, *, name
                            "cat": "launch", "ts": sim.issue[v], "dur": graph.launch[v], "args": {"step": step}})
         tid = tids["compute"] if k != COLLECTIVE else tids[nd.group]  # type: ignore[index]
         args: dict[str, Any] = {"step": step}
+        label = nd.name
         if k == COLLECTIVE:
             args.update(op=nd.op, bytes=nd.nbytes, group_size=nd.group_size, issued_at=sim.issue[v])
-        events.append({"ph": "X", "pid": pid, "tid": tid, "name": nd.name,
+            if nd.name in bucket_of:
+                bk, b = bucket_of[nd.name]
+                label = f"bucket {bk}: {len(b.members)} x {nd.op}"
+                args.update(bucket=bk, members=list(b.members))
+        events.append({"ph": "X", "pid": pid, "tid": tid, "name": label,
                        "cat": "collective" if k == COLLECTIVE else "compute", "ts": sim.start[v],
                        "dur": graph.dur[v], "args": args})
     last = None
@@ -61,7 +69,14 @@ def chrome_trace(graph: Graph, order: Sequence[int | str] | None = None, *, name
 
 
 def export_chrome_trace(graph: Graph, order: Sequence[int | str] | None, path: str | os.PathLike[str], *,
-                        name: str | None = None) -> str:
-    """Write the trace JSON (open it in ui.perfetto.dev or chrome://tracing)."""
-    atomic_write_text(path, json.dumps(chrome_trace(graph, order, name=name)))
+                        name: str | None = None, plans: Sequence[tuple[str, Graph, Sequence[int], Sequence[Any]]] = ()
+                        ) -> str:
+    """Write the trace JSON (open it in ui.perfetto.dev or chrome://tracing). Each of `plans` (name, bucketed
+    graph, order, buckets) is a process of its own beside the order's, its buckets named with their members."""
+    trace = chrome_trace(graph, order, name=name)
+    for k, (pname, h, porder, buckets) in enumerate(plans):
+        extra = chrome_trace(h, porder, name=pname, buckets=buckets, pid=2 + k)
+        trace["traceEvents"] += extra["traceEvents"]
+        trace["otherData"].setdefault("plans", []).append({"name": pname, **extra["otherData"]})
+    atomic_write_text(path, json.dumps(trace))
     return os.fspath(path)

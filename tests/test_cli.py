@@ -331,3 +331,19 @@ def test_a_plan_without_buckets_says_why(tmp_path):
         pytest.skip("a bucket fitted the budget this time")
     assert "no bucket: the budget: " in p.stdout and "bucketing bought" not in p.stdout
     assert data["metrics"]["no_bucket_reason"].startswith("the budget: ")
+
+
+def test_compare_with_plans_draws_and_traces_the_plan(tmp_path):
+    """#52: `compare --plans --plot --trace` puts the plan beside the exact order: a process of its own in the
+    trace, its buckets named with their members (those of the plan row), and a fourth panel in the picture."""
+    png, trace = tmp_path / "t.png", tmp_path / "t.json"
+    r = run("compare", "fsdp_medium", "--plans", "--profile", "h200", "--memory-budget", "none", "--time-limit", "6",
+            "--plot", str(png), "--trace", str(trace), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(trace.read_text())
+    plan = [e for e in d["traceEvents"] if e["pid"] == 2]
+    assert plan and d["otherData"]["plans"][0]["name"].endswith("buckets)")
+    merged = [e["args"]["members"] for e in plan if "members" in e.get("args", {})]
+    n = int(d["otherData"]["plans"][0]["name"].split(", ")[-1].split()[0])
+    assert len(merged) == n and all(len(m) >= 2 for m in merged)
+    assert png.stat().st_size > 10_000

@@ -65,3 +65,48 @@ def test_the_picture_has_a_legend(tmp_path):
         plt.Figure.savefig = real
     assert "compute" in seen and any(t.startswith("stall") for t in seen)
     assert any(t.startswith("transfer, group") for t in seen)
+
+
+def _small_plan():
+    """fsdp_small priced for the H200 and one bucket of its first two all_gathers, with its bucketed graph."""
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+    from overlapsat.plan import Bucket, bucketable_by_key, materialize
+
+    model = cost_model("h200")
+    g = load_graph(bundled("fsdp_small")).reprice(model)
+    rg = g.relaxed("free")
+    gathers = next(cs for key, cs in bucketable_by_key(rg).items() if key[0] == "all_gather")
+    bucket = Bucket(tuple(rg.names[c] for c in gathers[:2]))
+    return g, materialize(rg, [bucket], model.duration), bucket
+
+
+def test_a_plan_panel_draws_its_buckets_and_names_their_members(tmp_path):
+    """#52: a plan's panel draws its own (bucketed) graph, each merged transfer hatched, and a legend entry per
+    bucket naming its members."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from overlapsat.plot import bucket_label
+
+    g, h, bucket = _small_plan()
+    texts, hatched = [], []
+    real = plt.Figure.savefig
+
+    def grab(fig, *a, **k):
+        texts.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        hatched.extend(p for ax in fig.axes for p in ax.patches if p.get_hatch() == "////")
+        return real(fig, *a, **k)
+
+    plt.Figure.savefig = grab
+    try:
+        plot_timeline(g, [("input order", g.input_order), ("plan", h.input_order, h, [bucket])], tmp_path / "p.png")
+    finally:
+        plt.Figure.savefig = real
+    label = bucket_label(0, bucket, "all_gather")
+    assert label in texts and all(m in label for m in bucket.members)
+    assert len(hatched) == 1  # one merged transfer, in the plan's panel only

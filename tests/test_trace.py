@@ -59,3 +59,20 @@ def test_trace_shows_launches_and_wait_time_on_the_compute_stream():
     assert (ev["stall: w"]["ts"], ev["stall: w"]["dur"]) == (6.0, 2.0)
     assert (ev["w"]["ts"], ev["w"]["dur"]) == (8.0, 2.0)
     assert ev["launch: c"]["tid"] == ev["w"]["tid"] == ev["k1"]["tid"] != ev["c"]["tid"]
+
+
+def test_a_plans_trace_is_a_process_of_its_own_with_its_buckets_members(tmp_path):
+    """#52: `export_chrome_trace(..., plans=...)` adds the plan's timeline as a second process; its merged
+    transfer is named as a bucket and carries the members (Perfetto shows them on hover)."""
+    import json
+
+    from overlapsat.trace import export_chrome_trace
+    from tests.test_plot import _small_plan
+
+    g, h, bucket = _small_plan()
+    path = export_chrome_trace(g, None, tmp_path / "t.json", plans=[("plan", h, h.input_order, [bucket])])
+    d = json.loads(open(path).read())
+    merged = [e for e in d["traceEvents"] if e.get("args", {}).get("members")]
+    assert [(e["pid"], e["name"], e["args"]["members"]) for e in merged] == \
+        [(2, "bucket 0: 2 x all_gather", list(bucket.members))]
+    assert {e["pid"] for e in d["traceEvents"]} == {1, 2} and d["otherData"]["plans"][0]["name"] == "plan"
