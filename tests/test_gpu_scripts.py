@@ -800,3 +800,19 @@ def test_torchs_ordering_wrappers_are_put_back_as_their_operations():
     assert calls == before
     names = [n.name for n in out.nodes]
     assert len(names) == len(set(names))
+
+
+def test_the_readme_quotes_the_gpu_page_figures_only():
+    """#52: every GPU percentage the README quotes is one docs/gpu_results.md prints (and the tests above hold
+    that page to its raw files); the README names the baseline torch version."""
+    import re
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    page = " ".join((ROOT / "docs" / "gpu_results.md").read_text().split())
+    start = readme.index("**On GPUs**")
+    gpu = readme[start:readme.index("## ", start)]
+    quoted = re.findall(r"-?\d+\.\d+(?:-\d+\.\d+)? %", gpu)
+    assert len(quoted) >= 6, quoted
+    for q in quoted:
+        assert q in page or q.lstrip("-") in page, q
+    assert "torch 2.11" in gpu and "torch 2.13" in gpu
