@@ -141,6 +141,9 @@ class Summary:
 
     seen: list[Seen] = field(default_factory=list)
     cache_hits: int = 0  # graphs Inductor's FX graph cache served: no pass ran on them
+    # the installed pass's store and schedule digest (part of Inductor's cache key): what a served graph carries
+    cache_store: str = ""
+    cache_digest: str = ""
 
     def counts(self) -> Counter:
         return Counter(s.outcome for s in self.seen)
@@ -150,7 +153,12 @@ class Summary:
                  + "".join(f", {n} {o}" for o, n in sorted(self.counts().items()))]
         lines += [f"  {s.pass_name:<9} {s.graph:<22} {s.fingerprint[:12]}  {s.outcome}"
                   + (f" ({s.detail})" if s.detail else "") for s in self.seen]
-        if self.cache_hits:
+        if self.cache_hits and self.cache_digest:
+            lines.append(f"  Inductor's FX graph cache served {self.cache_hits} graph(s) without running any pass: "
+                         f"each was compiled by this same pass on the schedules {self.cache_store} holds now "
+                         f"(digest {self.cache_digest[:12]}, part of the cache key), so each carries the schedule "
+                         "stored for its fingerprint there, or Inductor's order where none is stored")
+        elif self.cache_hits:
             lines.append(f"  Inductor's FX graph cache served {self.cache_hits} graph(s) without running any pass "
                          "(their code is what the pass made when it was cached)")
         return "\n".join(lines)
@@ -172,7 +180,21 @@ def summary() -> Summary:
         hits = int(counters["inductor"].get("fxgraph_cache_hit", 0))
     except Exception:  # noqa: BLE001 - an older torch: no count
         pass
-    return Summary(list(_SEEN), hits)
+    store, digest = "", ""
+    try:  # the FX pass in place: its store's digest is in the key the cache served the graphs by
+        import torch._inductor.config as icfg
+
+        from overlapsat.store import schedules_digest
+        from overlapsat.torch.fx_apply import FxSchedulePass
+
+        p = icfg.post_grad_custom_post_pass
+        while p is not None and not isinstance(p, FxSchedulePass):  # a chain of passes: overlapsat's is the last
+            p = getattr(p, "then", None)
+        if p is not None and p.uuid() is not None:
+            store, digest = p.store, schedules_digest(p.store)
+    except Exception:  # noqa: BLE001 - a description, never a failure
+        pass
+    return Summary(list(_SEEN), hits, store, digest)
 
 
 def reset_summary() -> None:

@@ -182,3 +182,23 @@ def test_a_checked_recorded_graph_is_not_loaded_again_until_it_changes(tmp_path,
     open(path, "w").write("{broken")
     record_graph(str(tmp_path), g, fp)
     assert loads == [path] and real(path).fingerprint() == fp
+
+
+def test_summary_says_what_a_cache_served_graph_carries(tmp_path):
+    """#52: with the FX pass installed, graphs Inductor's cache served are said to carry the schedules the
+    store holds now (its digest is part of the cache key), naming the store and the digest."""
+    from torch._dynamo.utils import counters
+
+    from overlapsat.store import schedules_digest
+
+    reset_summary()
+    before = counters["inductor"].get("fxgraph_cache_hit", 0)
+    counters["inductor"]["fxgraph_cache_hit"] = before + 2
+    try:
+        with installed_fx("apply", str(tmp_path)):
+            text = str(summary())
+        assert f"on the schedules {tmp_path} holds now (digest {schedules_digest(str(tmp_path))[:12]}" in text
+        assert "(their code is what the pass made" in str(summary())  # no pass in place: the plain line
+    finally:
+        counters["inductor"]["fxgraph_cache_hit"] = before
+        reset_summary()
