@@ -49,7 +49,7 @@ def test_the_memory_bound_figures_are_the_raw_files():
     """decisions.md 71 and plans.md quote bench_memory_bound's summary."""
     with open(os.path.join(ROOT, "benchmarks", "results", "bench_memory_bound_2026-11-28.md")) as f:
         raw = f.read()
-    with open(os.path.join(ROOT, "docs", "decisions.md")) as f:
+    with open(os.path.join(ROOT, "docs", "history", "decisions.md")) as f:
         decisions = " ".join(f.read().split())
     floor = next(line for line in raw.splitlines() if line.startswith("The memory floor"))
     share = floor.split(" is ")[1].split(" of ")[0]  # "98.87-100.00 %"
@@ -76,3 +76,18 @@ def test_the_prefetch_figures_are_the_raw_files():
     assert w256[4] == w256[6] == w256[7] and w256[8] == "proof"
     assert f"{float(l61[6]):,.2f} against {float(l61[2]):,.2f} ms;" in page
     assert f"`{l61[5].removesuffix(', fitted to the budget')}` gives {float(l61[4]):,.2f} ms within the budget" in page
+
+
+def test_the_decisions_list_names_every_recorded_decision():
+    """#52: docs/decisions.md (what holds now, one line each) and docs/history/decisions.md (the full record)
+    hold the same decisions, by number and title."""
+    import re
+
+    with open(os.path.join(ROOT, "docs", "decisions.md")) as f:
+        listed = dict(re.findall(r"^(\d+)\. (.+)$", f.read(), flags=re.M))
+    with open(os.path.join(ROOT, "docs", "history", "decisions.md")) as f:
+        recorded = dict(re.findall(r"^(\d+)\. \*\*(.+?)\*\*", f.read(), flags=re.M | re.S))
+    assert list(listed) == [str(k) for k in range(1, len(listed) + 1)] and set(listed) == set(recorded)
+    for k, title in listed.items():  # the list's line is the record's title (or its start)
+        a, b = " ".join(title.split()).rstrip("."), " ".join(recorded[k].split()).rstrip(".")
+        assert a[:40] == b[:40], (k, a, b)
