@@ -77,6 +77,16 @@ def test_bench_directory_and_csv(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "2 graphs:" in r.stdout and "summed over graphs" in r.stdout
     assert len(csv.read_text().strip().splitlines()) == 3
+    # #52: the step's time beside the exposure (input and exact), equal to the simulator's on the input order
+    import csv as csvlib
+
+    from overlapsat import load_graph, simulate
+
+    rows = {r["graph"]: r for r in csvlib.DictReader(csv.read_text().splitlines())}
+    g = load_graph(bundled("moe_small"))
+    assert float(rows[g.name]["input_makespan_us"]) == pytest.approx(simulate(g).makespan)
+    assert float(rows[g.name]["exact_makespan_us"]) <= float(rows[g.name]["input_makespan_us"])
+    assert "| input makespan | exact makespan |" in r.stdout
 
 
 @pytest.mark.parametrize(
