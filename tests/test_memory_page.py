@@ -74,7 +74,7 @@ def test_the_prefetch_figures_are_the_raw_files():
     assert f"was {w256[3]} ms, behind torch's reorder-only order ({w256[2]} ms)" in page
     assert f"budget: {w256[4]} ms there, the bound of the unbucketed graph, proven" in page
     assert w256[4] == w256[6] == w256[7] and w256[8] == "proof"
-    assert f"{float(l61[6]):,.2f} against {float(l61[2]):,.2f} ms;" in page
+    assert f"{float(l61[6]):,.2f} against {float(l61[2]):,.2f} ms)" in page
     assert f"`{l61[5].removesuffix(', fitted to the budget')}` gives {float(l61[4]):,.2f} ms within the budget" in page
 
 
