@@ -56,6 +56,16 @@ def _priced(g: Any, args: argparse.Namespace) -> Any:
     return g.reprice(cost_model(profile, calibration=cal))
 
 
+def _plan_model(args: argparse.Namespace, what: str) -> Any:
+    """The cost model that prices merged collectives (--profile / --calibration); refused by name without one."""
+    if not (args.profile or args.calibration):
+        raise GraphError(f"{what}: a merged collective is priced by a cost model: give --profile (e.g. h200) or "
+                         "--calibration")
+    from overlapsat.cost import cost_model
+
+    return cost_model(args.profile, calibration=args.calibration)
+
+
 def _pricing_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--profile", metavar="GPU", help="price the graph for this hardware profile (a built-in name such as "
                                                     "h100_sxm, or a profile file) instead of its own durations")
@@ -146,19 +156,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def _plan_graph(args: argparse.Namespace, g: Any, sched: Any) -> Any:
     """The bucketed graph a plan file's order is of, `g` re-priced by the profile as `plan` prices it (the same
-    profile must be given: a merged collective's time comes from the cost model, not from the graph)."""
-    from overlapsat.cost import cost_model
+    profile must be given, as `plan` was: a merged collective's time comes from the cost model, not the graph)."""
     from overlapsat.plan import Bucket, laid_out, materialize
 
     what = f"simulate: {args.schedule} is a plan ({len(sched.buckets)} buckets)"
-    if not (args.profile or args.calibration):
-        raise GraphError(f"{what}: its merged collectives are priced by a cost model: give --profile (e.g. h200) "
-                         "or --calibration, as `plan` was given")
+    model = _plan_model(args, what)
     if sched.transports:
         raise GraphError(f"{what} that moves {len(sched.transports)} all_gathers by copy engine: `simulate` does not "
                          "price transports; `plan --json` reports its figures")
-    model = cost_model(args.profile, calibration=args.calibration)
-    return materialize(g.relaxed(args.collective_order), [Bucket(tuple(b)) for b in sched.buckets],
+    return materialize(g.reprice(model).relaxed(args.collective_order), [Bucket(tuple(b)) for b in sched.buckets],
                        laid_out(model.duration, sched.layout))
 
 
@@ -184,8 +190,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     g = _load(args.graph)
     sched = load_schedule(args.schedule, g) if args.schedule else None
     order = sched.order if sched is not None else g.input_order
-    priced = _priced(g, args)
-    target = _plan_graph(args, priced, sched) if sched is not None and sched.buckets else priced
+    target = _plan_graph(args, g, sched) if sched is not None and sched.buckets else _priced(g, args)
     budget = resolve_budget(g, args.memory_budget)  # a ratio is of the unbucketed graph's input order, as in `plan`
     vs = validate(target, order, budget, collective_order=args.collective_order)
     r = simulate(target, order)
@@ -359,12 +364,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.bucket_layout is not None and not args.plans:
         raise GraphError("--bucket-layout is a choice of plans: give --plans with it")
     if args.plans:
-        if not (args.profile or args.calibration):
-            raise GraphError("compare --plans: a merged collective is priced by a cost model: give --profile "
-                             "(e.g. h200) or --calibration")
-        from overlapsat.cost import cost_model
-
-        plans = cost_model(args.profile, calibration=args.calibration).duration
+        plans = _plan_model(args, "compare --plans").duration
     tick = _Ticker(not (args.json or args.no_progress))
     g = _priced(_load(args.graph), args)
     others = {f"other graph {os.path.basename(p)}": _priced(_load(p), args) for p in args.other_graph}
@@ -468,14 +468,10 @@ def _joint_line(j: dict) -> str:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from overlapsat.cost import cost_model
     from overlapsat.problem import Problem
     from overlapsat.solver.plan_search import optimize_plan
 
-    if not (args.profile or args.calibration):
-        raise GraphError("plan: a merged collective is priced by a cost model: give --profile (e.g. h200) or "
-                         "--calibration")
-    model = cost_model(args.profile, calibration=args.calibration)
+    model = _plan_model(args, "plan")
     transport = None
     if args.transport is not None:
         from overlapsat.cost.transport import copy_engine
@@ -535,15 +531,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from overlapsat.cost import cost_model
     from overlapsat.frontier import plan_frontier
 
-    if not (args.profile or args.calibration):
-        raise GraphError("frontier: a merged collective is priced by a cost model: give --profile (e.g. h200) or "
-                         "--calibration")
+    model = _plan_model(args, "frontier")
     if args.memory_budget is not None:
         raise GraphError("frontier: give the budgets to show with --budgets, not --memory-budget")
-    model = cost_model(args.profile, calibration=args.calibration)
     g = _load(args.graph).reprice(model)
     search = _search(args)
     # each budget's plan search gets its share of what is left of the command's limit

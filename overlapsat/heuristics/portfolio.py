@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -181,20 +182,11 @@ def prefetched_names(results: Sequence[Evaluated]) -> list[str]:
 
 def _prefetched(judged: Problem, results: list[Evaluated], deadline: float | None,
                 prefetch: int) -> list[Evaluated]:
-    bases = to_prefetch(results, prefetch)
-    out = []
-    longest = 0.0
-    for h in bases:
-        for mode in MODES:
-            if deadline is not None and time.monotonic() + longest > deadline:
-                log.info("heuristics: deadline reached before re-placing %s's collectives", h.name)
-                return out
-            t = time.perf_counter()
-            r = prefetch_within_budget(judged.graph, h.order, judged.budget, judged.collective_order, mode)
-            out.append(_evaluate(judged, f"{h.name}{PREFETCHED}({mode})", r.order,
-                                 h.runtime_s + time.perf_counter() - t, {**h.stats, "prefetch": r.stats}))
-            longest = max(longest, time.perf_counter() - t)
-    return out
+    g, budget, level = judged.graph, judged.budget, judged.collective_order
+    return _passes_on_rows(judged, [(h, f"{h.name}{PREFETCHED}({mode})", "prefetch",
+                                     functools.partial(prefetch_within_budget, g, budget=budget,
+                                                       collective_order=level, mode=mode))
+                                    for h in to_prefetch(results, prefetch) for mode in MODES], deadline)
 
 
 def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluated]:
@@ -207,16 +199,26 @@ def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluat
 
 
 def _fitted(judged: Problem, results: list[Evaluated], deadline: float | None, fits: int) -> list[Evaluated]:
+    g, budget, level = judged.graph, judged.budget, judged.collective_order
+    return _passes_on_rows(judged, [(h, h.name + FITTED, "fit_budget",
+                                     functools.partial(fit_budget, g, budget=budget, collective_order=level,
+                                                       max_moves=FIT_MOVES))
+                                    for h in to_fit(results, fits)], deadline)
+
+
+def _passes_on_rows(judged: Problem, jobs: list[tuple[Evaluated, str, str, Callable[..., PassResult]]],
+                    deadline: float | None) -> list[Evaluated]:
+    """Each job (a row, the new row's name, its stats key, a pass taking the row's order) run and evaluated, its
+    time added to the row's; none starts that would end past `deadline` by the longest so far."""
     out = []
-    longest = 0.0  # the longest fit so far: none starts that would end past the deadline
-    for h in to_fit(results, fits):
+    longest = 0.0
+    for h, name, key, run in jobs:
         if deadline is not None and time.monotonic() + longest > deadline:
-            log.info("heuristics: deadline reached before fitting %s to the budget", h.name)
+            log.info("heuristics: deadline reached before %s", name)
             break
         t = time.perf_counter()
-        r = fit_budget(judged.graph, h.order, judged.budget, judged.collective_order, max_moves=FIT_MOVES)
-        out.append(_evaluate(judged, h.name + FITTED, r.order, h.runtime_s + time.perf_counter() - t,
-                             {**h.stats, "fit_budget": r.stats}))
+        r = run(h.order)
+        out.append(_evaluate(judged, name, r.order, h.runtime_s + time.perf_counter() - t, {**h.stats, key: r.stats}))
         longest = max(longest, time.perf_counter() - t)
     return out
 

@@ -40,7 +40,7 @@ class _Curve:
         # inputs nobody reads are released at step 0: counted at kernel 0 only when no event comes first
         self.unread = sum(g.b_free[j] for j in range(len(g.b_prod))
                           if g.b_prod[j] < 0 and g.b_fin[j] and not g.b_cons[j] and not g.b_out[j])
-        self.first = int(np.count_nonzero(pt[[v for v in range(len(g.kind)) if g.kind[v] != 0]] == 0))
+        self.first = int(np.count_nonzero(pt[[v for v in range(len(g.kind)) if g.kind[v] != COMPUTE]] == 0))
         self.m[0] += self.unread if not self.first else 0
         diff = np.zeros(n_kernels + 2, dtype=np.int64)
         for j in range(len(g.b_prod)):
@@ -86,13 +86,16 @@ class _Curve:
             if f1 > f0 and not self.g.b_out[j]:
                 up[f0:f1] += self.g.b_free[j]
         self.pt[v] = old
-        if self.first and not self.first + (new_pt == 0) - (old == 0):  # kernel 0 becomes step 0
+        if self.first and not self._first_after(v, new_pt):  # kernel 0 becomes step 0
             up[0] += self.unread
         return up[:self.n]
 
+    def _first_after(self, v: int, new_pt: int) -> int:
+        """How many events sit before kernel 0 once `v` moves to `new_pt`."""
+        return self.first + (new_pt == 0) - (int(self.pt[v]) == 0)
+
     def move(self, v: int, new_pt: int) -> None:
-        before = self.first
-        self.first += (new_pt == 0) - (int(self.pt[v]) == 0)
+        before, self.first = self.first, self._first_after(v, new_pt)
         if bool(before) != bool(self.first):
             self.m[0] += self.unread if not self.first else -self.unread
         spans = self.touched(v)

@@ -127,9 +127,11 @@ def why_no_bucket(problem: Problem, starts: dict[str, float]) -> str:
     keys = bucketable_by_key(g)
     if not keys:
         return "no two collectives may share a bucket (none has a partner of its kind, group, size and dtype)"
-    cap = problem.bucket_cap
-    if cap is not None and all(sum(sorted(g.nodes[c].nbytes or 0 for c in cs)[:2]) > cap for cs in keys.values()):
-        return f"the bucket cap ({fmt_bytes(cap)}) is below the two smallest collectives of every key"
+    def smallest_pair(cs: list[int]) -> Bucket:
+        return Bucket(tuple(g.names[c] for c in sorted(cs, key=lambda c: g.nodes[c].nbytes or 0)[:2]))
+
+    if problem.bucket_cap is not None and all(problem.over_cap([smallest_pair(cs)]) for cs in keys.values()):
+        return f"the bucket cap ({fmt_bytes(problem.bucket_cap)}) is below the two smallest collectives of every key"
     blocked = [name for name, us in starts.items() if not math.isfinite(us)]
     if problem.budget is not None and blocked:
         return (f"the budget: {len(blocked)} of the {len(starts)} starting bucketings found no order within it "
