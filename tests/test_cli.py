@@ -32,7 +32,8 @@ def test_compare_bundled_default(tmp_path):
     assert "| input_order |" in r.stdout and "| exact |" in r.stdout and "lower bound" in r.stdout
     assert png.stat().st_size > 10_000 and json.loads(trace.read_text())["traceEvents"]
     assert "\r" not in r.stderr  # not a terminal: logged progress lines, no redrawn line
-    assert all(line.startswith("INFO ") for line in r.stderr.splitlines())
+    # every line is a logged record: progress at INFO, and under a loaded machine a WARNING that the clock cut a phase
+    assert all(line.startswith(("INFO ", "WARNING ")) for line in r.stderr.splitlines()), r.stderr
 
 
 def test_compare_json_figures_match_simulator():
