@@ -2,7 +2,8 @@
 
     python benchmarks/bench_core.py [--sizes 1000 10000 100000] [--repeat 3]
 
-Prints nodes per second (best of --repeat runs) for each generator family.
+Prints a markdown table (the one docs/benchmarks.md quotes): seconds and millions of nodes per second, best of
+--repeat runs, for each generator family.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--kinds", nargs="+", default=sorted(GENERATORS))
     a = ap.parse_args()
-    print(f"{'graph':6s} {'nodes':>7s} {'edges':>7s} {'build s':>8s} {'simulate s':>10s} {'nodes/s':>10s} "
-          f"{'validate s':>10s} {'nodes/s':>10s} {'bound s':>8s}")
+    print("| graph | nodes | edges | build s | simulate s | M nodes/s | validate s | M nodes/s | lower bound s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for kind in a.kinds:
         for n in a.sizes:
             t = time.perf_counter()
@@ -40,8 +41,8 @@ def main() -> None:
             ts = best_of(lambda g=g, order=order: simulate(g, order), a.repeat)
             tv = best_of(lambda g=g, order=order: validate(g, order, memory_budget="1.0x"), a.repeat)
             tb = best_of(lambda g=g: lower_bound(g), 1)
-            print(f"{kind:6s} {len(g):7d} {g.counts()['edges']:7d} {build:8.2f} {ts:10.3f} {len(g) / ts:10.0f} "
-                  f"{tv:10.3f} {len(g) / tv:10.0f} {tb:8.3f}")
+            print(f"| {kind} | {len(g):,} | {g.counts()['edges']:,} | {build:.2f} | {ts:.3f} | {len(g) / ts / 1e6:.1f} | "
+                  f"{tv:.3f} | {len(g) / tv / 1e6:.1f} | {tb:.3f} |", flush=True)
 
 
 if __name__ == "__main__":

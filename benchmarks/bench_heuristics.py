@@ -1,6 +1,8 @@
 """Time every heuristic pass on generated graphs of 1k, 5k and 20k nodes.
 
     python benchmarks/bench_heuristics.py [--sizes 1000 5000 20000] [--kinds fsdp tp]
+
+Prints a markdown table of seconds per pass (the one docs/heuristics.md quotes).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
     ap.add_argument("--kinds", nargs="+", default=["fsdp", "tp", "ddp", "moe"])
     a = ap.parse_args()
-    print(f"{'graph':5s} {'nodes':>6s} " + " ".join(f"{p.__name__[:22]:>22s}" for p in PASSES))
+    print("| graph | nodes | " + " | ".join(p.__name__.replace("reorder_communication", "reorder_comm")
+                                             .replace("topological_sort_", "") for p in PASSES) + " |")
+    print("| --- | ---: |" + " ---: |" * len(PASSES))
     for kind in a.kinds:
         for n in a.sizes:
             g = generate(kind, nodes=n)
@@ -41,7 +45,7 @@ def main() -> None:
                 r = p(chained)
                 row.append(time.perf_counter() - t)
                 simulate(g, r.order)
-            print(f"{kind:5s} {len(g):6d} " + " ".join(f"{x:21.3f}s" for x in row), flush=True)
+            print(f"| {kind} | {len(g):,} | " + " | ".join(f"{x:.3f}" for x in row) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -16,8 +17,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _phase(phase, store, tmp_path, model="llama3"):
     out = str(tmp_path / f"{model}_{phase}")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.run([sys.executable, SCRIPT, phase, str(store), out, model], capture_output=True, text=True,
-                       env=env, timeout=600)
+    for attempt in range(2):
+        p = subprocess.run([sys.executable, SCRIPT, phase, str(store), out, model], capture_output=True, text=True,
+                           env=env, timeout=600)
+        # a rank killed by a signal is torch's gloo heap corruption under overlapped collectives (docs/torch.md,
+        # "Known hazards"): one rerun, said in the report with the stack; any other failure fails at once
+        if p.returncode == 0 or attempt or "terminated with signal" not in p.stderr:
+            break
+        warnings.warn(f"a rank was killed by a signal in phase {phase}, rerun once:\n{p.stderr[-3000:]}",
+                      stacklevel=2)
     assert p.returncode == 0, p.stderr[-3000:]
     return [json.load(open(f"{out}.{r}", encoding="utf-8")) for r in range(2)]
 

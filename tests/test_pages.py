@@ -1,0 +1,88 @@
+"""#52: every table of figures on the README and the docs pages comes from a committed raw file.
+
+A table with figures carries a comment just above it, invisible when rendered:
+
+    <!-- figures: benchmarks/results/FILE [FILE ...] -->   every figure of the table is in one of these files
+    <!-- figures: tests/FILE.py::test_name -->             a test regenerates the table and holds the page to it
+
+A table with figures and no such comment fails, so does a figure its files do not hold, and so does a named
+test that does not exist. Pages under docs/history/ are records and are not checked.
+"""
+
+import glob
+import os
+import re
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
+MARK = re.compile(r"<!--\s*figures:\s*(.*?)\s*-->")
+# a figure: digits with a decimal part, or a whole number of 2+ digits (1-digit counts and ordinals are prose)
+FIGURE = re.compile(r"(?<![\w.^])\d[\d,]*\.\d+(?![\w.])|(?<![\w.^,])\d{1,3}(?:,\d{3})+(?![\w.])|(?<![\w.^,])\d{2,}(?![\w.]|,\d)")
+MIN_FIGURES = 4  # a table with fewer is a definition (a format, a limit), not a measurement
+
+
+def figures(text: str) -> set[str]:
+    """Figures as written, commas dropped: '1,228' and '1228' are one figure; signs and units are left aside."""
+    return {f.replace(",", "") for f in FIGURE.findall(text)}
+
+
+def tables(page: str) -> list[tuple[int, str | None, list[str]]]:
+    """(line of the header, the figures comment above it or None, the body's rows) of each table on a page."""
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    out, i, in_code = [], 0, False
+    while i < len(lines):
+        if lines[i].startswith("```"):
+            in_code = not in_code
+        if (lines[i].startswith("|") and i + 1 < len(lines) and re.match(r"^\|\s*:?-", lines[i + 1])):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            above = [MARK.search(x) for x in lines[max(0, i - 5):i]]
+            marks = [m.group(1) for m in above if m]
+            out.append((i + 1, marks[-1] if marks else None, lines[i + 2:j]))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def _measured(rows: list[str]) -> set[str]:
+    return set().union(*(figures(r) for r in rows)) if rows else set()
+
+
+CASES = [(page, line, mark, rows) for page in PAGES for line, mark, rows in tables(page)
+         if len(_measured(rows)) >= MIN_FIGURES]
+
+
+@pytest.mark.parametrize("page,line,mark,rows", CASES, ids=[f"{c[0]}:{c[1]}" for c in CASES])
+def test_every_table_of_figures_is_its_raw_files(page, line, mark, rows):
+    assert mark, f"{page}:{line}: a table of figures with no '<!-- figures: ... -->' naming its raw file"
+    sources = mark.split()
+    held = [s for s in sources if "::" in s]
+    for s in held:
+        path, name = s.split("::")
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            assert re.search(rf"^def {re.escape(name)}\(", f.read(), re.M), f"{page}:{line}: no test {s}"
+    files = [p for s in sources if "::" not in s for p in sorted(glob.glob(os.path.join(ROOT, s), recursive=True))]
+    assert held or files, f"{page}:{line}: {sources} name no committed file"
+    if held:
+        return
+    raw = set()
+    for p in files:
+        with open(p, encoding="utf-8", errors="replace") as f:
+            raw |= figures(f.read())
+    missing = sorted(_measured(rows) - raw)
+    assert not missing, f"{page}:{line}: figures not in {sources}: {missing[:20]}"
+
+
+def test_the_checker_finds_a_figure_that_drifts(tmp_path):
+    """The check can fail: a figure changed by one digit is reported."""
+    assert figures("| a | 1,228 | 46.45 ms | -11.5 % | 7 |") == {"1228", "46.45", "11.5"}
+    page = ["| graph | ms |", "| --- | ---: |", "| a | 46.45 |", "| b | 47.10 |", "| c | 12.5 |", "| d | 13.25 |"]
+    raw = figures("46.45 47.10 12.5 13.25")
+    assert _measured(page[2:]) <= raw
+    drifted = [r.replace("47.10", "47.11") for r in page[2:]]
+    assert _measured(drifted) - raw == {"47.11"}
