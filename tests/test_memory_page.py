@@ -91,3 +91,24 @@ def test_the_decisions_list_names_every_recorded_decision():
     for k, title in listed.items():  # the list's line is the record's title (or its start)
         a, b = " ".join(title.split()).rstrip("."), " ".join(recorded[k].split()).rstrip(".")
         assert a[:40] == b[:40], (k, a, b)
+
+
+def test_the_baseline_table_is_the_raw_files():
+    """#52: docs/gpu_results.md's table of what torch bucketed gains over its starting order, on the GPU and in
+    simulation, is what the raw files give, and the prose's ranges and counts are the table's."""
+    from benchmarks.gpu.equal_memory import baselines
+
+    res = os.path.join(ROOT, "benchmarks", "results")
+    rows = baselines(os.path.join(res, "gpu_2026-11-28"), os.path.join(res, "bench_plan_torch_budget_2026-11-28.md"))
+    with open(os.path.join(ROOT, "docs", "gpu_results.md")) as f:
+        page = f.read()
+    assert "\n".join(rows) in page
+    gain = {r.split("|")[2].strip(): float(r.split("|")[5].strip(" %")) for r in rows[2:]}
+    gpu = [gain[k] for k in gain if k.startswith("eq")]
+    llama = [gain[k] for k in gain if k.startswith("llama3_8b_L")]  # the 1-D FSDP graphs
+    assert (min(llama), max(llama)) == (-20.5, -11.7)
+    assert (len(gpu), sum(abs(g) <= 2.5 for g in gpu), sum(g > 0 for g in gpu)) == (12, 7, 6)
+    assert sorted(g for g in gpu if g < -2.5) == [-9.2, -7.1]
+    text = " ".join(page.split())
+    assert "11.7-20.5 %" in text and "within 2.5 % of no reordering at all (`a`) in 7 of 12 runs" in text
+    assert "slower than it in 6" in text and "7.1 % and 9.2 % over `a`" in text

@@ -101,6 +101,29 @@ def table(folder: str) -> list[str]:
     return out
 
 
+def baselines(folder: str, simulated: str) -> list[str]:
+    """Why simulation shows a few per cent where the GPUs show more: what torch bucketed gains over the order it
+    starts from, on the GPU (against no reordering, `a`, in the same run) and in simulation (against torch's
+    reorder-only order of the same graph, from bench_plan's raw table)."""
+    out = ["| where | run or graph | torch bucketed | its starting order | torch bucketed against it |",
+           "| --- | --- | ---: | ---: | ---: |"]
+    for path in sorted(glob.glob(os.path.join(folder, "eq*", "results.json"))):
+        cfgs = json.load(open(path))["configs"]
+        if "a" in cfgs and "c_bkt" in cfgs:
+            a, c = (cfgs[k]["ranks"][0]["step_ms_median"] for k in ("a", "c_bkt"))
+            out.append(f"| GPU, torch 2.11 | {os.path.basename(os.path.dirname(path))} | {c:.2f} ms | {a:.2f} ms (a) | "
+                       f"{100 * (c / a - 1):+.1f} % |")
+    with open(simulated, encoding="utf-8") as f:
+        for line in f:
+            cells = [x.strip() for x in line.strip().strip("|").split("|")]
+            if len(cells) == 15 and cells[0] not in ("graph", "---") and not cells[0].startswith("-"):
+                reorder, bucketed = float(cells[2].split()[0]), float(cells[3])
+                over = ", above the budget or invalid" if "invalid" in cells[2] else ""
+                out.append(f"| simulation, torch 2.13 | {cells[0]} | {cells[3]} ms | {reorder:.2f} ms (reorder-only{over}) | "
+                           f"{100 * (bucketed / reorder - 1):+.1f} % |")
+    return out
+
+
 if __name__ == "__main__":
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
     print("\n".join(table(folder)))
