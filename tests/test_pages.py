@@ -6,7 +6,9 @@ A table with figures carries a comment just above it, invisible when rendered:
     <!-- figures: tests/FILE.py::test_name -->             a test regenerates the table and holds the page to it
 
 A table with figures and no such comment fails, so does a figure its files do not hold, and so does a named
-test that does not exist. Pages under docs/history/ are records and are not checked.
+test that does not exist. Prose is held the same way between `<!-- figures below: FILE ... -->` and
+`<!-- end figures -->` (dates, code spans, and names such as w256 or L32 are not figures). Pages under docs/history/ are
+records and are not checked (docs/decisions.md, decision 73).
 """
 
 import glob
@@ -49,6 +51,27 @@ def tables(page: str) -> list[tuple[int, str | None, list[str]]]:
     return out
 
 
+REGION = re.compile(r"<!--\s*figures below:\s*(.*?)\s*-->(.*?)<!--\s*end figures\s*-->", re.S)
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}|`[^`\n]*`")  # dates, and code spans (commands and names, not figures)
+
+
+def regions(page: str) -> list[tuple[str, str]]:
+    """(sources, prose) of each held region of a page."""
+    with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+        return [(m.group(1), DATE.sub("", m.group(2))) for m in REGION.finditer(f.read())]
+
+
+def _raw(sources: list[str]) -> set[str]:
+    raw: set[str] = set()
+    for s in sources:
+        paths = sorted(glob.glob(os.path.join(ROOT, s), recursive=True))
+        assert paths, f"{s} names no committed file"
+        for p in paths:
+            with open(p, encoding="utf-8", errors="replace") as f:
+                raw |= figures(f.read())
+    return raw
+
+
 def _measured(rows: list[str]) -> set[str]:
     return set().union(*(figures(r) for r in rows)) if rows else set()
 
@@ -70,12 +93,18 @@ def test_every_table_of_figures_is_its_raw_files(page, line, mark, rows):
     assert held or files, f"{page}:{line}: {sources} name no committed file"
     if held:
         return
-    raw = set()
-    for p in files:
-        with open(p, encoding="utf-8", errors="replace") as f:
-            raw |= figures(f.read())
+    raw = _raw([s for s in sources if "::" not in s])
     missing = sorted(_measured(rows) - raw)
     assert not missing, f"{page}:{line}: figures not in {sources}: {missing[:20]}"
+
+
+PROSE = [(page, src, text) for page in PAGES for src, text in regions(page)]
+
+
+@pytest.mark.parametrize("page,sources,text", PROSE, ids=[f"{c[0]}:{i}" for i, c in enumerate(PROSE)])
+def test_every_held_paragraph_is_its_raw_files(page, sources, text):
+    missing = sorted(figures(text) - _raw(sources.split()))
+    assert not missing, f"{page}: prose figures not in {sources}: {missing[:20]}"
 
 
 def test_the_checker_finds_a_figure_that_drifts(tmp_path):
