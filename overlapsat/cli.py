@@ -157,14 +157,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def _plan_graph(args: argparse.Namespace, g: Any, sched: Any) -> Any:
     """The bucketed graph a plan file's order is of, `g` re-priced by the profile as `plan` prices it (the same
     profile must be given, as `plan` was: a merged collective's time comes from the cost model, not the graph)."""
-    from overlapsat.plan import Bucket, laid_out, materialize
+    from overlapsat.plan import laid_out, materialize
 
     what = f"simulate: {args.schedule} is a plan ({len(sched.buckets)} buckets)"
     model = _plan_model(args, what)
     if sched.transports:
         raise GraphError(f"{what} that moves {len(sched.transports)} all_gathers by copy engine: `simulate` does not "
                          "price transports; `plan --json` reports its figures")
-    return materialize(g.reprice(model).relaxed(args.collective_order), [Bucket(tuple(b)) for b in sched.buckets],
+    return materialize(g.reprice(model).relaxed(args.collective_order), list(sched.plan.buckets),
                        laid_out(model.duration, sched.layout))
 
 

@@ -47,7 +47,8 @@ def _binned(boxes: list[tuple[float, float]], px: float) -> list[tuple[float, fl
 
 
 def bucket_label(k: int, bucket: Any, op: str | None) -> str:
-    """A plan panel's legend entry for bucket `k`: its kind, size and members (the first six, then a count)."""
+    """A plan panel's legend entry for bucket `k`: its member count, kind and members (the first six, then a
+    count)."""
     more = f" +{len(bucket.members) - 6} more" if len(bucket.members) > 6 else ""
     return f"B{k}: {len(bucket.members)} x {op}: {', '.join(bucket.members[:6])}{more}"
 
@@ -88,61 +89,60 @@ def plot_timeline(graph: Graph, schedules: Sequence[tuple[Any, ...]] | Sequence[
                              gridspec_kw={"height_ratios": [max(1.0, 0.5 * len(lanes)), 1.0] * n})
     for k, (label, sim) in enumerate(sims):
         ax, axm = axes[2 * k], axes[2 * k + 1]
-        graph, buckets = panels[k][2], panels[k][3]  # the panel's own graph: a plan's is bucketed
-        lane_of = {gname: lanes.index(gname) - 1 if gname in lanes else 0 for gname in graph.groups}
+        h, buckets = panels[k][2], panels[k][3]  # the panel's own graph: a plan's is bucketed
+        lane = [lanes.index(gname) - 1 if gname in lanes else 0 for gname in h.groups]  # by group id
         comp: list[tuple[float, float]] = []
         stalls: list[tuple[float, float]] = []
         comm: dict[int, list[tuple[float, float]]] = {}
-        for v in range(len(graph.nodes)):
-            kind = graph.kind[v]
-            if kind == COMPUTE and graph.dur[v] > 0:
-                comp.append((sim.start[v], graph.dur[v]))
+        for v in range(len(h.nodes)):
+            kind = h.kind[v]
+            if kind == COMPUTE and h.dur[v] > 0:
+                comp.append((sim.start[v], h.dur[v]))
             elif kind == COLLECTIVE:
-                comm.setdefault(graph.group_id[v], []).append((sim.start[v], graph.dur[v]))
-                if graph.launch[v] > 0:  # its launch is compute-stream work (decisions.md 17)
-                    comp.append((sim.issue[v], graph.launch[v]))
+                comm.setdefault(h.group_id[v], []).append((sim.start[v], h.dur[v]))
+                if h.launch[v] > 0:  # its launch is compute-stream work (decisions.md 17)
+                    comp.append((sim.issue[v], h.launch[v]))
             elif kind == WAIT:
                 if sim.stall[v] > 0:
                     stalls.append((sim.start[v], sim.stall[v]))
-                if graph.dur[v] > 0:
-                    comp.append((sim.start[v] + sim.stall[v], graph.dur[v]))
+                if h.dur[v] > 0:
+                    comp.append((sim.start[v] + sim.stall[v], h.dur[v]))
         y = len(lanes) - 1
         ax.broken_barh(_merge(comp, px), (y - 0.4, 0.8), facecolors=COLORS["compute"], linewidth=0)
         for x0, w, f in _binned(stalls, px):  # to scale: height = the bin's stalled share
             ax.add_patch(Rectangle((x0, y - 0.4), w, 0.8 * f, facecolor=COLORS["stall"], linewidth=0))
         for gi, boxes in comm.items():
-            li = lane_of[graph.groups[gi]]
+            li = lane[gi]
             ax.broken_barh(_merge(boxes, px), (y - 1 - li - 0.35, 0.7), linewidth=0.3, edgecolor="white",
                            facecolors=COLORS["comm"][li % len(COLORS["comm"])])
         named = []
         for bi, b in enumerate(buckets):  # each merged transfer hatched and numbered, its members in the legend
-            if b.name not in graph.index:
+            if b.name not in h.index:
                 continue
-            c = graph.index[b.name]
-            li = lane_of[graph.groups[graph.group_id[c]]]
-            ax.add_patch(Rectangle((sim.start[c], y - 1 - li - 0.35), graph.dur[c], 0.7, fill=False, hatch="////",
+            c = h.index[b.name]
+            li = lane[h.group_id[c]]
+            ax.add_patch(Rectangle((sim.start[c], y - 1 - li - 0.35), h.dur[c], 0.7, fill=False, hatch="////",
                                    edgecolor="#222222", linewidth=0.6))
-            if graph.dur[c] > 12 * px:
-                ax.text(sim.start[c] + graph.dur[c] / 2, y - 1 - li, f"B{bi}", ha="center", va="center", fontsize=6)
-            named.append(bucket_label(bi, b, graph.nodes[c].op))
+            if h.dur[c] > 12 * px:
+                ax.text(sim.start[c] + h.dur[c] / 2, y - 1 - li, f"B{bi}", ha="center", va="center", fontsize=6)
+            named.append(bucket_label(bi, b, h.nodes[c].op))
         if named:
             shown = named[:12] + ([f"... and {len(named) - 12} more buckets"] if len(named) > 12 else [])
             ax.legend(handles=[Patch(fill=False, hatch="////", edgecolor="#222222", label=t) for t in shown],
                       loc="upper right", bbox_to_anchor=(1, -0.02), ncol=min(3, len(shown)), fontsize=6,
                       frameon=False, title="buckets (merged transfers)", title_fontsize=7)
-        if len(graph.coll_seq) <= 200:  # link collectives to their waits where it stays legible
-            for c in graph.coll_seq:
-                w = graph.wait_of[c]
+        if len(h.coll_seq) <= 200:  # link collectives to their waits where it stays legible
+            for c in h.coll_seq:
+                w = h.wait_of[c]
                 if w >= 0:
-                    ax.plot([sim.end[c], sim.end[w]], [y - 1 - lane_of[graph.groups[graph.group_id[c]]] + 0.35, y - 0.4],
-                            color="#777777",
-                            linewidth=0.4, alpha=0.6)
+                    ax.plot([sim.end[c], sim.end[w]], [y - 1 - lane[h.group_id[c]] + 0.35, y - 0.4],
+                            color="#777777", linewidth=0.4, alpha=0.6)
         if k == 0 and not buckets:
             handles = [Patch(color=COLORS["compute"], label="compute"),
                        Patch(color=COLORS["stall"], label="stall: a wait idles the stream (bar height = share of time)"),
                        *(Patch(color=COLORS["comm"][gi % len(COLORS["comm"])], label=f"transfer, group {g}")
-                         for gi, g in enumerate(graph.groups))]
-            if len(graph.coll_seq) <= 200:
+                         for gi, g in enumerate(h.groups))]
+            if len(h.coll_seq) <= 200:
                 handles.append(Line2D([], [], color="#777777", linewidth=0.8, label="transfer end to its wait"))
             ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0, -0.02), ncol=min(4, len(handles)),
                       fontsize=7, frameon=False)

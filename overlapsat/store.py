@@ -223,19 +223,16 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                                              opts.pop("bucket_layout", None) or "copy"),
                                   cost_model(profile).duration, time_limit=time_limit, clock=_clock(time_limit, since()),
                                   **opts)
-                r.save(schedule_path(store, fp))
+                out.buckets = len(r.buckets)
             else:
                 r = optimize(g, time_limit=time_limit, clock=_clock(time_limit, since()), **opts)
-                r.save(schedule_path(store, fp))
+            r.save(schedule_path(store, fp))
             out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
-            out.message = "" if why == "no schedule" else why
             out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
             out.makespan_us, out.input_makespan_us = r.makespan, r.baseline["makespan"]
-            out.message = "; ".join(x for x in (out.message, mismatch) if x)
-            if profile is not None:
-                out.buckets = len(r.buckets)
-                if not r.buckets and r.plan_info is not None:
-                    out.message = "; ".join(x for x in (out.message, f"no bucket: {r.plan_info.no_bucket_reason}") if x)
+            no_bucket = (f"no bucket: {r.plan_info.no_bucket_reason}" if profile is not None and not r.buckets
+                         and r.plan_info is not None else "")
+            out.message = "; ".join(x for x in ("" if why == "no schedule" else why, mismatch, no_bucket) if x)
     except Exception as e:  # noqa: BLE001 - one bad graph is reported and skipped; the rest are solved
         out.outcome, out.message = "error", f"{type(e).__name__}: {e}"
     finally:
