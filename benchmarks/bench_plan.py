@@ -9,14 +9,16 @@ Per graph (benchmarks/fx_corpus, the level given):
   - torch's pre-buckets, overlapsat order: those pre-buckets as a plan of this graph, ordered by `optimize`;
   - torch overlap-preserving buckets of overlapsat's order: torch's OverlapPreservingBucketer run on
     overlapsat's order (`optimize`, 30 s, free; recorded in the file), ordered by `optimize`;
-  - overlapsat order: `optimize` on the unbucketed graph;
+  - overlapsat order: `optimize` on the unbucketed graph, given torch reorder-only's order as a candidate (as the
+    torch bridge records it beside a captured graph);
   - torch's buckets, overlapsat's order: torch's bucketed scheduler's buckets (recorded in the corpus file)
     as a plan of this graph, ordered by `optimize` (the same time limit);
   - TBB, overlapsat order: transformer-block bucketing (per block, its parameters' gathers in one bucket and
     their gradients' reduce-scatters in another; `make_fx_corpus.block_buckets`), ordered by `optimize`;
   - overlapsat plan: `optimize_plan` (buckets by local search from torch's greedy bucketer and every peer's
     buckets above, then `optimize`; never longer than the overlapsat order or the four rows ordered by
-    overlapsat, which it is given as `unbucketed` and `solved`);
+    overlapsat, which it is given as `unbucketed` and `solved`, or than torch reorder-only's order, given as
+    `extra_orders`, where that is valid);
   - the bound over every bucketing (MODEL.md "Bounds over every bucketing") and the plan's gap to it.
 
 A second table gives each row's peak memory (GiB, MODEL.md's rule; torch bucketed: the figure its corpus file
@@ -80,7 +82,9 @@ def main() -> None:
         reorder = evaluate(p.on(p.relaxed), "torch", g.order_indices(d["overlap_scheduler"]))
         torch_bucketed = d["bucketed"]["makespan_us"]
         torch_pre = (d.get("prebucketed") or {}).get("makespan_us", math.inf)
-        order = _or_none(optimize, p, time_limit=a.time_limit)
+        # torch's OverlapScheduler order is a candidate, as the torch bridge records it beside each graph
+        torch_order = {"torch OverlapScheduler": d["overlap_scheduler"]}
+        order = _or_none(optimize, p, time_limit=a.time_limit, extra_orders=torch_order)
         peers = {}
         for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
                              ("torch FSDP pre-bucketing", (d.get("prebucketed") or {}).get("buckets", [])),
@@ -94,7 +98,7 @@ def main() -> None:
             peers[key] = (legal, recorded, res)
         t = time.monotonic()
         plan = _or_none(optimize_plan, p, price, time_limit=a.time_limit,
-                        starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order,
+                        starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order, extra_orders=torch_order,
                         solved={k: (v[0], v[2]) for k, v in peers.items() if v[2] is not None})
         dt = time.monotonic() - t
         if plan is None or order is None:  # nothing within this budget was found (no claim that none exists)

@@ -82,3 +82,35 @@ def test_the_recorded_peer_buckets_are_plans_of_the_graph(name):
         assert len(members) == len(set(members)) and set(members) <= set(g.names), key
         assert bucket_problems(g.relaxed("free"), bs) == [], key
     assert d["prebucketed"]["makespan_us"] > 0 and d["overlap_preserving"]["level"] == "free"
+
+
+def test_a_plan_is_never_longer_than_a_valid_order_it_is_given():
+    """#50: under torch bucketed's own peak, on the 13k-node DeepSeek-V3 backward graph, the plan search alone
+    (3 s) finds nothing better than the input order (8,009 ms), while torch's OverlapScheduler order reaches
+    6,975 ms within that peak. Given that order (`extra_orders`), the plan is never longer, and within the budget."""
+    from overlapsat import Problem, evaluate, optimize_plan
+    from overlapsat.cost import cost_model
+
+    with gzip.open(PATH.replace("llama3_8b_L4_w64", "moe_dsv3_L61_ep8_w128_bwd"), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    g, peer = graph_from_dict(d["graph"]), d["overlap_scheduler"]
+    p = Problem.of(g, int(d["bucketed"]["peak_memory"]), "free")
+    torch_row = evaluate(p.on(p.relaxed), "torch", g.order_indices(peer))
+    assert torch_row.valid and torch_row.makespan == pytest.approx(6_975_402.151, rel=1e-9)  # the corpus's figure
+    r = optimize_plan(p, cost_model("h200").duration, time_limit=3, extra_orders={"torch OverlapScheduler": peer})
+    assert r.makespan <= torch_row.makespan + 1e-6
+    assert validate(r.bucketed, r.order, p.budget, collective_order="free") == []
+
+
+def test_an_extra_order_naming_nodes_the_graph_lacks_is_refused_by_name():
+    from overlapsat import GraphError, Problem, optimize_plan
+    from overlapsat.cost import cost_model
+
+    with gzip.open(PATH, "rt", encoding="utf-8") as f:
+        g = graph_from_dict(json.load(f)["graph"])
+    with pytest.raises(GraphError, match=r"extra_orders: 'mine' names nodes this graph lacks(.|\n)*'nope'"):
+        optimize_plan(Problem.of(g), cost_model("h200").duration, time_limit=1,
+                      extra_orders={"mine": [*g.names[:-1], "nope"]})
+    with pytest.raises(GraphError, match="extra_orders: 'input order as given' is not a usable name"):
+        optimize_plan(Problem.of(g), cost_model("h200").duration, time_limit=1,
+                      extra_orders={"input order as given": list(g.names)})

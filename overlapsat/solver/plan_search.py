@@ -193,6 +193,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                    starts: dict[str, Sequence[Bucket | Sequence[str]]] | None = None,
                    unbucketed: Result | None = None,
                    solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
+                   extra_orders: dict[str, Sequence[str | int]] | None = None,
                    joint: bool = True, clock: TimeBudget | None = None, **options: Any) -> Result:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
@@ -204,7 +205,10 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     portfolio finds for it (deterministic mode). An illegal one raises GraphError. `unbucketed`: `optimize`'s
     result on the same problem, where the caller has one; the plan is then never longer than it. `solved`:
     bucketings the caller has ordered already (name -> its buckets and `optimize`'s result on their bucketed graph,
-    priced by `price`); the plan is never longer than any of them either. `joint=False`
+    priced by `price`); the plan is never longer than any of them either. `extra_orders` (name -> an order of the
+    unbucketed graph, by node name): orders from elsewhere, such as torch's OverlapScheduler's; each is judged
+    with the input order, and the plan is never longer than any that is valid (an invalid one is not used).
+    `joint=False`
     leaves out the joint CP-SAT model of buckets and order (decision 43; it runs only on small graphs, with
     `JOINT_SHARE` of the time). `clock`: the budget of a caller that runs this as one of its phases."""
     starts_given = starts
@@ -248,9 +252,10 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         bad = problem.over_cap(given)
         if bad:
             raise GraphError.from_problems(f"warm start {name!r}: outside the bucket policy", bad)
+    extra = named_orders(g, extra_orders)
     try:
         return _search(problem, price, params, tb, g, starts_given, solved_given, unbucketed, max_evaluations,
-                       on_phase, joint)
+                       on_phase, joint, extra)
     except (InfeasibleBudgetError, NoValidOrderError, KeyboardInterrupt):
         raise
     except Exception as e:  # noqa: BLE001 - valid input: a failure inside the search keeps the unbucketed order
@@ -548,13 +553,14 @@ class _Late:
 def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget, g: Graph,
             starts_given: dict[str, tuple[Bucket, ...]], solved_given: dict[str, tuple[tuple[Bucket, ...], Result]],
             unbucketed: Result | None, max_evaluations: int, on_phase: Callable[[Progress], None] | None,
-            joint: bool) -> Result:
+            joint: bool, extra_orders: dict[str, list[str]] | None = None) -> Result:
     """The phases of a plan search on inputs `_optimize_plan` has checked. It runs on a canonical form
     (`plan_canonical`), so that the plan does not depend on how the file lists the nodes (only torch's default
     peer is taken from the given order, as its bucketer walks it, and a plan built on it says so; decisions 58
     and 61)."""
     given, peer_given = problem, torch_greedy(problem, g, CAPS_MB[0])
     as_given = {"input order as given": list(given.relaxed.names)}  # what the plan replaces, always a candidate
+    as_given.update(extra_orders or {})  # orders from elsewhere (torch's OverlapScheduler's): candidates too
     problem = plan_canonical(problem)
     g = problem.relaxed
     starts_given = {name: as_buckets(g, bs) for name, bs in starts_given.items()}
@@ -601,6 +607,24 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
         out = _info(out, depends_on_input_order=True)
+    return out
+
+
+def named_orders(g: Graph, orders: dict[str, Sequence[str | int]] | None) -> dict[str, list[str]]:
+    """`optimize_plan`'s `extra_orders` by node name (the search runs on a canonical form, whose ids differ from
+    the graph's as given); an order naming nodes `g` lacks, or a reserved name, raises GraphError."""
+    out: dict[str, list[str]] = {}
+    for name, order in (orders or {}).items():
+        if not isinstance(name, str) or name == "input order as given":
+            raise GraphError(f"extra_orders: {name!r} is not a usable name for an order (a string other than "
+                             f"'input order as given')")
+        if isinstance(order, (str, bytes)) or not isinstance(order, Sequence):
+            raise GraphError(f"extra_orders: {name!r} is not a list of node names, got {type(order).__name__}")
+        try:
+            ids = g.order_indices(order)
+        except GraphError as e:
+            raise GraphError.from_problems(f"extra_orders: {name!r} names nodes this graph lacks", e.problems) from None
+        out[name] = [g.names[i] for i in ids]
     return out
 
 
