@@ -35,6 +35,11 @@ GRAPH_SUFFIX, SCHEDULE_SUFFIX, LOCK_SUFFIX, MISS_SUFFIX = ".graph.json", ".sched
 EXECUTORS = ("local", "ray")
 
 
+# a recorded graph's meta key for orders from elsewhere (name -> node names): torch's OverlapScheduler's, recorded by
+# the FX bridge (`with_torch_order`); `solve_one` gives them to the search as candidates (decision 74)
+TORCH_ORDER = "extra_orders"
+
+
 def graph_path(store: str, fp: str) -> str:
     return os.path.join(store, fp + GRAPH_SUFFIX)
 
@@ -214,6 +219,7 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                             f"priced for {profile!r} and the rest for {priced!r}, so buckets rarely pay; run "
                             f"solve-cache --plans {priced}, or capture again with profile={profile!r}")
                 log.warning("overlapsat: graph %s (%s) %s", g.name, fp[:12], mismatch)
+            extra = recorded_orders(g)
             if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
                 from overlapsat.cost import cost_model
                 from overlapsat.problem import Problem
@@ -222,10 +228,10 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                 r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None),
                                              opts.pop("bucket_layout", None) or "copy"),
                                   cost_model(profile).duration, time_limit=time_limit, clock=_clock(time_limit, since()),
-                                  **opts)
+                                  extra_orders=extra, **opts)
                 out.buckets = len(r.buckets)
             else:
-                r = optimize(g, time_limit=time_limit, clock=_clock(time_limit, since()), **opts)
+                r = optimize(g, time_limit=time_limit, clock=_clock(time_limit, since()), extra_orders=extra, **opts)
             r.save(schedule_path(store, fp))
             out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
             out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
@@ -238,6 +244,21 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
     finally:
         out.seconds = time.monotonic() - t0
     return out
+
+
+def recorded_orders(g: Any) -> dict[str, list[str]]:
+    """The orders from elsewhere a recorded graph holds (`TORCH_ORDER`); a malformed entry raises GraphError
+    naming the key, never silently dropped."""
+    orders = g.meta.get(TORCH_ORDER) or {}
+    if not isinstance(orders, dict) or not all(isinstance(k, str) and isinstance(v, list) and
+                                               all(isinstance(x, str) for x in v) for k, v in orders.items()):
+        raise GraphError(f"graph {g.name!r}: meta[{TORCH_ORDER!r}] must map names to lists of node names")
+    for name, order in orders.items():
+        unknown = sorted(set(order) - set(g.names))
+        if unknown:
+            raise GraphError(f"graph {g.name!r}: meta[{TORCH_ORDER!r}][{name!r}] names {len(unknown)} node(s) the "
+                             f"graph lacks, e.g. {unknown[0]!r}")
+    return orders
 
 
 def _clock(time_limit: float, spent: float) -> Any:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -316,3 +317,33 @@ def test_a_pricing_mismatch_is_said_when_planning_and_when_applying(tmp_path, ca
         fx_apply._warn_if_priced_apart(str(store), "h100_sxm")  # the store's own pricing: nothing to say
     said = [r.message for r in caplog.records if "priced for" in r.message]
     assert len(said) == 1 and "'h100_sxm'" in said[0] and "profile='h100_sxm'" in said[0], said
+
+
+def test_an_order_recorded_beside_a_graph_is_a_candidate_and_a_malformed_one_is_named(tmp_path):
+    """The FX bridge records torch's OverlapScheduler order in a graph's meta (`TORCH_ORDER`); solve-cache gives
+    it to `optimize` and `optimize_plan` as a candidate (the stored schedule lists it among its rows). One that
+    names nodes the graph lacks, or is not a list, fails that graph's row with the key named."""
+    from overlapsat.store import TORCH_ORDER
+
+    store = tmp_path / "store"
+    store.mkdir()
+    g = load_graph(bundled("fsdp_small"))
+    g.meta[TORCH_ORDER] = {"torch OverlapScheduler": list(g.names)}
+    save_graph(g, str(store / f"{g.fingerprint()}.graph.json"))
+    for plans in (None, "h200"):
+        for p in store.iterdir():
+            if p.name.endswith(".schedule.json"):
+                p.unlink()
+        (out,) = solve_store(str(store), time_limit=2, plans=plans)
+        assert out.outcome == "solved", out
+        names = [h["name"] for h in load_schedule(schedule_path(str(store), g.fingerprint())).meta["heuristics"]]
+        assert "torch OverlapScheduler" in names, (plans, names)
+    for bad, said in (({"mine": [*g.names[:-1], "nope"]}, r"\['mine'\] names 1 node\(s\) the graph lacks, e.g. 'nope'"),
+                      ({"mine": "abc"}, "must map names to lists of node names")):
+        other = tmp_path / f"bad{len(said)}"
+        other.mkdir()
+        g.meta[TORCH_ORDER] = bad
+        save_graph(g, str(other / f"{g.fingerprint()}.graph.json"))
+        (out,) = solve_store(str(other), time_limit=2)
+        assert out.outcome == "error" and "extra_orders" in out.message, out
+        assert re.search(said, out.message), out.message

@@ -36,7 +36,7 @@ from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.plan import Plan
 from overlapsat.simulate import peak_memory
-from overlapsat.store import schedules_digest
+from overlapsat.store import TORCH_ORDER, graph_path, schedules_digest
 from overlapsat.torch import after_fusion
 from overlapsat.torch.after_fusion import expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
@@ -83,7 +83,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
                  profile: str = "h200", pin: str = "compute", comm_slowdown: float = 1.0,
                  on_apply: Callable[[Graph, list[str]], None] | None = None, agree_timeout: float = 1800.0,
-                 plans: bool = False) -> None:
+                 plans: bool = False, torch_order: bool = True) -> None:
         check_pass_options(store, mode, collective_order, levels=FX_LEVELS)
         if pin not in PINS:
             raise GraphError(f"pin must be one of {', '.join(PINS)}, got {pin!r}")
@@ -98,6 +98,9 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if not isinstance(plans, bool):
             raise GraphError(f"plans must be True or False, got {plans!r}")
         self.plans = plans
+        if not isinstance(torch_order, bool):
+            raise GraphError(f"torch_order must be True or False, got {torch_order!r}")
+        self.torch_order = torch_order
 
     @property
     def agreeing(self) -> bool:
@@ -242,6 +245,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                  "recorded" if why == "no schedule" else why)
         else:
             note("fx", g.name, fp, "recorded")
+        if self.torch_order and not os.path.exists(graph_path(self.store, fp)):  # once, when first recorded
+            g = with_torch_order(graph, g)
         record_graph(self.store, g, fp)
         return None
 
@@ -283,13 +288,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if self.agreeing or self.mode == "capture":
             return None
         return (f"overlapsat-fx-{FX_PASS_VERSION}-{self.mode}-{self.collective_order}-{self.profile}-{self.pin}-"
-                f"{self.comm_slowdown}-"
+                f"{self.comm_slowdown}-{int(self.torch_order)}-"
                 f"{self.time_limit}-{schedules_digest(self.store)}")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"uuid": self.uuid(), "store": self.store, "mode": self.mode, "time_limit": self.time_limit,
                 "collective_order": self.collective_order, "profile": self.profile, "pin": self.pin,
-                "comm_slowdown": self.comm_slowdown, "agree_timeout": self.agree_timeout, "plans": self.plans}
+                "comm_slowdown": self.comm_slowdown, "agree_timeout": self.agree_timeout, "plans": self.plans,
+                "torch_order": self.torch_order}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.store, self.mode, self.time_limit = state["store"], state["mode"], state["time_limit"]
@@ -297,6 +303,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         self.pin, self.comm_slowdown = state.get("pin", "compute"), state.get("comm_slowdown", 1.0)
         self.agree_timeout = state.get("agree_timeout", 1800.0)
         self.plans = state.get("plans", False)
+        self.torch_order = state.get("torch_order", True)
 
 
 @dataclass(frozen=True)
@@ -382,10 +389,24 @@ def _restore(graph: Any, before: list[Any]) -> None:
         log.debug("overlapsat: could not restore an FX graph's order", exc_info=True)
 
 
+def with_torch_order(graph: Any, g: Graph) -> Graph:
+    """`g` with the order torch's OverlapScheduler gives `graph` (no bucketing, and no more memory than the order
+    as captured, by torch's estimate) in its meta, `TORCH_ORDER`: `solve-cache` gives it to the search as a
+    candidate, so an order or plan is never longer than torch's own where that is valid (decision 74). Where
+    torch has no such scheduler, or it fails, `g` as it came (a warning says why)."""
+    from overlapsat.torch.fx_peer import overlap_scheduler_order
+
+    order = overlap_scheduler_order(graph, g, max_memory_increase_gb=0.0, max_memory_increase_ratio=0.0)
+    if order is None:
+        return g
+    g.meta[TORCH_ORDER] = {"torch OverlapScheduler": order}
+    return g
+
+
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
                collective_order: str = "group", profile: str = "h200", pin: str = "compute",
                comm_slowdown: float = 1.0, agree_timeout: float = 1800.0,
-               buffer_reuse: bool = True, plans: bool = False) -> FxSchedulePass:
+               buffer_reuse: bool = True, plans: bool = False, torch_order: bool = True) -> FxSchedulePass:
     """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off.
 
     collective_order="free" lets the order change the collective sequence: each graph's order then stands
@@ -401,6 +422,11 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     buffer for a later one across a peak its estimate cannot see (a kernel's workspace: on 2 H200s it held a
     32 MiB buffer there, benchmarks/results/gpu_runs.md run 44). For a memory budget meant as a hard limit.
 
+    torch_order=True (the default) runs torch's OverlapScheduler (no bucketing, no more memory than the order as
+    captured) once on each graph it records, and records its order beside the graph: `solve-cache` gives it to
+    the search as a candidate, so a stored order or plan is never longer than torch's own where that is valid
+    under the budget. It costs that scheduler's time once per new graph; torch_order=False skips it.
+
     A post-grad pass already set runs first, then this one. `uninstall()` (or `installed_fx(...)` as a
     context manager) puts Inductor's settings back."""
     from overlapsat.torch.need import torch_module
@@ -412,7 +438,8 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
 
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
-                       pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout, plans=plans)
+                       pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout, plans=plans,
+                       torch_order=torch_order)
     changes: dict[str, Any] = {"post_grad_custom_post_pass": chained(icfg.post_grad_custom_post_pass, p),
                                "reorder_for_peak_memory": False, "reorder_for_compute_comm_overlap": False}
     if not buffer_reuse:
@@ -438,4 +465,4 @@ def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **opt
     return installed_by(install_fx, mode, store, **options)
 
 
-__all__ = ["FxSchedulePass", "install_fx", "installed_fx"]
+__all__ = ["FxSchedulePass", "install_fx", "installed_fx", "with_torch_order"]

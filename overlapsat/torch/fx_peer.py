@@ -211,7 +211,7 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
                 max_memory_increase_gb=max_memory_increase_gb, max_memory_increase_ratio=max_memory_increase_ratio)
         order = [n.name for n in out.graph.nodes if n.op == "call_function"]
     except Exception as e:  # noqa: BLE001 - the peer's failure is a missing row, never ours
-        log.warning("torch's OverlapScheduler failed on %s (%s: %s); no peer row", graph.name, type(e).__name__, e)
+        log.warning("torch's OverlapScheduler failed on %s (%s: %s); no order of its own", graph.name, type(e).__name__, e)
     finally:
         out_node = fx_graph.output_node()
         for n in before:  # the graph as it came
@@ -220,7 +220,7 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     if order is None:
         return None
     if sorted(order) != sorted(graph.names):
-        log.warning("OverlapScheduler changed the graph's nodes; no peer row")
+        log.warning("OverlapScheduler changed the graph's nodes; no order of its own")
         return None
     return order
 

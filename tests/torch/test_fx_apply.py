@@ -34,6 +34,19 @@ store = tempfile.mkdtemp()
 install_fx("capture", store)
 torch.compile(step)(*args)
 outs = solve_store(store, time_limit=2)
+# torch's OverlapScheduler order, recorded beside each new graph (torch_order=True, the default), is a candidate of
+# the solve: the stored schedule's heuristic rows hold it; torch_order=False records none
+from overlapsat import load_graph as _lg, load_schedule as _ls
+from overlapsat.store import TORCH_ORDER, graph_path as _gp, recorded as _rec, schedule_path as _sp
+_gs = [_lg(_gp(store, fp)) for fp in _rec(store)]
+_rows = [[h["name"] for h in _ls(_sp(store, fp)).meta["heuristics"]] for fp in _rec(store)]
+bare = tempfile.mkdtemp()
+install_fx("capture", bare, torch_order=False)
+torch._dynamo.reset()
+torch.compile(step)(*args)
+print("TORCH", len(_gs), all(sorted(g.meta[TORCH_ORDER]["torch OverlapScheduler"]) == sorted(g.names) for g in _gs),
+      all("torch OverlapScheduler" in r for r in _rows),
+      [TORCH_ORDER in _lg(_gp(bare, fp)).meta for fp in _rec(bare)], len(warnings))
 applied = []
 p = install_fx("apply", store)
 p.on_apply = lambda g, order: applied.append((g, order))
@@ -92,13 +105,14 @@ def test_fx_pass_applies_the_solved_order_and_survives_a_fault():
     pytest.importorskip("torch")
     p = run_script(SCRIPT)
     lines = {ln.split()[0]: ln.split()[1:] for ln in p.stdout.splitlines()
-             if ln.startswith(("RESULT", "PINNED", "FAULT"))}
+             if ln.startswith(("RESULT", "PINNED", "FAULT", "TORCH"))}
     res = lines["RESULT"]
     assert res[0] == "True" and res[1] == "True", p.stdout  # numerics, and the emitted order is the solved one
     # which optimal order the solver stores is not asserted: on one gloo rank hiding a collective gains nothing,
     # and the ranking's tie-break by peak memory decides (a collective's input is held until its wait, decision
     # 18); prefetching is asserted on a 2-rank trace in tests/torch/test_fx.py
     assert res[-1] == "0"
+    assert lines["TORCH"] == ["1", "True", "True", "[False]", "0"], p.stdout
     assert lines["PINNED"] == ["True", "True", "True", "0"], p.stdout  # pointwise kernels kept in the solved order
     assert lines["FAULT"] == ["True", "1"], p.stdout
 
