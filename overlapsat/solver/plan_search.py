@@ -77,6 +77,11 @@ RESERVE_S_PER_NODE = 7e-5
 BOUND_S_PER_NODE = 1.5e-5  # the analytical bound over every bucketing (about 0.5 s at 36k nodes): not started later
 EARLY_BOUND_SHARE = 0.05  # of the time limit: the analytical bound is computed before the search when it costs less
 JUDGE_SHARE = 0.6  # of the time limit: no pass judging a bucketing starts later
+# deterministic mode: bucketings judged by the whole portfolio, a count from the graph's size and the time limit
+# (JUDGE_SHARE of it at this many seconds a node): one judgment takes 0.4-0.8 s at 8k nodes on this 2-core machine
+# (2026-11-29), so the count leaves the clock about half its share, and a judgment the clock would cut part-way
+# (its result then depending on the machine's load) is not started; the bucketings past the count are scored
+JUDGE_S_PER_NODE = 2e-4
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
 MOVE_STARTS = 3  # the best finalists the moves start from
@@ -279,6 +284,15 @@ class Judged:
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
+    judgments: int | None = None  # deterministic mode: the judgments left (`judgments_for`); None: the clock's
+
+    @staticmethod
+    def judgments_for(params: SolveParams, nodes: int) -> int | None:
+        """How many bucketings the whole portfolio judges: a count in deterministic mode (at least one, the
+        unbucketed graph), none in timed mode (the clock ends them)."""
+        if not params.deterministic:
+            return None
+        return max(1, int(JUDGE_SHARE * params.time_limit / (JUDGE_S_PER_NODE * max(1, nodes))))
 
     @property
     def g(self) -> Graph:
@@ -308,7 +322,12 @@ class Judged:
         return self.scored[bs]
 
     def judge(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
+        """The whole portfolio's best order of `bs`; past the deterministic count, the score's."""
         if bs not in self.full:
+            if self.judgments is not None and self.judgments <= 0:
+                return self.score(bs)
+            if self.judgments is not None:
+                self.judgments -= 1
             self.full[bs] = self.row(bs, None)
         return self.full[bs]
 
@@ -397,8 +416,13 @@ class PlanSearch:
             if bs not in self.starts.values():
                 self.starts[name] = bs
         large_timed = not self.params.deterministic and len(g.nodes) > LARGE_NODES
-        rows = {name: (None if j.late() else j.judge(bs) if name == "no buckets" or not large_timed else j.score(bs))
-                for name, bs in self.starts.items()}
+        # judged first (where a deterministic count runs out): no buckets, torch's default, the peers given
+        first_judged = ["no buckets", DEFAULT_PEER, *self.starts_given]
+        ranked = sorted(self.starts, key=lambda name: first_judged.index(name) if name in first_judged
+                        else len(first_judged))
+        rows = {name: (None if j.late() else j.judge(self.starts[name]) if name == "no buckets" or not large_timed
+                       else j.score(self.starts[name])) for name in ranked}
+        rows = {name: rows[name] for name in self.starts}
         scores = {name: e.makespan if e is not None else math.inf for name, e in rows.items()}
         first = min(self.starts, key=lambda k: (scores[k], len(self.starts[k])))
         won = j.full.get(self.starts[first])
@@ -574,7 +598,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
     share, moves_share = (SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE) if large_timed \
         else (SEARCH_SHARE, MOVES_SHARE)
-    judged = Judged(problem, price, params, tb, share, max_evaluations,
+    judged = Judged(problem, price, params, tb, share, max_evaluations, judgments=Judged.judgments_for(params, len(g.nodes)),
                     reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)), as_given=as_given)
     # the analytical bound over every bucketing first, where it costs a small share of the limit: the search's
     # phases may run past their shares of the clock, and the bound should not be what they leave out

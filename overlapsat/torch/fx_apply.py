@@ -58,19 +58,20 @@ FX_LEVELS = (*SAFE_LEVELS, "free")  # "free" only with the agreement (overlapsat
 Moved = tuple  # (Graph, order, pins, the pinning function or None): what `_pin` needs after `_move`
 
 
-_PRICING_WARNED: set[tuple[str, str]] = set()
+_PRICING_CHECKED: set[tuple[str, str]] = set()
 
 
 def _warn_if_priced_apart(store: str, ours: str | None) -> None:
-    """Once per store and pricing: a miss whose store holds graphs recorded with another pricing (the
-    fingerprint includes the prices, so none of their schedules can match this pass's graphs)."""
+    """Once per store and pricing in a process (the graphs recorded after the check are this pass's own, of its
+    pricing): a miss whose store holds graphs recorded with another pricing (the fingerprint includes the
+    prices, so none of their schedules can match this pass's graphs)."""
     from overlapsat.store import recorded_pricings
 
-    if ours is None or (store, ours) in _PRICING_WARNED:
+    if ours is None or (store, ours) in _PRICING_CHECKED:
         return
+    _PRICING_CHECKED.add((store, ours))
     theirs = sorted(recorded_pricings(store) - {ours})
     if theirs:
-        _PRICING_WARNED.add((store, ours))
         log.warning("overlapsat: no schedule for this graph, and the store's recorded graphs were priced for %s "
                     "while this pass prices for %r (a graph's fingerprint includes its prices, so their schedules "
                     "cannot match): install with profile=%r to use them, or capture and solve again with %r",

@@ -281,3 +281,40 @@ def test_the_portfolios_stop_on_the_clock_in_both_modes_and_deterministic_mode_f
     full = _optimize(g, time_limit=60, work_limit=0.1)
     assert "portfolio_cut_by_clock" not in full.stats and not full.cut_by_wall_clock
     assert {h["name"] for h in full.heuristics} >= {"topological_sort_lpmf", "reorder_for_peak_memory"}
+
+
+def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(monkeypatch):
+    """Deterministic mode: how many warm starts the whole portfolio judges is a count from the graph's size and
+    the time limit (`JUDGE_S_PER_NODE`), first no buckets, torch's default and the peers given; the others are
+    scored. On 7,928 nodes at 10 s, under 2 x CPU load the clock used to cut the judgments part-way and the plan
+    fell from 90 buckets (1,760 ms) to 3 (2,138 ms). Here every portfolio run is slowed by 0.1 s, as load would:
+    the starts judged, and each start's figure, are the same as unslowed."""
+    import gzip
+
+    from overlapsat import Problem, graph_from_dict, optimize_plan
+    from overlapsat.cost import cost_model
+    from overlapsat.solver import plan_search
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks",
+                        "fx_corpus", "llama3_8b_L4_w64.json.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        g = graph_from_dict(json.load(f)["graph"])
+    count = plan_search.Judged.judgments_for(plan_search.SolveParams(time_limit=2), len(g.nodes))
+    assert count == int(0.6 * 2 / (2e-4 * 984)) == 6  # by hand: JUDGE_SHARE x the limit over 2e-4 s a node
+
+    def run():
+        r = optimize_plan(Problem.of(g), cost_model("h200").duration, time_limit=2)
+        return r.stats["plan"]["bucketings_judged"], r.stats["plan"]["starts"]
+
+    judged, starts = run()
+    assert judged == count < len(starts)  # fewer judgments than starts: the count, not the clock, decided
+    real = plan_search.run_all
+
+    def slowed(*a, **k):
+        import time
+
+        time.sleep(0.1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(plan_search, "run_all", slowed)
+    assert run() == (judged, starts)
