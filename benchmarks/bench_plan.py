@@ -166,14 +166,20 @@ def _cell(p: Problem, graph, order, peak: int) -> str:
     return _figure(peak, simulate_contended(graph, order, H200_STEP).makespan, p.budget)
 
 
-def verdict(raw: str) -> str:
-    """The page's sentence on a raw file of this benchmark: where the plan is ahead of, level with and behind the
-    best peer, and its gap to the bound over every bucketing."""
+def _graph_rows(raw: str) -> list[list[str]]:
+    """The cells of each graph's row of the first table of a raw file of this benchmark (one with a plan)."""
     rows = []
     for line in open(raw, encoding="utf-8"):
         cells = [c.strip() for c in line.split("|")[1:-1]]
         if len(cells) == 15 and cells[11].endswith("%") and cells[0] != "graph":
-            rows.append((cells[0], float(cells[11].split()[0]), float(cells[13].split()[0])))
+            rows.append(cells)
+    return rows
+
+
+def verdict(raw: str) -> str:
+    """The page's sentence on a raw file of this benchmark: where the plan is ahead of, level with and behind the
+    best peer, and its gap to the bound over every bucketing."""
+    rows = [(cells[0], float(cells[11].split()[0]), float(cells[13].split()[0])) for cells in _graph_rows(raw)]
     ahead = sorted(v for _, v, _ in rows if v < 0)
     behind = [(v, n) for n, v, _ in rows if v > 0]
     level = sum(v == 0 for _, v, _ in rows)
@@ -189,13 +195,10 @@ def verdict(raw: str) -> str:
 def versus_bucketed_and_tbb(raw: str) -> str:
     """The page's sentence on the issue's own measure: the plan against the better of torch bucketed and TBB
     (in overlapsat's order) on each graph of a raw file, as a geomean and a range."""
-    ratios = []
-    for line in open(raw, encoding="utf-8"):
-        cells = [c.strip() for c in line.split("|")[1:-1]]
-        if len(cells) == 15 and cells[11].endswith("%") and cells[0] != "graph":
-            def ms(cell: str) -> float:
-                return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
-            ratios.append(ms(cells[10]) / min(ms(cells[3]), ms(cells[8])))
+    def ms(cell: str) -> float:
+        return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
+
+    ratios = [ms(cells[10]) / min(ms(cells[3]), ms(cells[8])) for cells in _graph_rows(raw)]
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     per = sorted(100 * (r - 1) for r in ratios)
     return (f"Against the better of torch bucketed and TBB alone, the issue's own measure, the geomean is "

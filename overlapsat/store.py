@@ -36,7 +36,7 @@ EXECUTORS = ("local", "ray")
 
 
 # a recorded graph's meta key for orders from elsewhere (name -> node names): torch's OverlapScheduler's, recorded by
-# the FX bridge (`with_torch_order`); `solve_one` gives them to the search as candidates (decision 74)
+# the FX bridge (`add_torch_order`); `solve_one` gives them to the search as candidates (decision 74)
 TORCH_ORDER = "extra_orders"
 
 

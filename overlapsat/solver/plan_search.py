@@ -284,7 +284,7 @@ class Judged:
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
-    judgments: int | None = None  # deterministic mode: the judgments left (`judgments_for`); None: the clock's
+    judge_limit: int | None = None  # deterministic mode: how many bucketings `full` may hold (`judgments_for`)
 
     @staticmethod
     def judgments_for(params: SolveParams, nodes: int) -> int | None:
@@ -324,10 +324,8 @@ class Judged:
     def judge(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
         """The whole portfolio's best order of `bs`; past the deterministic count, the score's."""
         if bs not in self.full:
-            if self.judgments is not None and self.judgments <= 0:
+            if self.judge_limit is not None and len(self.full) >= self.judge_limit:
                 return self.score(bs)
-            if self.judgments is not None:
-                self.judgments -= 1
             self.full[bs] = self.row(bs, None)
         return self.full[bs]
 
@@ -422,8 +420,7 @@ class PlanSearch:
                         else len(first_judged))
         rows = {name: (None if j.late() else j.judge(self.starts[name]) if name == "no buckets" or not large_timed
                        else j.score(self.starts[name])) for name in ranked}
-        rows = {name: rows[name] for name in self.starts}
-        scores = {name: e.makespan if e is not None else math.inf for name, e in rows.items()}
+        scores = {name: rows[name].makespan if rows[name] is not None else math.inf for name in self.starts}
         first = min(self.starts, key=lambda k: (scores[k], len(self.starts[k])))
         won = j.full.get(self.starts[first])
         if won is not None and won.name in pipelines() and won.name not in j.passes:
@@ -598,7 +595,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
     share, moves_share = (SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE) if large_timed \
         else (SEARCH_SHARE, MOVES_SHARE)
-    judged = Judged(problem, price, params, tb, share, max_evaluations, judgments=Judged.judgments_for(params, len(g.nodes)),
+    judged = Judged(problem, price, params, tb, share, max_evaluations, judge_limit=Judged.judgments_for(params, len(g.nodes)),
                     reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)), as_given=as_given)
     # the analytical bound over every bucketing first, where it costs a small share of the limit: the search's
     # phases may run past their shares of the clock, and the bound should not be what they leave out

@@ -247,7 +247,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         else:
             note("fx", g.name, fp, "recorded")
         if self.torch_order and not os.path.exists(graph_path(self.store, fp)):  # once, when first recorded
-            g = with_torch_order(graph, g)
+            add_torch_order(graph, g)
         record_graph(self.store, g, fp)
         return None
 
@@ -390,18 +390,16 @@ def _restore(graph: Any, before: list[Any]) -> None:
         log.debug("overlapsat: could not restore an FX graph's order", exc_info=True)
 
 
-def with_torch_order(graph: Any, g: Graph) -> Graph:
-    """`g` with the order torch's OverlapScheduler gives `graph` (no bucketing, and no more memory than the order
-    as captured, by torch's estimate) in its meta, `TORCH_ORDER`: `solve-cache` gives it to the search as a
-    candidate, so an order or plan is never longer than torch's own where that is valid (decision 74). Where
-    torch has no such scheduler, or it fails, `g` as it came (a warning says why)."""
+def add_torch_order(graph: Any, g: Graph) -> None:
+    """Put the order torch's OverlapScheduler gives `graph` (no bucketing, and no more memory than the order as
+    captured, by torch's estimate) into `g`'s meta, `TORCH_ORDER` (outside the fingerprint): `solve-cache` gives
+    it to the search as a candidate, so an order or plan is never longer than torch's own where that is valid
+    (decision 74). Where torch has no such scheduler, or it fails, `g` is left as it came (a warning says why)."""
     from overlapsat.torch.fx_peer import overlap_scheduler_order
 
     order = overlap_scheduler_order(graph, g, max_memory_increase_gb=0.0, max_memory_increase_ratio=0.0)
-    if order is None:
-        return g
-    g.meta[TORCH_ORDER] = {"torch OverlapScheduler": order}
-    return g
+    if order is not None:
+        g.meta[TORCH_ORDER] = {"torch OverlapScheduler": order}
 
 
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
@@ -466,4 +464,4 @@ def installed_fx(mode: str = "apply", store: str = "overlapsat-schedules", **opt
     return installed_by(install_fx, mode, store, **options)
 
 
-__all__ = ["FxSchedulePass", "install_fx", "installed_fx", "with_torch_order"]
+__all__ = ["FxSchedulePass", "install_fx", "installed_fx", "add_torch_order"]
