@@ -2,6 +2,7 @@
 
 import os
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -1056,3 +1057,42 @@ def test_why_a_plan_has_no_bucket_names_the_cause():
     assert why_no_bucket(budgeted, {"no buckets": 50.0, "torch greedy": float("inf")}).startswith(
         "the budget: 1 of the 2 starting bucketings found no order within it (torch greedy)")
     assert why_no_bucket(budgeted, {"no buckets": 50.0}).startswith("no merge paid")
+
+
+def test_a_plan_at_free_lists_its_members_as_the_given_graph_does_and_saves(tmp_path):
+    """Found on a captured backward graph (2026-11-29): its all_gathers are named in forward order and run in
+    reverse, so the canonical form the plan search runs on numbers them the other way round. The plan came back
+    with the bucket listed in that order; saving it raised "members are not listed in their group's input order"
+    and solve-cache reported the graph as an error. Here the same with two gathers named against their order."""
+    from overlapsat import Problem, load_schedule, optimize_plan
+
+    g = two_gathers()
+    ren = {"ag1": "zz_gather", "ag2": "aa_gather"}  # the first issued sorts last by name
+    g = Graph(tuple(replace(n, name=ren.get(n.name, n.name), collective=ren.get(n.collective, n.collective),
+                            duration=45.0 if n.kind is K else n.duration) for n in g.nodes),
+              tuple(replace(b, producer=ren.get(b.producer, b.producer),
+                            consumers=tuple(ren.get(c, c) for c in b.consumers)) for b in g.buffers),
+              name="named_against_order")
+
+    def cheap_copies(nd):  # bucketing pays: one 40 us latency saved for free copies
+        return 40.0 + nd.nbytes / 1000 if nd.kind is K else 0.0 if nd.name.endswith(".copy_in") or \
+            nd.name.endswith(".copy_out") else nd.duration
+
+    r = optimize_plan(Problem.of(g, "none", "free"), cheap_copies, time_limit=5)
+    assert [b.members for b in r.buckets] == [("zz_gather", "aa_gather")]  # the given graph's order
+    assert bucket_problems(g, r.buckets) == [] and r.best.valid
+    r.save(str(tmp_path / "plan.json"))  # raised before the fix
+    assert load_schedule(str(tmp_path / "plan.json"), g).buckets == [["zz_gather", "aa_gather"]]
+
+
+def test_orders_given_from_elsewhere_are_not_taken_for_passes_the_clock_cut():
+    """Found beside the test above: under a budget, the portfolio counted the fits and prefetches of the orders
+    given by name (the input order as given, torch's) as passes the clock had skipped, which run_all never runs
+    on them; so a plan of an 8-node graph, proven in 0.1 s of 5, said the wall clock had cut it."""
+    from overlapsat import Problem, optimize, optimize_plan
+
+    g = two_gathers()
+    r = optimize_plan(Problem.of(g, None, "free"), price, time_limit=5)
+    assert r.proven and not r.cut_by_wall_clock and r.stopped_by == "proof"
+    o = optimize(g, time_limit=5, memory_budget=peak_memory(g), extra_orders={"mine": list(g.names)})
+    assert not o.cut_by_wall_clock and "mine" in {h["name"] for h in o.heuristics}

@@ -588,7 +588,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     space = [bs for bs in space if not problem.over_cap(bs)] if space is not None else None
     if space is not None:  # few enough to order each (the starts are among them)
-        return _given(given, tb, _keep_solved(problem, _keep_unbucketed(
+        return _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(
             problem, _every_bucketing(problem, price, params, space, tb, as_given), unbucketed), solved_given))
     # timed mode on a large graph: judging one bucketing costs about half a second at 16k nodes, and the order
     # search after it rarely improves on the best pass's order, so the bucket search gets the larger share
@@ -623,7 +623,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                    {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
                     "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None}, rows)
-    out = _given(given, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
+    out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
     if problem is not given and ps.best == ps.starts.get(DEFAULT_PEER) \
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
@@ -690,13 +690,31 @@ def _unbucketed_fallback(problem: Problem, price: Pricing, params: SolveParams, 
     return _clocked(tb, out.with_stats(message=why))
 
 
-def _given(given: Problem, tb: TimeBudget, r: Result) -> Result:
-    """A plan searched on the canonical form, as a result of the problem as given: its graph, and the figures of
-    its input order; with what the clock cut (`_clocked`)."""
+def _given(given: Problem, price: Pricing, tb: TimeBudget, r: Result) -> Result:
+    """A plan searched on the canonical form, as a result of the problem as given: its graph, its buckets
+    listed as the given graph lists them (`_relisted`), and the figures of its input order; with what the clock
+    cut (`_clocked`)."""
     g = given.relaxed
     base = evaluate(given.on(g), "input_order", list(range(len(g.nodes))))
     baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
-    return _clocked(tb, replace(r, graph=given.graph).with_stats(baseline=baseline))
+    return _clocked(tb, replace(_relisted(given, price, r), graph=given.graph).with_stats(baseline=baseline))
+
+
+def _relisted(given: Problem, price: Pricing, r: Result) -> Result:
+    """`r` with each bucket's members in the given graph's group input order, as MODEL.md lists them. At free the
+    canonical form may number a group's collectives otherwise (a backward graph's all_gathers, named in forward
+    order, run in reverse), and a plan listed in its order is refused where the plan is saved or applied. Only
+    names change: the bucketed graph is rebuilt on the given graph and the same order, renamed, evaluated on it."""
+    g = given.relaxed
+    new = tuple(Bucket(tuple(sorted(b.members, key=g.index.__getitem__))) for b in r.buckets)
+    if new == r.buckets:
+        return r
+    renamed = {old: nm for b, nb in zip(r.buckets, new) for old, nm in zip((b.name, *b.nodes), (nb.name, *nb.nodes))}
+    h = materialize(g, list(new), laid_out(price, r.layout))
+    e = r.best
+    best = evaluate(given.on(h), e.name, h.order_indices([renamed.get(nm, nm) for nm in e.names()]),
+                    runtime_s=e.runtime_s, stats=e.stats, note=e.note)
+    return replace(r, best=replace(best, buckets=new, transports=tuple(renamed.get(t, t) for t in e.transports)))
 
 
 RESCUE_BUCKETINGS = 512  # bucketings listed (each ordered) when the search's choice has no order within the budget

@@ -248,7 +248,9 @@ class Portfolio:
                                    ("canonical form", s.canon, ran_canon)):
                 # under the name run_all fitted it by: the canonical form's own order was renamed afterwards, and
                 # to_fit breaks ties by name, so the renamed row would pick other rows than run_all did
-                named = [replace(h, name="input_order") if h.name == "topological_order" else h for h in rows]
+                # (the orders given from elsewhere are evaluated after run_all, which never fits or prefetches them)
+                named = [replace(h, name="input_order") if h.name == "topological_order" else h for h in rows
+                         if h.name not in (self.extra_orders or {})]
                 names = [h.name for h in to_fit(named)]
                 skipped[key] += [nm + FITTED for nm in names if nm + FITTED not in ran]
                 skipped[key] += [nm for nm in prefetched_names(named) if nm not in ran]
