@@ -119,3 +119,17 @@ def test_the_baseline_table_is_the_raw_files():
     text = " ".join(page.split())
     assert "11.7-20.5 %" in text and "within 2.5 % of no reordering at all (`a`) in 7 of 12 runs" in text
     assert "slower than it in 6" in text and "7.1 % and 9.2 % over `a`" in text
+
+
+def test_the_allocator_table_is_the_raw_file():
+    with open(os.path.join(ROOT, "benchmarks", "results", "allocator_cpu_2026-11-29.md"), encoding="utf-8") as f:
+        rows = [ln for ln in f.read().splitlines() if ln.startswith("|")]
+    assert rows and "\n".join(rows) in _page()
+
+
+def test_the_after_fusion_readings_are_the_raw_files():
+    from benchmarks.gpu.equal_memory import fusion_readings
+
+    sentence = fusion_readings(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28"))
+    assert sentence in " ".join(_page().split())
+    assert "4.535 GB against 4.905 GB (-7.5 %), where its FX graph read +47.2 %" in sentence

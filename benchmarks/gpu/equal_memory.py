@@ -75,6 +75,35 @@ def floors(folder: str) -> str:
             "so not all of that gap is open to an order.")
 
 
+def after_fusion_peak(d: dict, cfg: str) -> int | None:
+    """`predicted_peak` read after Inductor's fusion: the graphs' inputs plus the larger peak of Inductor's nodes
+    in the order it emits them (`after_fusion_peaks`, recorded on rank 0 for overlapsat's configurations)."""
+    fused = ((d["configs"].get(cfg) or {}).get("ranks") or [{}])[0].get("after_fusion_peaks") or []
+    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or []
+    if not fused or not gs or any(not isinstance(p, (int, float)) for _, p in fused):
+        return None
+    return max(g.get("primals_bytes") or 0 for g in gs) + max(p for _, p in fused)
+
+
+def fusion_readings(folder: str) -> str:
+    """The page's sentence on the predicted peaks read after fusion, against the FX-level ones."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(folder, "eq*", "results.json"))):
+        d = json.load(open(path))
+        for c, v in d["configs"].items():
+            fused, fx = after_fusion_peak(d, c), predicted_peak(d, c)
+            if fused is not None:
+                real = max(r["peak_memory_bytes"] for r in v["ranks"])
+                rows.append((fused / real - 1, fx / real - 1 if fx else None, os.path.basename(os.path.dirname(path)),
+                             c, fused, real))
+    worst = max(rows, key=lambda r: r[1] if r[1] is not None else -1)
+    return (f"Read after Inductor's fusion instead (its nodes in the order it emits them, by the same rule: "
+            f"`after_fusion_peaks`, which every run recorded for overlapsat's configurations, {len(rows)} rows), "
+            f"the predicted peaks are {100 * min(r[0] for r in rows):+.1f} to {100 * max(r[0] for r in rows):+.1f} % "
+            f"of measured; {worst[2]}'s `{worst[3]}` reads {worst[4] / 1e9:.3f} GB against {worst[5] / 1e9:.3f} GB "
+            f"({100 * worst[0]:+.1f} %), where its FX graph read {100 * worst[1]:+.1f} %.")
+
+
 def table(folder: str) -> list[str]:
     out = ["| run | configuration | step ms, median (IQR) | vs c_bkt | vs tbb_torch | over the compute floor | "
            "measured peak GB | predicted peak GB (error) | NCCL kernels/step | loss - a's |",
@@ -128,3 +157,4 @@ if __name__ == "__main__":
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
     print("\n".join(table(folder)))
     print("\n" + floors(folder))
+    print("\n" + fusion_readings(folder))
