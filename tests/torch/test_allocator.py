@@ -14,33 +14,19 @@ import json
 import pytest
 
 SCRIPT = """
-import json, os, shutil, tempfile
+import json
 from tests.torch.scripts import turn_graph_caches_off, use_kernel_cache
 use_kernel_cache()
-import torch
-from benchmarks.gpu.e2e_step import predict
-from benchmarks.gpu.probes.allocator import allocator_peaks, step
-from overlapsat.store import solve_store
-from overlapsat.torch.fx_apply import install_fx
+from benchmarks.gpu.probes.allocator import allocator_peaks, ours, predicted, step
 
 turn_graph_caches_off()
 model, x = step()
-store = tempfile.mkdtemp()
-install_fx("capture", store, collective_order="free")
-out = {"captured": allocator_peaks(torch.compile(model), model, x)}
-free = tempfile.mkdtemp()  # the same recordings, for the unbudgeted plan
-for fn in os.listdir(store):
-    if fn.endswith(".graph.json"):
-        shutil.copy(os.path.join(store, fn), free)
-for key, where, opts in (("plan", store, {}), ("plan_free", free, {"memory_budget": "none"})):
-    outs = solve_store(where, time_limit=3.0, collective_order="free", workers=2, plans="h200", **opts)
-    assert all(o.outcome == "solved" for o in outs), [o.as_dict() for o in outs]
-    torch._dynamo.reset()
-    install_fx("apply", where, collective_order="free", plans=True)
-    out[key] = allocator_peaks(torch.compile(model), model, x)
-    gs = sorted(predict(where, "free")["graphs"], key=lambda g: g["nodes"])  # the forward graph first
+out = {}
+for key, (_name, f, where, label) in zip(("captured", "plan", "plan_free"), ours(model)):
+    out[key] = allocator_peaks(f, model, x)
+    gs = predicted(where)
     out["captured_model"] = [g["captured"]["peak_bytes"] for g in gs]
-    out[key + "_model"] = [g["solved"]["peak_bytes"] for g in gs]
+    out[key + "_model"] = [g[label]["peak_bytes"] for g in gs]
     out[key + "_buckets"] = [g.get("buckets") or 0 for g in gs]
 print(json.dumps(out))
 """

@@ -19,6 +19,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
@@ -65,24 +67,58 @@ def allocator_peaks(f, model, x) -> list[int]:
             for bwd in (False, True)]
 
 
+PLANS = (("plan, default budget (p)", {}), ("plan, no budget (p_free)", {"memory_budget": "none"}))
+
+
+def predicted(store: str) -> list[dict]:
+    """`e2e_step.predict`'s rows for the graphs a store recorded, the forward graph (fewer nodes) first."""
+    from benchmarks.gpu.e2e_step import predict
+
+    return sorted(predict(store, "free")["graphs"], key=lambda g: g["nodes"])
+
+
+def ours(model) -> Iterator[tuple[str, Any, str, str]]:
+    """(name, compiled model, store, `predicted`'s label) for the captured order, then for each plan of PLANS (3 s
+    per graph at free) applied in turn: each is installed when the one before has been run, so that the capture
+    has recorded its graphs before they are planned."""
+    import torch
+
+    from overlapsat.store import solve_store
+    from overlapsat.torch.fx_apply import install_fx
+
+    store = tempfile.mkdtemp()
+    install_fx("capture", store, collective_order="free")
+    yield "captured order (a)", torch.compile(model), store, "captured"
+    free = tempfile.mkdtemp()  # the same recordings, for the unbudgeted plan
+    for fn in os.listdir(store):
+        if fn.endswith(".graph.json"):
+            shutil.copy(os.path.join(store, fn), free)
+    for (name, opts), where in zip(PLANS, (store, free)):
+        outs = solve_store(where, time_limit=3.0, collective_order="free", workers=2, plans="h200", **opts)
+        failed = [o.as_dict() for o in outs if o.outcome != "solved"]
+        if failed:
+            raise RuntimeError(f"{name}: graphs not solved: {failed}")
+        torch._dynamo.reset()
+        install_fx("apply", where, collective_order="free", plans=True)
+        yield name, torch.compile(model), where, "solved"
+
+
 def main() -> None:
     import torch
     import torch._inductor.config as icfg
 
-    from benchmarks.gpu.e2e_step import after_fusion, predict, set_config
-    from overlapsat.store import solve_store
-    from overlapsat.torch.fx_apply import install_fx
+    from benchmarks.gpu.e2e_step import after_fusion, set_config
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="osat_alloc_")
     icfg.force_disable_caches = True
     model, x = step()
     rows = []
 
-    def run(name: str, compile_fn, model_peaks) -> None:
+    def run(name: str, f, model_peaks) -> None:
         fused: list = []
         prev = icfg._post_fusion_custom_pass
         icfg._post_fusion_custom_pass = lambda n: (after_fusion(n, fused), prev(n) if prev is not None else n)[1]
-        real = allocator_peaks(compile_fn(), model, x)
+        real = allocator_peaks(f, model, x)
         icfg._post_fusion_custom_pass = prev
         for i, graph in enumerate(("forward", "backward")):
             rows.append((name, graph, real[i], model_peaks()[i], fused[i][1]))
@@ -91,25 +127,12 @@ def main() -> None:
                                            "allow_buffer_reuse")}
     sink: list = []
     set_config("tbb_torch", False, 2, sink)  # torch's TBB first, then Inductor's settings back as they were
-    run("torch TBB (tbb_torch)", lambda: torch.compile(model), lambda: [s["graph"]["peak_bytes"] for s in sink])
+    run("torch TBB (tbb_torch)", torch.compile(model), lambda: [s["graph"]["peak_bytes"] for s in sink])
     for k, v in saved.items():
         setattr(icfg, k, v)
     torch._dynamo.reset()
-    store = tempfile.mkdtemp()
-    install_fx("capture", store, collective_order="free")
-    by_nodes = lambda where, label: [g[label]["peak_bytes"] for g in  # noqa: E731 - the forward graph first
-                                     sorted(predict(where, "free")["graphs"], key=lambda g: g["nodes"])]
-    run("captured order (a)", lambda: torch.compile(model), lambda: by_nodes(store, "captured"))
-    free = tempfile.mkdtemp()
-    for fn in os.listdir(store):
-        if fn.endswith(".graph.json"):
-            shutil.copy(os.path.join(store, fn), free)
-    for name, where, opts in (("plan, default budget (p)", store, {}),
-                              ("plan, no budget (p_free)", free, {"memory_budget": "none"})):
-        solve_store(where, time_limit=3.0, collective_order="free", workers=2, plans="h200", **opts)
-        torch._dynamo.reset()
-        install_fx("apply", where, collective_order="free", plans=True)
-        run(name, lambda: torch.compile(model), lambda where=where: by_nodes(where, "solved"))
+    for name, f, where, label in ours(model):
+        run(name, f, lambda where=where, label=label: [g[label]["peak_bytes"] for g in predicted(where)])
     print(f"Measured {torch.__version__}, CPU, fake process group of 2 ranks; the small re-gather step.\n")
     print("| configuration | graph | allocator MB | FX model MB (error) | after fusion MB (error) |")
     print("| --- | --- | ---: | ---: | ---: |")
