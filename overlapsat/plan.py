@@ -9,10 +9,11 @@ them (here), as torch's `fx_passes/bucketing.py` keeps them apart.
 from __future__ import annotations
 
 import heapq
-import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from overlapsat.canonical import canonical_order
 from overlapsat.errors import GraphError
@@ -380,30 +381,39 @@ def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, N
     return (_priced(copy_in, price), _priced(merged, price), the_wait, _priced(copy_out, price))
 
 
-RATE_GRID = 1.0 / 128  # relative step of the sizes at which `any_bucketing_relaxation` reads the price
+RATE_STEPS = 128  # the sizes at which `any_bucketing_relaxation` reads the price: each 1/128 above the last
 
 
-def any_bucketing_relaxation(graph: Graph, price: Pricing) -> tuple[Graph, list[str]]:
-    """A graph no schedule of which is longer than the best plan's, over every legal bucketing (MODEL.md "Bounds
-    over every bucketing"), and the notes on how it was built.
+def any_bucketing_relaxation(graph: Graph, price: Pricing,
+                             bucket_cap: int | None = None) -> tuple[Graph, list[str]]:
+    """A graph no schedule of which is longer than the best plan's, over every legal bucketing within
+    `bucket_cap` (MODEL.md "Bounds over every bucketing"), and the notes on how it was built.
 
     Each collective that could share a bucket keeps its edges and buffers but costs only its bytes at the
-    cheapest per-byte price any bucket of its key could reach (a bucket of S bytes costs `price(S)` >=
-    S * rate), with no launch and no wait time; copies cost nothing. The rate is read from `price` on a grid of
-    sizes, assuming the price does not fall as the bytes grow: at a grid point where it falls the rate is 0.
+    cheapest per-byte price any bucket it could be in could reach (a bucket of S bytes costs `price(S)` >=
+    S * rate), with no launch and no wait time; copies cost nothing. The buckets it could be in hold it and
+    collectives of its key that neither reach it nor are reached from it (a bucket's members are independent),
+    within the cap: between it with its smallest such partner and it with all of them. One with no partner is
+    never merged and keeps its price, launch and wait. The rate is read from `price` on a grid of sizes, assuming
+    the price does not fall as the bytes grow: at a grid point where it falls the key's collectives cost 0.
     """
     nodes = list(graph.nodes)
     notes: list[str] = []
     for cs in bucketable_by_key(graph).values():
         like = graph.nodes[cs[0]]
+        ranges = _bucket_ranges(graph, cs, bucket_cap)
+        if not any(ranges):
+            continue
         base, floor = getattr(price, "base", None), getattr(price, "floor", None)
         if base is not None and floor is not None:  # a transport's pricing: NCCL's rate times its least share
-            rate = _least_rate(like, [graph.nodes[c].nbytes for c in cs], base, notes) * float(floor(like))
+            rate_of, scale = _rates(like, [r for r in ranges if r], base, notes), float(floor(like))
         else:
-            rate = _least_rate(like, [graph.nodes[c].nbytes for c in cs], price, notes)
-        for c in cs:
+            rate_of, scale = _rates(like, [r for r in ranges if r], price, notes), 1.0
+        for c, r in zip(cs, ranges):
+            if r is None:  # never merged: its own price, launch and wait
+                continue
             nd = nodes[c]
-            nodes[c] = replace(nd, duration=min(nd.duration, nd.nbytes * rate), launch=0.0)
+            nodes[c] = replace(nd, duration=min(nd.duration, nd.nbytes * rate_of(*r) * scale), launch=0.0)
             w = graph.waits_of[c][0]
             nodes[w] = replace(nodes[w], duration=0.0)
     with derived():
@@ -411,27 +421,91 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing) -> tuple[Graph, list[
                      graph.fake_edges, graph.implied_edges, (), graph.chain_is_decided), notes
 
 
-def _least_rate(like: Node, sizes: list[int], price: Pricing, notes: list[str]) -> float:
-    """A per-byte price no bucket of `like`'s key can beat: sizes S_0 < S_1 < ... cover [least size, sum of
-    sizes]; with the price nondecreasing, price(S) / S >= price(S_j) / S_{j+1} for S in [S_j, S_{j+1}]."""
-    pos = [s for s in sizes if s > 0]
-    if not pos:
-        return 0.0
-    lo, hi = min(pos), sum(pos)
-    s, last = float(lo), -1.0
-    rate = math.inf
+def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None) -> list[tuple[int, int] | None]:
+    """Per collective of `cs` (one key): the least and the most bytes of a legal bucket within `cap` that holds
+    it, or None where it has no partner (every other reaches it or is reached from it, or the cap leaves none).
+    Reachability through any edge, as `bucket_problems` checks it, in one sweep of the ids between them."""
+    k = len(cs)
+    at = {c: i for i, c in enumerate(cs)}
+    lo_id = min(cs)
+    reach: dict[int, int] = {}  # node -> the members of cs that reach it (itself included)
+    dep = [0] * k  # member -> the members it depends on or that depend on it
+    for v in range(lo_id, max(cs) + 1):
+        r = 0
+        for p in graph.preds[v]:
+            r |= reach.get(p, 0)
+        i = at.get(v)
+        if i is not None:
+            dep[i] |= r
+            rest = r
+            while rest:  # the other direction
+                low = rest & -rest
+                dep[low.bit_length() - 1] |= 1 << i
+                rest ^= low
+            r |= 1 << i
+        if r:
+            reach[v] = r
+    sizes = [int(graph.nodes[c].nbytes) for c in cs]
+    total = sum(sizes)
+    smallest = sorted(range(k), key=sizes.__getitem__)
+    out: list[tuple[int, int] | None] = []
+    for i in range(k):
+        shut = dep[i] | (1 << i)
+        partner = next((j for j in smallest if not shut >> j & 1), None)
+        if partner is None:
+            out.append(None)
+            continue
+        rest, most = dep[i], total
+        while rest:
+            low = rest & -rest
+            most -= sizes[low.bit_length() - 1]
+            rest ^= low
+        least = sizes[i] + sizes[partner]
+        if cap is not None:
+            if least > cap:
+                out.append(None)
+                continue
+            most = min(most, cap)
+        out.append((least, most))
+    return out
+
+
+def _rates(like: Node, ranges: list[tuple[int, int]], price: Pricing,
+           notes: list[str]) -> Callable[[int, int], float]:
+    """A per-byte price no bucket of `like`'s key of between lo and hi bytes can beat, as a function of (lo, hi):
+    integer sizes S_0 < S_1 < ... (each 1/128 above the one before, rounded up) cover every range; with the price
+    nondecreasing, price(S) / S >= price(S_j) / min(S_{j+1}, b) for S in [S_j, S_{j+1}] up to b, so the least
+    of those over the cells a range meets. The rate is lowered by 1e-12, below the rounding of a sum."""
+    lo = max(1, min(a for a, _ in ranges))
+    hi = max(lo, max(b for _, b in ranges))
+    grid: list[int] = []
+    prices: list[float] = []
+    s, last = lo, -1.0
     while True:
-        t = float(price(replace(like, nbytes=int(s))))
+        t = float(price(replace(like, nbytes=s)))
         if not (t >= last):  # falls (or is nan): no rate can be read
             notes.append(f"the price of {like.op} on group {like.group!r} falls as its bytes grow "
-                         f"(at {int(s)} B): its collectives count as free")
-            return 0.0
+                         f"(at {s} B): its collectives count as free")
+            return lambda a, b: 0.0
         last = t
+        grid.append(s)
+        prices.append(t)
         if s >= hi:
-            return min(rate, t / s) * (1.0 - 1e-12)  # below the rounding of a sum
-        nxt = min(float(hi), math.ceil(s * (1.0 + RATE_GRID)))
-        rate = min(rate, t / nxt)
-        s = nxt
+            break
+        s = min(hi, s + -(-s // RATE_STEPS))
+    # price(S_j) / S_{j+1}: what a bucket in [S_j, S_{j+1}] costs per byte at the least
+    cells = np.asarray(prices[:-1]) / np.asarray(grid[1:], dtype=np.float64)
+
+    def rate(a: int, b: int) -> float:
+        """The least of the cells [S_j, S_{j+1}] that [a, b] meets, the last one read up to b only."""
+        j0 = max(0, bisect_right(grid, max(1, a)) - 1)
+        j1 = max(j0, bisect_right(grid, b) - 1)
+        least = prices[j1] / b
+        if j1 > j0:
+            least = min(least, float(cells[j0:j1].min()))
+        return least * (1.0 - 1e-12)
+
+    return rate
 
 
 def _priced(nd: Node, price: Pricing) -> Node:

@@ -163,11 +163,54 @@ def test_the_relaxation_over_every_bucketing_has_the_hand_computed_prices():
     assert any_bucketing_relaxation(lone, price)[0].node("ag1").duration == 10.0
 
 
-def test_a_price_that_falls_makes_the_relaxed_collectives_free_and_says_so():
+def test_the_relaxation_prices_each_collective_by_the_buckets_it_could_be_in():
+    """Decision 77, by hand (price 5 us + 1 us/kB, 5 kB each). Two gathers one of which depends on the other
+    never share a bucket: each keeps its 10 us, its launch and its wait. Of three, where g2 depends on g0 and g1
+    on neither: g0 and g2 can only pair with g1 (a 10-kB bucket: 15 us, 7.5 us each), g1 with either or, as
+    far as the relaxation knows, both (up to 15 kB: 20 us, 6.67 us for its 5 kB). A bucket cap below 10 kB
+    leaves every one alone."""
+    from dataclasses import replace
+
     from overlapsat.plan import any_bucketing_relaxation
 
-    rg, notes = any_bucketing_relaxation(two_gathers(), lambda nd: 100.0 - nd.nbytes / 1000)
-    assert rg.node("ag1").duration == 0.0 and "falls" in notes[0]
+    dep = two_gathers(dependent=True)
+    dep = Graph(tuple(replace(nd, launch=2.0) if nd.kind is K else replace(nd, duration=1.0) if nd.kind is W
+                      else nd for nd in dep.nodes), dep.buffers, name="dep")
+    rg, _ = any_bucketing_relaxation(dep, price)
+    for c, w in (("ag1", "w1"), ("ag2", "w2")):
+        assert rg.node(c).duration == 10.0 and rg.node(c).launch == 2.0 and rg.node(w).duration == 1.0
+    nodes = [Node("p0", C, 1.0), Node("g0", K, 10.0, group="dp", op="all_gather", nbytes=5000, group_size=2),
+             Node("g1", K, 10.0, group="dp", op="all_gather", nbytes=5000, group_size=2),
+             Node("v0", W, collective="g0"), Node("m0", C, 5.0),
+             Node("g2", K, 10.0, group="dp", op="all_gather", nbytes=5000, group_size=2),
+             Node("v1", W, collective="g1"), Node("v2", W, collective="g2"), Node("m2", C, 5.0)]
+    bufs = [Buffer("y0", "g0", ("v0", "m0"), 100, 100), Buffer("z", "m0", ("g2",), 10, 10),
+            Buffer("y1", "g1", ("v1", "m2"), 100, 100), Buffer("y2", "g2", ("v2", "m2"), 100, 100)]
+    three = Graph(tuple(nodes), tuple(bufs), name="three")
+    rg, _ = any_bucketing_relaxation(three, price)
+    pair, all_three = 5000 * 15.0 / 10000, 5000 * 20.0 / 15000
+    for c, exact in (("g0", pair), ("g2", pair), ("g1", all_three)):
+        assert exact / (1 + 1 / 128) <= rg.node(c).duration <= exact, c
+    capped, _ = any_bucketing_relaxation(three, price, bucket_cap=9999)
+    assert [capped.node(c).duration for c in ("g0", "g1", "g2")] == [10.0, 10.0, 10.0]
+
+
+def test_a_price_that_falls_makes_the_relaxed_collectives_free_and_says_so():
+    """Three independent 5-kB gathers: a bucket holds 10 or 15 kB, and the price falls between them, so no rate
+    can be read and the key's collectives cost nothing, said in the notes. Two gathers have one bucket, of
+    exactly 10 kB: its price is read there (90 us) and no fall is in its range, so each keeps its own 10 us."""
+    from overlapsat.plan import any_bucketing_relaxation
+
+    falls = lambda nd: 100.0 - nd.nbytes / 1000  # noqa: E731
+    g = two_gathers()
+    third = (Node("c", C, 10.0), Node("ag3", K, 10.0, group="dp", op="all_gather", nbytes=5000, group_size=2),
+             Node("w3", W, collective="ag3"), Node("m3", C, 20.0))
+    three = Graph(g.nodes + third, g.buffers + (Buffer("xc", "c", ("ag3",), 100, 100),
+                                              Buffer("yc", "ag3", ("w3", "m3"), 400, 400)), name="three")
+    rg, notes = any_bucketing_relaxation(three, falls)
+    assert [rg.node(c).duration for c in ("ag1", "ag2", "ag3")] == [0.0, 0.0, 0.0] and "falls" in notes[0]
+    rg, notes = any_bucketing_relaxation(g, falls)
+    assert [rg.node(c).duration for c in ("ag1", "ag2")] == [10.0, 10.0] and notes == []
 
 
 def test_no_buckets_is_the_graph_itself():

@@ -51,7 +51,7 @@ OVERLAP_SHUT_BY_BUDGET = "the budget leaves too little memory for some transfers
 def analytical_over_bucketings(problem: Problem, price: Pricing) -> tuple[Graph, float, list[str]]:
     """The relaxation over every bucketing, its analytical bound and notes: the part of `bound_over_bucketings`
     that costs one pass over the graph (about 1.5e-5 s a node), computed before a search where there is time."""
-    rg, notes = any_bucketing_relaxation(problem.relaxed, price)
+    rg, notes = any_bucketing_relaxation(problem.relaxed, price, problem.bucket_cap)
     bound = lower_bound(Problem(rg, None, "free")).makespan
     if problem.budget is not None:  # a plan within the budget orders the relaxation within it (decision 65)
         by_memory = overlap_capacity_bound(rg, problem.budget)

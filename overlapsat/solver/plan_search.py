@@ -32,6 +32,7 @@ from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key,
 from overlapsat.problem import Problem
 from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan search's public names
     MAX_KEY_ENUMERATED,
+    MIB,
     all_bucketings,
     as_buckets,
     torch_greedy,
@@ -53,12 +54,20 @@ from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequen
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
 from overlapsat.solver.result import PlanInfo
+from overlapsat.solver.room import room_buckets
 from overlapsat.solver.search import check_floor
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
 
 CAPS_MB = (2000.0, 1000.0, 500.0, 250.0, 100.0, 25.0)  # torch's default cap first
+# the buckets within the budget's room (room.py), a start at each cap, in this order (on the corpus the best
+# were 1000-2000 MB on the 1-D Llama3 graphs and 100-250 MB on the 2-D ones), as many as ROOM_SHARE of the time
+# limit allows at ROOM_S_PER_NODE each (building, checking and scoring one: about 0.4 s at 8k-13k nodes on this
+# 2-core machine, 2026-11-29), a count in every mode
+ROOM_CAPS_MB = (1000.0, 250.0, 2000.0, 100.0, 500.0)
+ROOM_SHARE = 0.15
+ROOM_S_PER_NODE = 5e-5
 DEFAULT_PEER = f"torch greedy, {CAPS_MB[0]:g} MB"  # the row of the bucketing a user gets from torch by default
 SCORE_PASSES = ("raise_comms", "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_compute_for_overlap")
 SEARCH_SHARE = 0.4  # of the time limit: the rest orders the chosen bucketing
@@ -281,6 +290,8 @@ class Judged:
     max_evaluations: int
     reserve_s: float = 0.0  # kept for the phases after the search: building and ordering the chosen bucketing
     as_given: dict[str, list[str]] = field(default_factory=dict)  # the file's own order: a candidate with no buckets
+    orders: dict[tuple[Bucket, ...], dict[str, list[str]]] = field(default_factory=dict)  # known valid orders, by name
+    graphs: dict[tuple[Bucket, ...], Graph] = field(default_factory=dict)  # bucketed graphs already built
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
@@ -301,7 +312,7 @@ class Judged:
     def row(self, bs: tuple[Bucket, ...], include: list[str] | None) -> Evaluated | None:
         """The best valid order of the passes `include` (None: the whole portfolio) on the bucketed graph."""
         try:
-            h = materialize(self.g, list(bs), self.price)
+            h = self.graphs.pop(bs, None) or materialize(self.g, list(bs), self.price)
         except GraphError:  # buckets that leave no valid place (a cycle, an atomic group): no plan
             return None
         # no pass starts past JUDGE_SHARE of the time: one pass is not interrupted, and the phases after the search
@@ -312,6 +323,7 @@ class Judged:
                                    prefetch=1 if include is not None else PREFETCH_ORDERS) if r.valid]
         if not bs:  # the order the plan replaces: within a default budget by definition (decision 63)
             rows += [r for r in evaluate_named(self.problem.on(h), self.as_given) if r.valid]
+        rows += [r for r in evaluate_named(self.problem.on(h), self.orders.get(bs, {})) if r.valid]
         if time.monotonic() > deadline and self.params.deterministic:
             self.tb.cut_by_wall_clock = True
         return min(rows, key=rank_key) if rows else None
@@ -386,6 +398,7 @@ class PlanSearch:
     starts_given: dict[str, tuple[Bucket, ...]]
     on_phase: Callable[[Progress], None] | None = None
     moves_share: float = MOVES_SHARE
+    unbucketed_given: Evaluated | None = None  # the caller's best unbucketed order, on the canonical graph
     starts: dict[str, tuple[Bucket, ...]] = field(default_factory=dict)
     best: tuple[Bucket, ...] = ()
     finalists: list[tuple[Bucket, ...]] = field(default_factory=list)
@@ -399,9 +412,10 @@ class PlanSearch:
         return self.problem.relaxed
 
     def warm_starts(self) -> StartStats:
-        """No buckets, torch's greedy bucketer at each cap (the default cap's from the given order), and the peers
-        given; each judged by the whole portfolio (timed mode on a large graph: scored only), whose winning pass
-        joins the few the hill climb scores by (where Inductor's iterative passes win, the linear ones mislead)."""
+        """No buckets, torch's greedy bucketer at each cap (the default cap's from the given order), the peers
+        given, and under a budget the buckets the best unbucketed order leaves room for (`room.py`, decision 76);
+        each judged by the whole portfolio (timed mode on a large graph: scored only), whose winning pass joins the
+        few the hill climb scores by (where Inductor's iterative passes win, the linear ones mislead)."""
         j, g = self.judge, self.g
         self.starts = {"no buckets": ()}
         for cap in CAPS_MB:
@@ -414,19 +428,54 @@ class PlanSearch:
             if bs not in self.starts.values():
                 self.starts[name] = bs
         large_timed = not self.params.deterministic and len(g.nodes) > LARGE_NODES
-        # judged first (where a deterministic count runs out): no buckets, torch's default, the peers given
-        first_judged = ["no buckets", DEFAULT_PEER, *self.starts_given]
+        rows: dict[str, Evaluated | None] = {"no buckets": None if j.late() else j.judge(())}
+        roomy = _contained("the starts within the budget's room", lambda: self.room_starts(rows["no buckets"]))
+        if isinstance(roomy, dict):  # it failed (logged): the other starts stand
+            self.stats["room_error"] = roomy["error"]
+            roomy = []
+        # judged first (where a deterministic count runs out): no buckets, torch's default, the peers given, then
+        # the buckets within the budget's room
+        first_judged = ["no buckets", DEFAULT_PEER, *self.starts_given, *roomy]
         ranked = sorted(self.starts, key=lambda name: first_judged.index(name) if name in first_judged
                         else len(first_judged))
-        rows = {name: (None if j.late() else j.judge(self.starts[name]) if name == "no buckets" or not large_timed
-                       else j.score(self.starts[name])) for name in ranked}
-        scores = {name: rows[name].makespan if rows[name] is not None else math.inf for name in self.starts}
+        for name in ranked[1:]:
+            rows[name] = None if j.late() else j.judge(self.starts[name]) if not large_timed \
+                else j.score(self.starts[name])
+        scores = {name: rows[name].makespan if rows[name] is not None else math.inf  # type: ignore[union-attr]
+                  for name in self.starts}
         first = min(self.starts, key=lambda k: (scores[k], len(self.starts[k])))
         won = j.full.get(self.starts[first])
         if won is not None and won.name in pipelines() and won.name not in j.passes:
             j.passes.insert(0, won.name)
         self.stats["starts"] = scores
         return StartStats(scores)
+
+    def room_starts(self, unbucketed: Evaluated | None) -> list[str]:
+        """Under a budget: for each cap of `ROOM_CAPS_MB` that the time limit allows, the buckets the best
+        unbucketed order known (the portfolio's, or the one the caller gave) leaves room for, each with that order
+        read on its bucketed graph as a known valid order (`room.py`); the names of the starts added."""
+        j, g = self.judge, self.g
+        if self.problem.budget is None:
+            return []
+        known = [e for e in (unbucketed, self.unbucketed_given) if e is not None and e.valid]
+        if not known:
+            return []
+        base = min(known, key=rank_key)
+        order = [g.index[base.sim.graph.names[v]] for v in base.order]
+        added: list[str] = []
+        count = int(ROOM_SHARE * self.params.time_limit / (ROOM_S_PER_NODE * max(1, len(g.nodes))))
+        for cap in ROOM_CAPS_MB[:count]:
+            if j.late():
+                break
+            room = room_buckets(self.problem, g, order, self.price, cap * MIB)
+            if room is None or room.buckets in self.starts.values():
+                continue
+            name = f"within the budget, {cap:g} MB"
+            self.starts[name] = room.buckets
+            j.orders[room.buckets] = {f"{name}, on the best unbucketed order": room.order}
+            j.graphs[room.buckets] = room.graph
+            added.append(name)
+        return added
 
     def hill_climb(self) -> ClimbStats:
         """From the best warm start, the first improving neighbour while the count allows; then again from the next
@@ -602,6 +651,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     early = analytical_over_bucketings(problem, price) \
         if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
+    if unbucketed is not None and problem.budget is not None:  # the caller's order, a base for the room starts
+        ps.unbucketed_given = evaluate(problem, "unbucketed order given", g.order_indices(unbucketed.names))
     ps.warm_starts()
     ps.hill_climb()
     mstats = _contained("the bucket moves", ps.order_moves) if ps.judge.best_known(ps.best) is not None else {}
