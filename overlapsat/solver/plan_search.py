@@ -433,11 +433,11 @@ class PlanSearch:
         if isinstance(roomy, dict):  # it failed (logged): the other starts stand
             self.stats["room_error"] = roomy["error"]
             roomy = []
-        # judged first (where a deterministic count runs out): no buckets, torch's default, the peers given, then
-        # the buckets within the budget's room
-        first_judged = ["no buckets", DEFAULT_PEER, *self.starts_given, *roomy]
+        # judged first (where a deterministic count runs out): no buckets, torch's default, the peers given; the
+        # buckets within the budget's room last (scored past the count, their known order among the few passes)
+        first_judged = ["no buckets", DEFAULT_PEER, *self.starts_given]
         ranked = sorted(self.starts, key=lambda name: first_judged.index(name) if name in first_judged
-                        else len(first_judged))
+                        else len(first_judged) + (name in roomy))
         for name in ranked[1:]:
             rows[name] = None if j.late() else j.judge(self.starts[name]) if not large_timed \
                 else j.score(self.starts[name])
@@ -475,6 +475,8 @@ class PlanSearch:
             j.orders[room.buckets] = {f"{name}, on the best unbucketed order": room.order}
             j.graphs[room.buckets] = room.graph
             added.append(name)
+        if added and j.judge_limit is not None:  # their time comes out of the judgments' (about one each)
+            j.judge_limit = max(1, j.judge_limit - len(added))
         return added
 
     def hill_climb(self) -> ClimbStats:
