@@ -221,12 +221,16 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
     t = time.monotonic()
     left = tb.wall_left()
     floor = PLAN_FLOOR_S_PER_NODE * len(graph.nodes) if plans is not None else 0.0  # the plan rows' least
-    exact_s = max(0.01, min(left * (EXACT_SHARE_WITH_PLANS if plans is not None else 1.0), left - floor))
+    share = EXACT_SHARE_WITH_PLANS if plans is not None else 1.0
+    exact_s = max(0.01, min(left * share, left - floor))  # the wall clock the exact row may take
+    # its work, in deterministic mode, from the time limit and not from what the heuristics left of the clock: the
+    # same answer under any load (decision 57; a loaded run that the clock cuts says so)
+    work_s = max(0.01, min(time_limit * share, time_limit - floor)) if deterministic else exact_s
     # with plan rows to follow, the exact row ends at its share of the clock in both modes (a deterministic run
     # cut there is flagged, decision 57), so that it cannot take their time
     exact_clock = TimeBudget(SolveParams(time_limit=exact_s, deterministic=False), parent=tb) if plans is not None \
         else tb
-    res = optimize(problem, time_limit=exact_s, workers=workers, deterministic=deterministic,
+    res = optimize(problem, time_limit=work_s, workers=workers, deterministic=deterministic,
                    work_limit=work_limit, on_progress=on_progress, heuristic_results=heur, on_phase=on_phase,
                    clock=exact_clock)
     note = res.status.value + (f" (from {res.method})" if not res.method.startswith("cpsat") else "")

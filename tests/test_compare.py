@@ -234,3 +234,30 @@ def test_a_coalesced_plan_is_judged_against_torchs_copied_buckets():
         compare(g, time_limit=1, bucket_layout="coalesced")
     with pytest.raises(GraphError, match="bucket_layout.*'grouped'"):
         compare(g, time_limit=1, plans=model.duration, bucket_layout="grouped")
+
+
+def test_the_exact_rows_work_is_the_time_limits_not_what_the_heuristics_left(monkeypatch):
+    """Deterministic mode: the exact row's work budget comes from the time limit, so a slow machine (here the
+    heuristics' rows slowed by 1.5 s) gets the same answer or a flagged cut, never a smaller budget silently (it
+    was `left`, the clock the heuristics had left: under two CPU burners the README's graph lost its proof of
+    optimality with no warning)."""
+    import sys
+    import time as _time
+
+    from overlapsat import load_graph
+    from overlapsat.examples import bundled
+
+    cmp = sys.modules["overlapsat.compare"]  # the module (the package's `compare` is the function)
+    seen = []
+    real_optimize, real_run_all = cmp.optimize, cmp.run_all
+
+    def spy(problem, **kw):
+        seen.append(kw["time_limit"])
+        return real_optimize(problem, **kw)
+
+    monkeypatch.setattr(cmp, "optimize", spy)
+    g = load_graph(bundled("tp_small"))
+    compare(g, time_limit=4)
+    monkeypatch.setattr(cmp, "run_all", lambda *a, **k: (_time.sleep(1.5), real_run_all(*a, **k))[1])
+    compare(g, time_limit=4)
+    assert seen[0] == seen[1] == 4

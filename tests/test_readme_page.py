@@ -6,6 +6,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -22,9 +24,15 @@ def _block(text: str) -> list[str]:
 def test_the_readme_compare_output_is_todays():
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
-    r = subprocess.run([sys.executable, "-m", "overlapsat", "compare", "--time-limit", "10", "--no-progress"],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
+    for _ in range(2):  # a run the wall clock cut is not today's deterministic answer, and says so: once more
+        r = subprocess.run([sys.executable, "-m", "overlapsat", "compare", "--time-limit", "10", "--no-progress"],
+                           capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        if "ended by the wall clock" not in r.stderr:
+            break
+    else:
+        pytest.skip("this machine is too loaded for the deterministic run of 10 s: twice the clock cut it, and it "
+                    "said so (decision 57)")
     assert _block(r.stdout) == _block(readme)
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in _block(r.stdout) if line.startswith("| ") and not line.startswith("| method")}
