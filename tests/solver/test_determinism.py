@@ -237,7 +237,7 @@ def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
             from overlapsat import load_graph
             from overlapsat.torch.apply import stored_or_solved
             g = load_graph({str(g_path)!r})
-            order, why, _, _ = stored_or_solved({str(store)!r}, g, g.fingerprint(), mode="solve", time_limit=3,
+            order, why, _, _ = stored_or_solved({str(store)!r}, g, g.fingerprint(), mode="solve", time_limit=8,
                                              collective_order="group")
             print("|".join(order))
         """
