@@ -437,11 +437,8 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None) -> list[tuple[i
         i = at.get(v)
         if i is not None:
             dep[i] |= r
-            rest = r
-            while rest:  # the other direction
-                low = rest & -rest
-                dep[low.bit_length() - 1] |= 1 << i
-                rest ^= low
+            for j in _bits(r):  # the other direction
+                dep[j] |= 1 << i
             r |= 1 << i
         if r:
             reach[v] = r
@@ -455,11 +452,7 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None) -> list[tuple[i
         if partner is None:
             out.append(None)
             continue
-        rest, most = dep[i], total
-        while rest:
-            low = rest & -rest
-            most -= sizes[low.bit_length() - 1]
-            rest ^= low
+        most = total - sum(sizes[j] for j in _bits(dep[i]))
         least = sizes[i] + sizes[partner]
         if cap is not None:
             if least > cap:
@@ -468,6 +461,14 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None) -> list[tuple[i
             most = min(most, cap)
         out.append((least, most))
     return out
+
+
+def _bits(mask: int) -> Iterable[int]:
+    """The positions of the bits set in `mask`, lowest first."""
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
 
 
 def _rates(like: Node, ranges: list[tuple[int, int]], price: Pricing,

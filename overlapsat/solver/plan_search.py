@@ -398,7 +398,7 @@ class PlanSearch:
     starts_given: dict[str, tuple[Bucket, ...]]
     on_phase: Callable[[Progress], None] | None = None
     moves_share: float = MOVES_SHARE
-    unbucketed_given: Evaluated | None = None  # the caller's best unbucketed order, on the canonical graph
+    unbucketed_given: list[str] | None = None  # the caller's best unbucketed order (names), read where needed
     starts: dict[str, tuple[Bucket, ...]] = field(default_factory=dict)
     best: tuple[Bucket, ...] = ()
     finalists: list[tuple[Bucket, ...]] = field(default_factory=list)
@@ -455,15 +455,17 @@ class PlanSearch:
         unbucketed order known (the portfolio's, or the one the caller gave) leaves room for, each with that order
         read on its bucketed graph as a known valid order (`room.py`); the names of the starts added."""
         j, g = self.judge, self.g
-        if self.problem.budget is None:
+        count = int(ROOM_SHARE * self.params.time_limit / (ROOM_S_PER_NODE * max(1, len(g.nodes))))
+        if self.problem.budget is None or count == 0:
             return []
-        known = [e for e in (unbucketed, self.unbucketed_given) if e is not None and e.valid]
+        given = None if self.unbucketed_given is None else \
+            evaluate(self.problem, "unbucketed order given", g.order_indices(self.unbucketed_given))
+        known = [e for e in (unbucketed, given) if e is not None and e.valid]
         if not known:
             return []
         base = min(known, key=rank_key)
         order = [g.index[base.sim.graph.names[v]] for v in base.order]
         added: list[str] = []
-        count = int(ROOM_SHARE * self.params.time_limit / (ROOM_S_PER_NODE * max(1, len(g.nodes))))
         for cap in ROOM_CAPS_MB[:count]:
             if j.late():
                 break
@@ -653,8 +655,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     early = analytical_over_bucketings(problem, price) \
         if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
-    if unbucketed is not None and problem.budget is not None:  # the caller's order, a base for the room starts
-        ps.unbucketed_given = evaluate(problem, "unbucketed order given", g.order_indices(unbucketed.names))
+    if unbucketed is not None:  # the caller's order, a base for the room starts
+        ps.unbucketed_given = list(unbucketed.names)
     ps.warm_starts()
     ps.hill_climb()
     mstats = _contained("the bucket moves", ps.order_moves) if ps.judge.best_known(ps.best) is not None else {}
