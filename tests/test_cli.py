@@ -224,8 +224,8 @@ def test_plan_says_what_the_joint_model_did(tmp_path):
     """ddp_small has six gathers of one key (203 bucketings, too many to order each): the joint model runs over
     every legal bucket, and the CLI and the plan file say so; the bound it reports is no higher than the plan."""
     out = tmp_path / "plan.json"
-    r = run("plan", "ddp_small", "--profile", "h200", "--collective-order", "free", "--time-limit", "3",
-            "--out", str(out), "--no-progress")
+    r = run("plan", "ddp_small", "--profile", "h200", "--collective-order", "free", "--time-limit", "30",
+            "--work", "1.8", "--out", str(out), "--no-progress")  # work-bound: a loaded worker's clock cannot cut it
     assert r.returncode == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "joint model" in ln)
     assert "57 candidate buckets (every legal bucket, so its bound holds over every plan)" in line, line
@@ -287,7 +287,9 @@ def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_t
     outs = {}
     for layout in ("copy", "coalesced"):
         out = tmp_path / f"{layout}.json"
-        r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "2", "--bucket-layout", layout,
+        # the work budget ends both searches; the wide clock only guards a loaded CI worker (it cut 2 s there)
+        r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "30", "--work", "1.2",
+                "--bucket-layout", layout,
                 "--memory-budget", "none",
                 "--out", str(out), "--no-progress")
         assert r.returncode == 0, r.stderr
@@ -313,8 +315,8 @@ def test_a_plan_file_simulates_to_the_plans_own_figures_and_lists_its_buckets(tm
     planned with) and reports the figures `plan` reported; `plan` lists each bucket's members and bytes; without
     a profile, simulate names the option it needs."""
     out = tmp_path / "plan.json"
-    p = run("plan", "fsdp_medium", "--profile", "h200", "--time-limit", "3", "--memory-budget", "none", "--out",
-            str(out), "--json")
+    p = run("plan", "fsdp_medium", "--profile", "h200", "--time-limit", "30", "--work", "1.8", "--memory-budget",
+            "none", "--out", str(out), "--json")  # work-bound: a loaded worker's clock cannot cut it
     assert p.returncode == 0, p.stderr
     planned = json.loads(p.stdout)
     assert planned["buckets"], "fsdp_medium without a budget merges collectives"
