@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 HEURISTICS_SHARE = 0.3  # of compare's time limit: the heuristics' rows stop by then
 EXACT_SHARE_WITH_PLANS = 0.4  # of what is left after them: the exact row, where the plan rows follow
 PLAN_SHARE = 0.8  # of what is left after the exact row: the plan search (the peers' rows it leaves get the rest)
+# deterministic mode: the plan search's time limit (its work and its count of evaluations) as a share of compare's,
+# what an idle run leaves it after the heuristics' and the exact row's shares, never what the clock left (load)
+PLAN_NOMINAL_SHARE = PLAN_SHARE * (1 - HEURISTICS_SHARE) * (1 - EXACT_SHARE_WITH_PLANS)
 # the least a plan search needs per node on an idle machine (building, checking and ordering one bucketed graph:
 # about 1.2 s at 36k nodes, 2026-11-28): kept from the exact row; with less of the limit left, compare leaves the
 # plan rows out, and says so
@@ -248,7 +251,8 @@ def compare(graph: Graph | str, *, time_limit: float = 10.0, memory_budget: Budg
         log.warning("compare: no time left for the plan rows (%.2f s of the limit left; about %.1f s needed at %d "
                     "nodes): raise the time limit", tb.wall_left(), floor, len(graph.nodes))
     elif plans is not None:
-        others += _plan_rows(problem, plans, tb, workers, deterministic, work_limit, plan_peers or {}, res)
+        others += _plan_rows(problem, plans, tb, time_limit, workers, deterministic, work_limit, plan_peers or {},
+                             res)
     elif plan_peers:
         raise GraphError("plan_peers need plans= (the cost model that prices merged collectives)")
     if interference is not None:  # the other graphs' rows too (a bucket's longer transfer slows what runs beside it)
@@ -270,8 +274,8 @@ def _polished_row(problem: Problem, res: Result, interference: Interference, tim
     return replace(row, name=TIE_BROKEN, runtime_s=time.monotonic() - t, stats={}, note=f"{done['moves']} moves")
 
 
-def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | None, deterministic: bool,
-               work_limit: float | None, peers: dict[str, Any], unbucketed: Result) -> list[Row]:
+def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, limit: float, workers: int | None,
+               deterministic: bool, work_limit: float | None, peers: dict[str, Any], unbucketed: Result) -> list[Row]:
     """Plans as rows of their bucketed graphs: torch's greedy buckets with the best pass, each peer's, and
     overlapsat's plan, under the plan's budget (where none was given, the input order's peak, decision 63). A peer
     whose every order found peaks above that budget keeps its row, marked over the budget."""
@@ -282,9 +286,13 @@ def _plan_rows(problem: Problem, price: Pricing, tb: TimeBudget, workers: int | 
     g = problem.relaxed
     t = time.monotonic()
     # the plan search's own deadline, short of compare's: the peers' rows it did not judge are judged after it
-    time_limit = max(0.01, PLAN_SHARE * tb.wall_left())
+    wall = max(0.01, PLAN_SHARE * tb.wall_left())
+    # deterministic: its time limit (so its work and its count of evaluations) from compare's, not from the clock
+    # the other rows left, which load moves; a run the wall clock cuts says so (decision 57)
+    time_limit = max(0.01, PLAN_NOMINAL_SHARE * limit) if deterministic else wall
+    own_clock = TimeBudget(SolveParams(time_limit=wall, deterministic=False), parent=tb)
     pr = optimize_plan(planned, price, time_limit=time_limit, workers=workers, deterministic=deterministic,
-                       work_limit=work_limit, starts=peers, unbucketed=unbucketed)
+                       work_limit=work_limit, starts=peers, unbucketed=unbucketed, clock=own_clock)
     plan_s = time.monotonic() - t
     # the plan search judged torch's default greedy buckets with the whole portfolio (orders within its budget);
     # judged again only where it did not (out of time, none within the budget), or in another layout than torch's

@@ -261,3 +261,33 @@ def test_the_exact_rows_work_is_the_time_limits_not_what_the_heuristics_left(mon
     monkeypatch.setattr(cmp, "run_all", lambda *a, **k: (_time.sleep(1.5), real_run_all(*a, **k))[1])
     compare(g, time_limit=4)
     assert seen[0] == seen[1] == 4
+
+
+def test_the_plan_rows_work_is_the_time_limits_not_what_the_other_rows_left(monkeypatch):
+    """Deterministic mode: the plan search's time limit (its work and its count of evaluations) is a fixed share
+    of compare's, so rows that ran slower (the heuristics slowed by 1.5 s here) leave the same plan, not a smaller
+    search (it was 0.8 x the clock left, which load moves)."""
+    import sys
+    import time as _time
+
+    import overlapsat.solver.plan_search as ps
+    from overlapsat import load_graph
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+
+    cmp = sys.modules["overlapsat.compare"]
+    seen, real_plan, real_run_all = [], ps.optimize_plan, cmp.run_all
+
+    def spy(problem, price, **kw):
+        seen.append(kw["time_limit"])
+        return real_plan(problem, price, **kw)
+
+    monkeypatch.setattr(ps, "optimize_plan", spy)
+    model = cost_model("h200")
+    g = load_graph(bundled("fsdp_small")).reprice(model)
+    a = compare(g, time_limit=8, plans=model.duration, memory_budget="none")
+    monkeypatch.setattr(cmp, "run_all", lambda *a, **k: (_time.sleep(1.5), real_run_all(*a, **k))[1])
+    b = compare(g, time_limit=8, plans=model.duration, memory_budget="none")
+    assert seen[0] == seen[1] == pytest.approx(8 * cmp.PLAN_NOMINAL_SHARE)
+    pa, pb = (next(r for r in c.other_rows if r.method == "overlapsat plan") for c in (a, b))
+    assert pa.makespan == pb.makespan and pa.order == pb.order
