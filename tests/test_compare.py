@@ -291,3 +291,26 @@ def test_the_plan_rows_work_is_the_time_limits_not_what_the_other_rows_left(monk
     assert seen[0] == seen[1] == pytest.approx(8 * cmp.PLAN_NOMINAL_SHARE)
     pa, pb = (next(r for r in c.other_rows if r.method == "overlapsat plan") for c in (a, b))
     assert pa.makespan == pb.makespan and pa.order == pb.order
+
+
+def test_heuristic_rows_the_clock_left_out_are_said(caplog):
+    """Deterministic mode: rows the heuristics' deadline left out depend on load, not on work, so compare says so
+    (decision 57); they were left out silently, and the exact row then started from fewer orders."""
+    import logging
+
+    from overlapsat import load_graph
+    from overlapsat.examples import bundled
+    from overlapsat.heuristics.portfolio import pipelines
+
+    g = load_graph(bundled("tp_small"))
+    with caplog.at_level(logging.WARNING, logger="overlapsat.compare"):
+        c = compare(g, time_limit=0.02)
+    ran = {r.method for r in c.rows}
+    missing = [nm for nm in pipelines() if nm not in ran]
+    said = [r.getMessage() for r in caplog.records if "ended by the wall clock" in r.getMessage()]
+    assert missing, "the clock left every row in: this test needs a shorter limit"
+    assert said and f"{len(missing)} rows not run" in said[0], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="overlapsat.compare"):
+        compare(g, time_limit=30, work_limit=0.2)
+    assert not [r for r in caplog.records if "heuristics ended" in r.getMessage()]

@@ -33,7 +33,7 @@ def test_the_readme_compare_output_is_todays():
     else:
         pytest.skip("this machine is too loaded for the deterministic run of 10 s: twice the clock cut it, and it "
                     "said so (decision 57)")
-    assert _block(r.stdout) == _block(readme)
+    assert _block(r.stdout) == _block(readme), r.stderr  # what the run said (a cut it failed to flag shows here)
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
             for line in _block(r.stdout) if line.startswith("| ") and not line.startswith("| method")}
     exposed_input = rows["input_order"][2]  # "45.1%"

@@ -111,7 +111,8 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
     passes together (deterministic, unlike `deadline`): a pass that reaches it
     stops between two moves, with a valid order, and says so in its stats.
     Pipelines that share a first stage compute it once. `report`, where given, gets the pipelines the work
-    limit left out (`"work_limit"`), apart from those a deadline did (which are simply missing).
+    limit left out (`"work_limit"`), and those the deadline left out (`"deadline"`: load decides those, so a
+    deterministic caller says so).
     """
     pb = as_problem(problem, memory_budget, collective_order)
     budget, collective_order = pb.budget, pb.collective_order  # type: ignore[assignment]
@@ -125,12 +126,13 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
     steps_left = work_limit
     stages: dict[tuple[int, ...], tuple[list[int], str, dict[str, Any], float]] = {}  # by the prefix's pass ids
     longest = 0.0  # the longest pipeline so far (its passes and its evaluation): none starts that would end late
-    for name, passes in pipelines(ratio).items():
-        if include is not None and name not in include:
-            continue
+    todo = [(nm, ps) for nm, ps in pipelines(ratio).items() if include is None or nm in include]
+    for k, (name, passes) in enumerate(todo):
         t_pipe = time.monotonic()
         if deadline is not None and t_pipe + longest > deadline:
             log.info("heuristics: deadline reached before %s", name)
+            if report is not None:
+                report.setdefault("deadline", []).extend(nm for nm, _ in todo[k:])
             break
         if steps_left is not None and steps_left <= 0 and name in ITERATIVE:
             log.info("heuristics: work limit reached before %s", name)
@@ -159,8 +161,8 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
         results.append(_evaluate(judged, name, order, runtime, stats))
         longest = max(longest, time.monotonic() - t_pipe)
     if budget is not None:
-        results += _prefetched(judged, results, deadline, prefetch)
-        results += _fitted(judged, results, deadline, fits)
+        results += _prefetched(judged, results, deadline, prefetch, report)
+        results += _fitted(judged, results, deadline, fits, report)
     results.sort(key=rank_key)
     return results
 
@@ -181,12 +183,12 @@ def prefetched_names(results: Sequence[Evaluated]) -> list[str]:
 
 
 def _prefetched(judged: Problem, results: list[Evaluated], deadline: float | None,
-                prefetch: int) -> list[Evaluated]:
+                prefetch: int, report: dict[str, list[str]] | None = None) -> list[Evaluated]:
     g, budget, level = judged.graph, judged.budget, judged.collective_order
     return _passes_on_rows(judged, [(h, f"{h.name}{PREFETCHED}({mode})", "prefetch",
                                      functools.partial(prefetch_within_budget, g, budget=budget,
                                                        collective_order=level, mode=mode))
-                                    for h in to_prefetch(results, prefetch) for mode in MODES], deadline)
+                                    for h in to_prefetch(results, prefetch) for mode in MODES], deadline, report)
 
 
 def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluated]:
@@ -198,23 +200,27 @@ def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluat
     return over[:fits]
 
 
-def _fitted(judged: Problem, results: list[Evaluated], deadline: float | None, fits: int) -> list[Evaluated]:
+def _fitted(judged: Problem, results: list[Evaluated], deadline: float | None, fits: int,
+            report: dict[str, list[str]] | None = None) -> list[Evaluated]:
     g, budget, level = judged.graph, judged.budget, judged.collective_order
     return _passes_on_rows(judged, [(h, h.name + FITTED, "fit_budget",
                                      functools.partial(fit_budget, g, budget=budget, collective_order=level,
                                                        max_moves=FIT_MOVES))
-                                    for h in to_fit(results, fits)], deadline)
+                                    for h in to_fit(results, fits)], deadline, report)
 
 
 def _passes_on_rows(judged: Problem, jobs: list[tuple[Evaluated, str, str, Callable[..., PassResult]]],
-                    deadline: float | None) -> list[Evaluated]:
+                    deadline: float | None, report: dict[str, list[str]] | None = None) -> list[Evaluated]:
     """Each job (a row, the new row's name, its stats key, a pass taking the row's order) run and evaluated, its
-    time added to the row's; none starts that would end past `deadline` by the longest so far."""
+    time added to the row's; none starts that would end past `deadline` by the longest so far (those left out
+    are listed in `report["deadline"]`)."""
     out = []
     longest = 0.0
-    for h, name, key, run in jobs:
+    for k, (h, name, key, run) in enumerate(jobs):
         if deadline is not None and time.monotonic() + longest > deadline:
             log.info("heuristics: deadline reached before %s", name)
+            if report is not None:
+                report.setdefault("deadline", []).extend(job[1] for job in jobs[k:])
             break
         t = time.perf_counter()
         r = run(h.order)

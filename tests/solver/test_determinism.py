@@ -134,7 +134,12 @@ def test_the_unflagged_order_change_under_load_is_gone():
     # the work of a 10-s limit, with room on the clock: a run under load (or beside other tests) that the clock
     # still cuts says so; one it does not cut must give the calm run's order
     options = "time_limit=30, work_limit=6.0, memory_budget=0, collective_order='global'"
-    plain, info = solve_in_child(path, options)
+    for _ in range(3):  # "calm" beside another xdist worker: a run the clock cut is no reference, so once more
+        plain, info = solve_in_child(path, options)
+        if not info["cut"]:
+            break
+    else:
+        pytest.skip("this machine is too loaded for the reference run: the clock cut it three times, and said so")
     stop = multiprocessing.Event()
     hogs = [multiprocessing.Process(target=_spin, args=(stop,)) for _ in range(2)]
     for p in hogs:
@@ -145,7 +150,6 @@ def test_the_unflagged_order_change_under_load_is_gone():
         stop.set()
         for p in hogs:
             p.join()
-    assert not info["cut"], "the calm run was cut by the clock: raise time_limit in this test"
     assert all(order == plain for order, i in loaded if not i["cut"])
 
 
