@@ -322,3 +322,22 @@ def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(mo
 
     monkeypatch.setattr(plan_search, "run_all", slowed)
     assert run() == (judged, starts)
+
+
+def test_a_plan_bound_the_clock_chose_is_said(monkeypatch):
+    """Deterministic mode: where too little of the clock is left for the bound over every bucketing (here: its
+    cost per node raised past any limit), the weaker bound is load's choice, not the work's, so the plan says
+    the clock cut it (decision 57); with the clock to spare it does not."""
+    import overlapsat.solver.plan_search as ps
+    from overlapsat import Problem, optimize_plan
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+
+    model = cost_model("h200")
+    g = load_graph(bundled("fsdp_medium")).reprice(model)
+    calm = optimize_plan(Problem.of(g, "none"), model.duration, time_limit=30, work_limit=0.3)
+    assert not calm.cut_by_wall_clock
+    monkeypatch.setattr(ps, "BOUND_S_PER_NODE", 1e3)
+    short = optimize_plan(Problem.of(g, "none"), model.duration, time_limit=30, work_limit=0.3)
+    assert short.cut_by_wall_clock and short.bound <= calm.bound + 1e-9
