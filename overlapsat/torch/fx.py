@@ -330,9 +330,12 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
 
     in_graph = set(calls)
     edges = sorted({(a.name, n.name) for n in calls for a in n.all_input_nodes if a in in_graph})
-    # readers of each storage (any alias of it)
+    # readers of each storage (any alias of it); a size or stride query reads no data (a collective's output has
+    # its shape when it is issued), so it holds no buffer and need not wait (decision 78)
     readers: dict[int, list[str]] = {}
     for n in calls:
+        if _metadata_only(n):
+            continue
         seen: set[int] = set()
         for a in n.all_input_nodes:
             for s in out_storages.get(a, []):
@@ -387,6 +390,11 @@ def _writes_into(n: Any, kind: dict[Any, NodeKind]) -> bool:
     name = _functional_name(n)
     return (kind.get(n) is NodeKind.COLLECTIVE and name is not None and name.endswith("_out")
             and isinstance(n.kwargs.get("out"), type(n)))
+
+
+def _metadata_only(n: Any) -> bool:
+    """A query of a tensor's size, stride, element count or offset (`aten.sym_size.int`, ...): no data read."""
+    return n.op == "call_function" and str(n.target).startswith("aten.sym_")
 
 
 def _is_view(n: Any) -> bool:

@@ -406,3 +406,34 @@ def test_an_op_with_no_result_needs_no_val_and_holds_no_memory():
     mul.meta.pop("val")
     with pytest.raises(GraphError, match="without meta.*" + mul.name):
         import_fx(gm)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_a_size_query_of_a_collectives_output_need_not_wait():
+    """Decision 78: `aten.sym_size.int` of an all_to_all's output (torchtitan's EP overlap pass reads the token
+    count so, before the wait) reads no data: it follows the collective's launch, not its wait, and holds no
+    buffer. A real reader of the same output still follows the wait."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, w):
+        t = funcol.all_to_all_single(x, None, None, dist.group.WORLD)
+        return (t @ w).sum()
+
+    gm = _trace(f, torch.randn(8, 16), torch.randn(16, 4))
+    a2a = next(n for n in gm.graph.nodes if "all_to_all_single" in str(n.target))
+    with gm.graph.inserting_after(a2a):
+        size = gm.graph.call_function(torch.ops.aten.sym_size.int, (a2a, 0))
+    size.meta["val"] = 8
+    g = import_fx(gm)
+    (buf,) = [b for b in g.buffers if b.producer == a2a.name]
+    assert size.name not in buf.consumers and any(c.startswith("mm") for c in buf.consumers)
+    names = [nd.name for nd in g.nodes]
+    wait = next(nm for nm in names if nm.startswith("wait_tensor"))
+    order = [nm for nm in names if nm != size.name]
+    early = order[:order.index(a2a.name) + 1] + [size.name] + order[order.index(a2a.name) + 1:]
+    assert early.index(size.name) < early.index(wait) and validate(g, early) == []
+    before = [size.name] + order  # before its collective: the FX edge still holds it
+    assert any(v.kind == "dependency" for v in validate(g, before))
