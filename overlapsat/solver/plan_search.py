@@ -54,7 +54,7 @@ from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequen
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
 from overlapsat.solver.result import PlanInfo
-from overlapsat.solver.room import room_buckets
+from overlapsat.solver.room import Checks, room_buckets
 from overlapsat.solver.search import check_floor
 from overlapsat.validate import validate
 
@@ -64,7 +64,8 @@ CAPS_MB = (2000.0, 1000.0, 500.0, 250.0, 100.0, 25.0)  # torch's default cap fir
 # the buckets within the budget's room (room.py), a start at each cap, in this order (on the corpus the best
 # were 1000-2000 MB on the 1-D Llama3 graphs and 100-250 MB on the 2-D ones), as many as ROOM_SHARE of the time
 # limit allows at ROOM_S_PER_NODE each (building, checking and scoring one: about 0.4 s at 8k-13k nodes on this
-# 2-core machine, 2026-11-29), a count in every mode
+# 2-core machine, 2026-11-29), a count in every mode; each repair of a start is one more check from that count
+# (under a tight budget on a 5k-node MoE graph every start ran its 6 repairs, 1.3 s each, 5x the estimate)
 ROOM_CAPS_MB = (1000.0, 250.0, 2000.0, 100.0, 500.0)
 ROOM_SHARE = 0.15
 ROOM_S_PER_NODE = 5e-5
@@ -466,10 +467,11 @@ class PlanSearch:
         base = min(known, key=rank_key)
         order = [g.index[base.sim.graph.names[v]] for v in base.order]
         added: list[str] = []
+        checks = Checks(count)  # one exact check per start, and its repairs from the same count
         for cap in ROOM_CAPS_MB[:count]:
-            if j.late():
+            if j.late() or checks.left <= 0:
                 break
-            room = room_buckets(self.problem, g, order, self.price, cap * MIB)
+            room = room_buckets(self.problem, g, order, self.price, cap * MIB, checks)
             if room is None or room.buckets in self.starts.values():
                 continue
             name = f"within the budget, {cap:g} MB"

@@ -45,6 +45,14 @@ class Room:
     graph: Graph  # the bucketed graph (`materialize`)
 
 
+@dataclass
+class Checks:
+    """The exact checks (a bucketed graph built, the order read on it validated) that room starts may make
+    together: a count, so that how many are built, repairs included, is the same on any machine and load."""
+
+    left: int
+
+
 @dataclass(frozen=True)
 class _Place:
     lo: int  # the first step of O the bucket changes
@@ -111,10 +119,11 @@ class _Grower:
         self.added[p.lo:p.lo + len(p.extra)] += p.extra
 
 
-def room_buckets(problem: Problem, g: Graph, order: Sequence[int], price: Pricing, cap: float) -> Room | None:
+def room_buckets(problem: Problem, g: Graph, order: Sequence[int], price: Pricing, cap: float,
+                 checks: Checks | None = None) -> Room | None:
     """Buckets of `g` (the problem's graph) of at most `cap` bytes each, grown on `order` (a valid order of `g`,
     ids) where the budget leaves room, and `order` read on their bucketed graph (module docstring); None where no
-    bucket was made or none kept within the budget."""
+    bucket was made or none kept within the budget, or where `checks` ran out first (each check is counted)."""
     if problem.bucket_cap is not None:
         cap = min(cap, float(problem.bucket_cap))
     grow = _Grower(problem, g, order, price)
@@ -134,19 +143,22 @@ def room_buckets(problem: Problem, g: Graph, order: Sequence[int], price: Pricin
                 grow.take(at)
                 places[_bucket(g, cur)] = at
             cur, at = [c] if c is not None else [], None
-    return _checked(problem, g, grow, places, price)
+    return _checked(problem, g, grow, places, price, checks)
 
 
 def _bucket(g: Graph, ms: list[int]) -> Bucket:
     return Bucket(tuple(g.names[m] for m in sorted(ms)))
 
 
-def _checked(problem: Problem, g: Graph, grow: _Grower, places: dict[Bucket, _Place], price: Pricing) -> Room | None:
+def _checked(problem: Problem, g: Graph, grow: _Grower, places: dict[Bucket, _Place], price: Pricing,
+             checks: Checks | None) -> Room | None:
     """The buckets with O read on their bucketed graph, validated; the buckets spanning the worst step over the
-    budget dropped while it is not valid (at most `REPAIRS` times)."""
+    budget dropped while it is not valid (at most `REPAIRS` times, and while `checks` last)."""
     for _ in range(REPAIRS):
-        if not places:
+        if not places or (checks is not None and checks.left <= 0):
             return None
+        if checks is not None:
+            checks.left -= 1
         bs = tuple(sorted(places, key=lambda b: g.index[b.members[0]]))
         try:
             h = materialize(g, list(bs), price)
@@ -198,4 +210,4 @@ def _read(g: Graph, order: list[int], bs: Sequence[Bucket], places: dict[Bucket,
     return out, anchor
 
 
-__all__ = ["Room", "room_buckets"]
+__all__ = ["Checks", "Room", "room_buckets"]

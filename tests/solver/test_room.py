@@ -177,3 +177,32 @@ def test_the_room_starts_are_a_count_the_time_limit_allows_and_a_failure_costs_o
     r = ps.optimize_plan(problem, cheap_copies, time_limit=5)
     assert "boom" in r.stats["plan"]["room_error"] and r.peak_memory <= 16_100
     assert not any(k.startswith("within") for k in r.stats["plan"]["starts"])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_checks_a_room_start_makes_come_from_one_count(seed, monkeypatch):
+    """Each exact check (and each repair) takes one from the count the plan search gives, so how many are made is
+    the same on any machine: none left, no start; with the estimate told that every bucket fits (repairs needed),
+    a start makes at most as many checks as it was given, and what it returns is still valid."""
+    from overlapsat.solver.room import REPAIRS, Checks
+
+    monkeypatch.setattr("overlapsat.solver.room._Grower.fits", lambda self, p: True)
+    rnd = random.Random(seed)
+    g = fsdp_step(seed)
+    order = random_valid_order(g, rnd, "free")
+    problem = Problem.of(g, peak_memory(g, order), "free")
+    none = Checks(0)
+    assert room_buckets(problem, problem.relaxed, order, log_price, math.inf, none) is None and none.left == 0
+    free = Checks(100)
+    whole = room_buckets(problem, problem.relaxed, order, log_price, math.inf, free)
+    used = 100 - free.left
+    assert used <= REPAIRS
+    for k in range(1, used + 1):
+        some = Checks(k)
+        room = room_buckets(problem, problem.relaxed, order, log_price, math.inf, some)
+        assert some.left == 0 or room is not None or k == used
+        if k == used:
+            assert (room is None) == (whole is None)
+        if room is not None:
+            h = materialize(g, list(room.buckets), log_price)
+            assert validate(problem.on(h), h.order_indices(room.order)) == []
