@@ -62,7 +62,7 @@ def _rank(rank: int, world: int, init: str, out: str) -> None:
 
     from overlapsat.io import graph_to_dict
     from overlapsat.torch.fx import import_fx
-    from overlapsat.torch.fx_peer import _on_overlapsat_terms
+    from overlapsat.torch.fx_peer import on_overlapsat_terms
 
     set_spmd_backend("partial_dtensor")
     torch.manual_seed(0)
@@ -111,7 +111,7 @@ def _rank(rank: int, world: int, init: str, out: str) -> None:
     dur = {nd.name: nd.duration / 1e3 for nd in g.nodes}  # ms, torch's roofline unit
 
     def bucketed(m):
-        with _on_overlapsat_terms(dur):
+        with on_overlapsat_terms(dur):
             return passes[at](m, traced.example_inputs)
 
     def ep(m):

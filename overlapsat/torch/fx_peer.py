@@ -45,7 +45,7 @@ def peer_budget(graph: Graph, input_peak: int) -> int:
 
 
 @contextmanager
-def _on_overlapsat_terms(dur_ms: dict[str, float]) -> Iterator[None]:
+def on_overlapsat_terms(dur_ms: dict[str, float]) -> Iterator[None]:
     """For one run of torch's scheduler: overlapsat's durations (ms) as its roofline, every device counted."""
     from torch._inductor.fx_passes import memory_estimator
     from torch._inductor.fx_passes import overlap_scheduling as osched
@@ -121,7 +121,7 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, c
     sizes = {torch_names.get(nd.group, nd.group): nd.group_size for nd in graph.nodes if nd.group}
     dur_ms = {nd.name: nd.duration / 1e3 for nd in graph.nodes}
     try:
-        with _on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(_autofix_cycles()):
+        with on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(_autofix_cycles()):
             # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
             out = osched.schedule_overlap_bucketing(
                 gm, collective_bucketing=collective_bucketing, pre_bucketing_fsdp_collectives=pre_bucketing,
@@ -204,7 +204,7 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     before = list(fx_graph.nodes)
     order: list[str] | None = None
     try:
-        with _on_overlapsat_terms(dur_ms):
+        with on_overlapsat_terms(dur_ms):
             out = osched.schedule_overlap_bucketing(
                 module, collective_bucketing=False, pre_bucketing_fsdp_collectives=False,
                 compute_estimator="analytical", custom_runtime_estimation=lambda n, _size: dur_ms.get(n.name, 0.0),
