@@ -34,11 +34,13 @@ from unittest.mock import patch
 
 BUCKETING = "joint_transformer_block_bucketing_reordering_pass"
 EP_SCHEDULE = "ep_overlap_schedule_pass"
+OVERLAPSAT_PASS = "overlapsat pass (plan applied on both ranks)"
+PLAN_S = 30.0  # the offline plan's time limit
 CONFIG = {"model": "deepseek_v3 debugmodel (attn_backend sdpa)", "ranks": 2, "ep": 2, "dp_shard": 2,
           "batch": 2, "seq": 32, "chunking": "eager, chunk_dim batch, layers.*.moe", "profile": "h200"}
 
 
-def _rank(rank: int, world: int, init: str, out: str) -> None:
+def _rank(rank: int, world: int, init: str, out: str, store: str) -> None:
     import torch
     import torch.distributed as dist
 
@@ -60,9 +62,11 @@ def _rank(rank: int, world: int, init: str, out: str) -> None:
     from torchtitan.experiments.graph_trainer.passes import _get_pass_name, compile_time_passes
     from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
 
-    from overlapsat.io import graph_to_dict
+    from overlapsat import solve_store
+    from overlapsat.io import graph_from_dict, graph_to_dict
     from overlapsat.torch.fx import import_fx
     from overlapsat.torch.fx_peer import on_overlapsat_terms
+    from overlapsat.torch.titan import TitanPass
 
     set_spmd_backend("partial_dtensor")
     torch.manual_seed(0)
@@ -118,17 +122,30 @@ def _rank(rank: int, world: int, init: str, out: str) -> None:
         return passes[names.index(EP_SCHEDULE)](m, traced.example_inputs)
 
     row: dict[str, Any] = {"rank": rank, "bitwise": {}, "graphs": {}, "passes": names}
-    for name, run in (("torchtitan ep_overlap", ep), ("torchtitan block bucketing", bucketed),
-                      ("torchtitan block bucketing + ep_overlap", lambda m: ep(bucketed(m)))):
-        m = run(copy.deepcopy(gm))
-        for p in passes[names.index(EP_SCHEDULE) + 1:]:  # what follows in torchtitan's list
+
+    def finish(name: str, m: Any) -> None:  # torchtitan's passes after its EP schedule, then one step against eager
+        for p in passes[names.index(EP_SCHEDULE) + 1:]:
             m = p(m, traced.example_inputs)
         traced.gm = m
         got = [local(t) for t in run_traced(traced, module=model)(tokens, labels)]
         row["bitwise"][name] = len(got) == len(eager) and all(torch.equal(a, b) for a, b in zip(got, eager))
         if rank == 0:
-            h = import_fx(m, name=name, profile=CONFIG["profile"])
-            row["graphs"][name] = graph_to_dict(h)
+            row["graphs"][name] = graph_to_dict(import_fx(m, name=name, profile=CONFIG["profile"]))
+
+    for name, run in (("torchtitan ep_overlap", ep), ("torchtitan block bucketing", bucketed),
+                      ("torchtitan block bucketing + ep_overlap", lambda m: ep(bucketed(m)))):
+        finish(name, run(copy.deepcopy(gm)))
+    # overlapsat's pass where torchtitan's bucketing sits: recorded on both ranks, a plan made offline (rank 0,
+    # within the peak of torchtitan's fastest configuration), applied on both ranks after they agree
+    TitanPass(store, mode="capture", agree_timeout=300)(copy.deepcopy(gm))
+    dist.barrier()
+    if rank == 0:
+        judged = {nm: own(graph_from_dict(d)) for nm, d in row["graphs"].items()}
+        budget = min(judged.values(), key=lambda r: r.makespan).peak_memory
+        outcome = solve_store(store, plans=CONFIG["profile"], time_limit=PLAN_S, memory_budget=budget)
+        row["overlapsat_solve"] = [o.outcome for o in outcome]
+    dist.barrier()
+    finish(OVERLAPSAT_PASS, TitanPass(store, mode="apply", agree_timeout=300)(copy.deepcopy(gm)))
     if rank == 0:
         row.update(graph=graph_to_dict(g), torchtitan=torchtitan.__version__, torch=torch.__version__)
     with open(f"{out}.{rank}", "w", encoding="utf-8") as f:
@@ -136,16 +153,26 @@ def _rank(rank: int, world: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+def own(h: Any) -> Any:
+    """A graph's own order, judged at `free` (torchtitan's passes reorder one process group's collectives)."""
+    from overlapsat import Problem, evaluate
+
+    p = Problem.of(h, None, "free")
+    return evaluate(p.on(p.relaxed), h.name, list(range(len(h.nodes))))
+
+
 def capture(path: str) -> None:
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/rank"
-        mp.spawn(_rank, args=(2, f"file://{tmp}/init", out), nprocs=2)
+        mp.spawn(_rank, args=(2, f"file://{tmp}/init", out, f"{tmp}/store"), nprocs=2)
         rows = [json.load(open(f"{out}.{r}", encoding="utf-8")) for r in range(2)]
     first = rows[0]
+    applied = first["graphs"].pop(OVERLAPSAT_PASS)
     raw = {"config": CONFIG, "torchtitan": first["torchtitan"], "torch": first["torch"], "passes": first["passes"],
-           "graph": first["graph"], "torchtitan_graphs": first["graphs"],
+           "graph": first["graph"], "torchtitan_graphs": first["graphs"], "overlapsat_applied": applied,
+           "overlapsat_solve": first["overlapsat_solve"],
            "bitwise_equal_to_eager": {k: all(r["bitwise"][k] for r in rows) for k in first["bitwise"]}}
     with gzip.open(path, "wt", encoding="utf-8") as f:
         json.dump(raw, f)
@@ -157,16 +184,12 @@ def solve(path: str, time_limit: float, work: float | None = None) -> str:
     """The markdown table of the raw file: the recorded graph's order, torchtitan's three configurations (each
     its own graph and order), and overlapsat's order and plan of the recorded graph within the peak of
     torchtitan's fastest."""
-    from overlapsat import Problem, evaluate, optimize, optimize_plan
+    from overlapsat import Problem, optimize, optimize_plan
     from overlapsat.cost import cost_model
     from overlapsat.io import graph_from_dict
 
     raw = json.load(gzip.open(path, "rt", encoding="utf-8"))
     g = graph_from_dict(raw["graph"])
-
-    def own(h):  # a graph's own order, judged at `free`
-        p = Problem.of(h, None, "free")
-        return evaluate(p.on(p.relaxed), h.name, list(range(len(h.nodes))))
 
     theirs = {name: (graph_from_dict(d), own(graph_from_dict(d))) for name, d in raw["torchtitan_graphs"].items()}
     name, (_, fastest) = min(theirs.items(), key=lambda kv: kv[1][1].makespan)
@@ -190,6 +213,10 @@ def solve(path: str, time_limit: float, work: float | None = None) -> str:
            "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     rows = [("no overlap pass (the recorded order)", len(g.coll_seq), own(g), "-")]
     rows += [(nm, len(h.coll_seq), r, "yes" if bitwise[nm] else "no") for nm, (h, r) in theirs.items()]
+    if "overlapsat_applied" in raw:  # the pass as a torchtitan user runs it: its plan applied, one step on the ranks
+        h = graph_from_dict(raw["overlapsat_applied"])
+        rows.append((f"{OVERLAPSAT_PASS}, offline plan of {PLAN_S:g} s", len(h.coll_seq), own(h),
+                     "yes" if bitwise[OVERLAPSAT_PASS] else "no"))
     def cut(r):  # a deterministic search the clock ended says so: another machine may find another answer
         return ", cut by the clock" if r.cut_by_wall_clock else ""
 
