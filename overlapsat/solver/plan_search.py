@@ -665,13 +665,14 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     jstats, jbound = _contained("the joint model", ps.joint_model) if joint else \
         ({"skipped": "joint=False", "bound_us": 0.0}, 0.0)
     res = ps.final_order(bool(mstats) and "error" not in mstats, "skipped" not in jstats)
-    room = tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes)
-    if not room and params.deterministic:  # the clock, not the work, chose the weaker bound: said (decision 57)
+    bound_fits = tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes)  # the clock left for the stronger bound
+    if not bound_fits and params.deterministic:  # the clock, not the work, chose the weaker bound: said (decision 57)
         tb.cut_by_wall_clock = True
     if early is not None:  # lifted where the clock allows (a bound either way)
-        bound, notes = bound_over_bucketings(problem, price, ps.lift if room else None, clock=tb, analytical=early)
+        bound, notes = bound_over_bucketings(problem, price, ps.lift if bound_fits else None, clock=tb,
+                                             analytical=early)
     else:
-        bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) if room else kernel_bound(g)
+        bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) if bound_fits else kernel_bound(g)
     unb = ps.judge.full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(ps.best),
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])

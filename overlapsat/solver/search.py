@@ -20,7 +20,7 @@ from overlapsat.bounds import lower_bound
 from overlapsat.errors import GraphError, InfeasibleBudgetError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, only_over_budget, rank_key
 from overlapsat.fmt import fmt_bytes
-from overlapsat.heuristics.portfolio import FITTED, pipelines, prefetched_names, run_all, to_fit
+from overlapsat.heuristics.portfolio import run_all
 from overlapsat.problem import Problem
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
@@ -197,13 +197,13 @@ class Portfolio:
         include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
         tail = tb.deadline - (TAIL_S_PER_NODE + (MEMORY_BOUND_S if s.problem.budget is not None else 0.0)) * n
         # (what follows the passes needs this: evaluations, checks, the bounds)
-        by_work: dict[str, dict[str, list[str]]] = {"input order": {}, "canonical form": {}}
+        reports: dict[str, dict[str, list[str]]] = {"input order": {}, "canonical form": {}}  # what run_all left out
         try:
             s.from_input = self.given if self.given is not None else run_all(
-                s.problem, work_limit=p.portfolio_steps, report=by_work["input order"],
+                s.problem, work_limit=p.portfolio_steps, report=reports["input order"],
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[0]), tail)))
             s.canon = list(s.from_input) if s.on_given_order else run_all(  # the same graph: the same passes
-                s.cp, include=include, work_limit=p.portfolio_steps, report=by_work["canonical form"],
+                s.cp, include=include, work_limit=p.portfolio_steps, report=reports["canonical form"],
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[1]), tail)))
         except KeyboardInterrupt:  # what has been evaluated, and the input order
             tb.interrupted = True
@@ -218,7 +218,10 @@ class Portfolio:
         s.canon.append(replace(first, name="topological_order") if first is not None
                        else evaluate(s.cp, "topological_order", list(range(n))))
         s.canon.sort(key=rank_key)
-        skipped = self._skipped(s, include, by_work)  # (on the order as given, the canonical form's are the input order's)
+        if s.on_given_order:  # the same graph: the same passes, and the same ones left out
+            reports["canonical form"] = reports["input order"]
+        # what the deadline left out (the work limit's are no cut: deterministic), as run_all names them
+        skipped = {k: v["deadline"] for k, v in reports.items() if v.get("deadline")}
         if s.on_given_order and p.deterministic:
             tb.cut_by_wall_clock = True  # the canonical form itself was cut: the answer may depend on the layout
         if skipped and not tb.interrupted:
@@ -234,27 +237,6 @@ class Portfolio:
             s.bound = max(s.bound, overlap_capacity_bound(s.cp.graph, s.problem.budget))
         warm = self._incumbent(s)
         return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order)
-
-    def _skipped(self, s: Search, include: tuple[str, ...] | None,
-                 reports: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
-        ran_input, ran_canon = {h.name for h in s.from_input}, {h.name for h in s.canon}
-        by_work = {k: set(v.get("work_limit", [])) for k, v in reports.items()}  # deterministic: not a cut
-        skipped = {"input order": [nm for nm in pipelines() if self.given is None and nm not in ran_input
-                                   and nm not in by_work["input order"]],
-                   "canonical form": [nm for nm in pipelines() if nm not in ran_canon and nm not in
-                                      by_work["canonical form"] and (include is None or nm in include)]}
-        if s.problem.budget is not None:  # the fits a deadline cut (run_all fits the same rows every time)
-            for key, rows, ran in (("input order", s.from_input if self.given is None else [], ran_input),
-                                   ("canonical form", s.canon, ran_canon)):
-                # under the name run_all fitted it by: the canonical form's own order was renamed afterwards, and
-                # to_fit breaks ties by name, so the renamed row would pick other rows than run_all did
-                # (the orders given from elsewhere are evaluated after run_all, which never fits or prefetches them)
-                named = [replace(h, name="input_order") if h.name == "topological_order" else h for h in rows
-                         if h.name not in (self.extra_orders or {})]
-                names = [h.name for h in to_fit(named)]
-                skipped[key] += [nm + FITTED for nm in names if nm + FITTED not in ran]
-                skipped[key] += [nm for nm in prefetched_names(named) if nm not in ran]
-        return {k: v for k, v in skipped.items() if v}
 
     @staticmethod
     def _incumbent(s: Search) -> str | None:
