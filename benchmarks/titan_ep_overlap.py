@@ -40,56 +40,50 @@ CONFIG = {"model": "deepseek_v3 debugmodel (attn_backend sdpa)", "ranks": 2, "ep
           "batch": 2, "seq": 32, "chunking": "eager, chunk_dim batch, layers.*.moe", "profile": "h200"}
 
 
-def _rank(rank: int, world: int, init: str, out: str, store: str) -> None:
+def titan_step(rank: int, world: int, name: str = "dsv3", seq: int = 32, compile_config: Any = None) -> Any:
+    """torchtitan's Llama3 or DeepSeek-V3 ("dsv3": experts over an EP group of every rank) debug model, SDPA
+    attention, under its SimpleFSDP on the CPU, with `compile_config`'s eager EP chunking where it asks for it;
+    one rank's batch (2 x `seq` tokens) and its training step (loss and every gradient). Run inside a gloo process
+    group. Shared with the torchtitan test's ranks (tests/torch/titan_ranks.py)."""
     import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-    import torchtitan
     from torchtitan.config.configs import TrainingConfig
     from torchtitan.distributed import ParallelDims
     from torchtitan.distributed.utils import set_spmd_backend
     from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
-    from torchtitan.experiments.graph_trainer.configs import (
-        MOE_BLOCK_FQN,
-        EpOverlapConfig,
-        GraphTrainerCompileConfig,
-    )
-    from torchtitan.experiments.graph_trainer.deepseek_v3 import model_registry
-    from torchtitan.experiments.graph_trainer.deepseek_v3.parallelize import annotate_deepseekv3
-    from torchtitan.experiments.graph_trainer.ep_eager_chunk import maybe_apply_ep_overlap_eager_chunking
-    from torchtitan.experiments.graph_trainer.make_fx_tracer import minimal_fx_tracer, run_traced
-    from torchtitan.experiments.graph_trainer.passes import _get_pass_name, compile_time_passes
-    from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
 
-    from overlapsat import solve_store
-    from overlapsat.io import graph_from_dict, graph_to_dict
-    from overlapsat.torch.fx import import_fx
-    from overlapsat.torch.fx_peer import on_overlapsat_terms
-    from overlapsat.torch.titan import TitanPass
-
-    set_spmd_backend("partial_dtensor")
+    set_spmd_backend("partial_dtensor")  # DTensor meshes (the EP dispatcher reads its mesh so)
     torch.manual_seed(0)
-    cfg = model_registry("debugmodel", attn_backend="sdpa").model
-    set_deepseek_v3_sharding_config(cfg, enable_sp=False, enable_ep=True)
+    if name == "dsv3":
+        from torchtitan.experiments.graph_trainer.deepseek_v3 import model_registry
+        from torchtitan.experiments.graph_trainer.deepseek_v3.parallelize import annotate_deepseekv3
+        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
+
+        cfg = model_registry("debugmodel", attn_backend="sdpa").model
+        set_deepseek_v3_sharding_config(cfg, enable_sp=False, enable_ep=True)
+    else:
+        from torchtitan.experiments.graph_trainer.llama3 import model_registry
+
+        cfg = model_registry("debugmodel", attn_backend="sdpa").model
     with torch.device("meta"):
         model = cfg.build()
     model.to_empty(device="cpu")
     model.init_weights()
     with patch("torchtitan.distributed.parallel_dims.device_type", "cpu"):
-        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=world, world_size=world,
-                            spmd_backend="partial_dtensor")
-        dims.build_mesh()
-        annotate_deepseekv3(model)
-        model.parallelize(dims)
+        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=world if name == "dsv3" else 1,
+                            world_size=world, spmd_backend="partial_dtensor")
+        if name == "dsv3":
+            dims.build_mesh()
+            annotate_deepseekv3(model)
+            model.parallelize(dims)
         model = apply_simple_fsdp(model, parallel_dims=dims, training=TrainingConfig(
             mixed_precision_param="float32", mixed_precision_reduce="float32"))
-    cc = GraphTrainerCompileConfig(enable=True, ep_overlap=EpOverlapConfig(
-        enabled=True, chunk_dim="batch", strategy="eager", module_fqn=MOE_BLOCK_FQN))
-    maybe_apply_ep_overlap_eager_chunking(model, cc)
+    if compile_config is not None:
+        from torchtitan.experiments.graph_trainer.ep_eager_chunk import maybe_apply_ep_overlap_eager_chunking
+
+        maybe_apply_ep_overlap_eager_chunking(model, compile_config)
     gen = torch.Generator().manual_seed(1 + rank)
-    tokens = torch.randint(0, cfg.vocab_size, (CONFIG["batch"], CONFIG["seq"]), generator=gen)
-    labels = torch.randint(0, cfg.vocab_size, (CONFIG["batch"], CONFIG["seq"]), generator=gen)
+    tokens = torch.randint(0, cfg.vocab_size, (2, seq), generator=gen)
+    labels = torch.randint(0, cfg.vocab_size, (2, seq), generator=gen)
 
     def step(tokens, labels):
         pred = model(tokens)
@@ -97,9 +91,38 @@ def _rank(rank: int, world: int, init: str, out: str, store: str) -> None:
         params = [p for _, p in model.named_parameters(remove_duplicate=False) if p.requires_grad]
         return [loss, *torch.autograd.grad(loss, params)]
 
-    def local(t):
-        return t.to_local() if hasattr(t, "to_local") else t
+    return SimpleNamespace(cfg=cfg, model=model, dims=dims, step=step, tokens=tokens, labels=labels)
 
+
+def local(t: Any) -> Any:
+    """A DTensor's local shard (what eager and the traced step are compared on), else the tensor."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _rank(rank: int, world: int, init: str, out: str, store: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    import torchtitan
+    from torchtitan.experiments.graph_trainer.configs import (
+        MOE_BLOCK_FQN,
+        EpOverlapConfig,
+        GraphTrainerCompileConfig,
+    )
+    from torchtitan.experiments.graph_trainer.make_fx_tracer import minimal_fx_tracer, run_traced
+    from torchtitan.experiments.graph_trainer.passes import _get_pass_name, compile_time_passes
+
+    from overlapsat import solve_store
+    from overlapsat.io import graph_from_dict, graph_to_dict
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_peer import on_overlapsat_terms
+    from overlapsat.torch.titan import TitanPass
+
+    cc = GraphTrainerCompileConfig(enable=True, ep_overlap=EpOverlapConfig(
+        enabled=True, chunk_dim="batch", strategy="eager", module_fqn=MOE_BLOCK_FQN))
+    built = titan_step(rank, world, "dsv3", CONFIG["seq"], cc)
+    cfg, model, dims, step, tokens, labels = built.cfg, built.model, built.dims, built.step, built.tokens, built.labels
     eager = [local(t) for t in step(tokens, labels)]
     traced = minimal_fx_tracer(step, module=model)(tokens, labels)
     config = SimpleNamespace(model_spec=SimpleNamespace(model=cfg), loss=None, compile=cc, parallelism=SimpleNamespace(

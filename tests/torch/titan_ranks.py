@@ -14,7 +14,6 @@ import json
 import logging
 import sys
 import tempfile
-from unittest.mock import patch
 
 import torch
 import torch.distributed as dist
@@ -34,55 +33,13 @@ def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str, na
     caught = _Caught()
     logging.getLogger("overlapsat").addHandler(caught)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
-    from torchtitan.config.configs import TrainingConfig
-    from torchtitan.distributed import ParallelDims
-    from torchtitan.distributed.utils import set_spmd_backend
-    from torchtitan.experiments.graph_trainer.common_utils import apply_simple_fsdp
     from torchtitan.experiments.graph_trainer.make_fx_tracer import minimal_fx_tracer, run_traced
 
+    from benchmarks.titan_ep_overlap import local, titan_step
     from overlapsat.torch.titan import TitanPass
 
-    set_spmd_backend("partial_dtensor")  # DTensor meshes (the EP dispatcher reads its mesh so)
-    torch.manual_seed(0)
-    ep = world if name == "dsv3" else 1
-    if name == "dsv3":  # DeepSeek-V3's debug model, its experts sharded over an EP group of every rank
-        from torchtitan.experiments.graph_trainer.deepseek_v3 import model_registry
-        from torchtitan.experiments.graph_trainer.deepseek_v3.parallelize import annotate_deepseekv3
-        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
-
-        cfg = model_registry("debugmodel", attn_backend="sdpa").model
-        set_deepseek_v3_sharding_config(cfg, enable_sp=False, enable_ep=True)
-    else:
-        from torchtitan.experiments.graph_trainer.llama3 import model_registry
-
-        cfg = model_registry("debugmodel", attn_backend="sdpa").model
-    with torch.device("meta"):
-        model = cfg.build()
-    model.to_empty(device="cpu")
-    model.init_weights()
-    with patch("torchtitan.distributed.parallel_dims.device_type", "cpu"):
-        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=ep, world_size=world,
-                            spmd_backend="partial_dtensor")
-        if name == "dsv3":
-            dims.build_mesh()
-            annotate_deepseekv3(model)
-            model.parallelize(dims)
-        model = apply_simple_fsdp(model, parallel_dims=dims, training=TrainingConfig(
-            mixed_precision_param="float32", mixed_precision_reduce="float32"))
-    gen = torch.Generator().manual_seed(1 + rank)
-    seq = 32 if name == "dsv3" else 64
-    tokens = torch.randint(0, cfg.vocab_size, (2, seq), generator=gen)
-    labels = torch.randint(0, cfg.vocab_size, (2, seq), generator=gen)
-
-    def step(tokens, labels):
-        pred = model(tokens)
-        loss = torch.nn.functional.cross_entropy(pred.flatten(0, 1).float(), labels.flatten())
-        params = [p for _, p in model.named_parameters(remove_duplicate=False) if p.requires_grad]
-        return [loss, *torch.autograd.grad(loss, params)]
-
-    def local(t):
-        return t.to_local() if hasattr(t, "to_local") else t
-
+    built = titan_step(rank, world, name, seq=32 if name == "dsv3" else 64)
+    model, step, tokens, labels = built.model, built.step, built.tokens, built.labels
     eager = [local(t) for t in step(tokens, labels)]
     traced = minimal_fx_tracer(step, module=model)(tokens, labels)
     traced.gm = TitanPass(store, mode=phase, agree_timeout=120)(traced.gm, traced.example_inputs)
