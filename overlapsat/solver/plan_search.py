@@ -40,6 +40,7 @@ from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan
 from overlapsat.solver.bucketings import within_cap as _within_cap  # noqa: F401 - tests import it from here
 from overlapsat.solver.climb import alternate, neighbours
 from overlapsat.solver.joint import solve_joint, with_time
+from overlapsat.solver.ledger import FINAL_FIT, STEP_S, Ledger
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import (
@@ -62,19 +63,20 @@ log = logging.getLogger(__name__)
 
 CAPS_MB = (2000.0, 1000.0, 500.0, 250.0, 100.0, 25.0)  # torch's default cap first
 # the buckets within the budget's room (room.py), a start at each cap, in this order (on the corpus the best
-# were 1000-2000 MB on the 1-D Llama3 graphs and 100-250 MB on the 2-D ones), as many as ROOM_SHARE of the time
-# limit allows at ROOM_S_PER_NODE each (building, checking and scoring one: about 0.4 s at 8k-13k nodes on this
-# 2-core machine, 2026-11-29), a count in every mode; each repair of a start is one more check from that count
-# (under a tight budget on a 5k-node MoE graph every start ran its 6 repairs, 1.3 s each, 5x the estimate)
+# were 1000-2000 MB on the 1-D Llama3 graphs and 100-250 MB on the 2-D ones), as many exact checks as ROOM_SHARE
+# of the time limit pays for at the ledger's price (ledger.py), a count in every mode; each repair of a start is
+# one more check from that count (under a tight budget on a 5k-node MoE graph every start ran its 6 repairs)
 ROOM_CAPS_MB = (1000.0, 250.0, 2000.0, 100.0, 500.0)
 ROOM_SHARE = 0.15
-ROOM_S_PER_NODE = 5e-5
 DEFAULT_PEER = f"torch greedy, {CAPS_MB[0]:g} MB"  # the row of the bucketing a user gets from torch by default
 SCORE_PASSES = ("raise_comms", "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_compute_for_overlap")
-SEARCH_SHARE = 0.4  # of the time limit: the rest orders the chosen bucketing
+# deterministic mode: the phases draw on one ledger of the time limit (ledger.py, decision 79) and each ends where
+# the account reaches its share, counted from the call's start: the hill climb's scores at SEARCH_SHARE, the
+# judgments by the whole portfolio at JUDGE_END, the bucket moves at SEARCH_SHARE + MOVES_SHARE; the final order
+# gets what is left (the bound's share kept back); timed mode: the clock ends each phase at its share
+SEARCH_SHARE = 0.4
+JUDGE_END = 0.5
 FINALISTS = 3  # best scored bucketings judged with the whole portfolio before the order search
-# bucketings scored per second of the search's share: about 25 at 1k nodes and 3 at 8k on this 2-core machine
-NODE_EVALUATIONS_PER_SECOND = 25_000
 FINAL_SHARE_MIN = 0.1  # of the time limit: the least the final `optimize` of the chosen bucketing gets
 BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
@@ -84,18 +86,13 @@ EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ord
 # portfolio: about 2.5 s at 36k nodes on this 2-core machine, 2026-11-28): kept back from the search phases, up to
 # the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
 RESERVE_S_PER_NODE = 7e-5
-BOUND_S_PER_NODE = 1.5e-5  # the analytical bound over every bucketing (about 0.5 s at 36k nodes): not started later
+BOUND_S_PER_NODE = STEP_S["bound"][1]  # the analytical bound over every bucketing: not started later
 EARLY_BOUND_SHARE = 0.05  # of the time limit: the analytical bound is computed before the search when it costs less
-JUDGE_SHARE = 0.6  # of the time limit: no pass judging a bucketing starts later
-# deterministic mode: bucketings judged by the whole portfolio, a count from the graph's size and the time limit
-# (JUDGE_SHARE of it at this many seconds a node): one judgment takes 0.4-0.8 s at 8k nodes on this 2-core machine
-# (2026-11-29), so the count leaves the clock about half its share, and a judgment the clock would cut part-way
-# (its result then depending on the machine's load) is not started; the bucketings past the count are scored
-JUDGE_S_PER_NODE = 2e-4
+JUDGE_SHARE = 0.6  # of the time limit on the clock: no pass judging a bucketing starts later
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
 MOVE_STARTS = 3  # the best finalists the moves start from
-MOVE_NODE_VISITS_PER_SECOND = 4_000_000  # one move walks the order once: about 400 moves a second at 10k nodes
+MOVES_MIN = 30  # deterministic mode: bucket moves tried however little the ledger has left (a walk of the order each)
 JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (solver/joint.py), small graphs
 
 
@@ -211,10 +208,10 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                    extra_orders: dict[str, Sequence[str | int]] | None = None,
                    joint: bool = True, clock: TimeBudget | None = None, **options: Any) -> Result:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
-    `duration`). Deterministic: the bucket search is bounded by `max_evaluations` bucketings scored, the order
-    by `params`. Without `max_evaluations`, the count follows the time limit and the graph's size
-    (`NODE_EVALUATIONS_PER_SECOND` / nodes over its `SEARCH_SHARE`) in deterministic mode; in timed mode the clock
-    ends the search at that share of the time limit (`SEARCH_SHARE_LARGE` above `LARGE_NODES` nodes).
+    `duration`). Deterministic: every step of the search is priced by the graph's size and drawn from one ledger
+    of the time limit (ledger.py, decision 79), so the plan is the same on any machine and load; in timed mode
+    the clock ends the search at `SEARCH_SHARE` of the time limit (`SEARCH_SHARE_LARGE` above `LARGE_NODES`
+    nodes). `max_evaluations`: at most this many bucketings scored or judged, in either mode.
     `starts`: more warm starts by name (a peer's buckets, such as torch's OverlapScheduler's with bucketing on);
     each is judged by the whole portfolio and is a finalist, so the plan is never worse than the best order the
     portfolio finds for it (deterministic mode). An illegal one raises GraphError. `unbucketed`: `optimize`'s
@@ -249,10 +246,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     if params.collective_order != problem.collective_order:
         raise GraphError(f"collective_order {params.collective_order!r} differs from the Problem's "
                          f"{problem.collective_order!r}")
-    if max_evaluations is None and params.deterministic:  # a count, not a clock: the same buckets on every machine
-        rate = NODE_EVALUATIONS_PER_SECOND / max(1000, len(problem.graph.nodes))
-        max_evaluations = max(10, int(rate * SEARCH_SHARE * params.time_limit))
-    elif max_evaluations is None:  # timed: the clock (its share of the time limit) ends the search
+    if max_evaluations is None:  # the ledger (deterministic) or the clock (timed) ends the search
         max_evaluations = 2**62
     tb = TimeBudget(params, parent=clock)  # the one clock of the call: every phase below ends by its deadline
     if on_phase is not None:
@@ -296,15 +290,24 @@ class Judged:
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
-    judge_limit: int | None = None  # deterministic mode: how many bucketings `full` may hold (`judgments_for`)
+    ledger: Ledger | None = None  # every step priced (ledger.py); in deterministic mode it ends the phases
 
-    @staticmethod
-    def judgments_for(params: SolveParams, nodes: int) -> int | None:
-        """How many bucketings the whole portfolio judges: a count in deterministic mode (at least one, the
-        unbucketed graph), none in timed mode (the clock ends them)."""
-        if not params.deterministic:
-            return None
-        return max(1, int(JUDGE_SHARE * params.time_limit / (JUDGE_S_PER_NODE * max(1, nodes))))
+    def __post_init__(self) -> None:
+        if self.ledger is None:
+            self.ledger = Ledger(self.params.time_limit, len(self.problem.relaxed.nodes))
+
+    @property
+    def account(self) -> Ledger:
+        assert self.ledger is not None
+        return self.ledger
+
+    def affords(self, step: str, until: float, k: float = 1.0) -> bool:
+        """Deterministic mode: whether the ledger has `k` more of `step` before `until`; timed mode: always (the
+        clock decides)."""
+        return not self.params.deterministic or self.account.affords(step, until, k)
+
+    def _score_k(self) -> float:
+        return len(self.passes) / len(SCORE_PASSES)  # a score costs its passes' runs
 
     @property
     def g(self) -> Graph:
@@ -327,6 +330,10 @@ class Judged:
         rows += [r for r in evaluate_named(self.problem.on(h), self.orders.get(bs, {})) if r.valid]
         if time.monotonic() > deadline and self.params.deterministic:
             self.tb.cut_by_wall_clock = True
+        if include is None:
+            self.account.charge("judge")
+        else:
+            self.account.charge("score", self._score_k())
         return min(rows, key=rank_key) if rows else None
 
     def score(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
@@ -335,9 +342,10 @@ class Judged:
         return self.scored[bs]
 
     def judge(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
-        """The whole portfolio's best order of `bs`; past the deterministic count, the score's."""
+        """The whole portfolio's best order of `bs`; where the ledger has no judgment left before `JUDGE_END`
+        (deterministic mode), the score's."""
         if bs not in self.full:
-            if self.judge_limit is not None and len(self.full) >= self.judge_limit:
+            if not self.affords("judge", JUDGE_END):
                 return self.score(bs)
             self.full[bs] = self.row(bs, None)
         return self.full[bs]
@@ -368,7 +376,8 @@ class Judged:
         return not self.params.deterministic and self.tb.elapsed() > self.share * self.params.time_limit
 
     def out_of_budget(self) -> bool:
-        return len(self.scored) + len(self.full) >= self.max_evaluations or self.late()
+        return len(self.scored) + len(self.full) >= self.max_evaluations or self.late() \
+            or not self.affords("score", SEARCH_SHARE, self._score_k())
 
 
 @dataclass
@@ -420,9 +429,10 @@ class PlanSearch:
         j, g = self.judge, self.g
         self.starts = {"no buckets": ()}
         for cap in CAPS_MB:
-            if cap != CAPS_MB[0] and j.late():  # torch's bucketer walks the graph: seconds at 36k nodes
-                break
+            if cap != CAPS_MB[0] and (j.late() or not j.affords("greedy", SEARCH_SHARE)):
+                break  # torch's bucketer walks the graph: seconds at 36k nodes
             bs = as_buckets(g, self.peer_given) if cap == CAPS_MB[0] else torch_greedy(self.problem, g, cap)
+            j.account.charge("greedy")
             if bs not in self.starts.values():
                 self.starts[f"torch greedy, {cap:g} MB"] = bs
         for name, bs in self.starts_given.items():
@@ -456,7 +466,8 @@ class PlanSearch:
         unbucketed order known (the portfolio's, or the one the caller gave) leaves room for, each with that order
         read on its bucketed graph as a known valid order (`room.py`); the names of the starts added."""
         j, g = self.judge, self.g
-        count = int(ROOM_SHARE * self.params.time_limit / (ROOM_S_PER_NODE * max(1, len(g.nodes))))
+        account = j.account
+        count = min(int(ROOM_SHARE * account.total_s / account.price("room")), account.how_many("room", SEARCH_SHARE))
         if self.problem.budget is None or count == 0:
             return []
         given = None if self.unbucketed_given is None else \
@@ -479,8 +490,7 @@ class PlanSearch:
             j.orders[room.buckets] = {f"{name}, on the best unbucketed order": room.order}
             j.graphs[room.buckets] = room.graph
             added.append(name)
-        if added and j.judge_limit is not None:  # their time comes out of the judgments' (about one each)
-            j.judge_limit = max(1, j.judge_limit - len(added))
+        account.charge("room", count - checks.left)
         return added
 
     def hill_climb(self) -> ClimbStats:
@@ -532,10 +542,11 @@ class PlanSearch:
         j, g, p = self.judge, self.g, self.params
         assert self.h is not None
         t_moves = time.monotonic()
-        budget_moves = max(100, int(MOVE_NODE_VISITS_PER_SECOND * self.moves_share * p.time_limit / len(g.nodes)))
         origins = [bs for bs in sorted(self.finalists, key=lambda bs: (j.judged(bs), len(bs)))
                    if j.best_known(bs) is not None]
         origins = list(dict.fromkeys([self.best, *origins]))[:MOVE_STARTS]
+        j.account.charge("graph", len(origins) - 1)  # the other origins' bucketed graphs
+        budget_moves = max(MOVES_MIN, j.account.how_many("move", SEARCH_SHARE + self.moves_share))
         runs = []
         for k, bs in enumerate(origins):
             hk = self.h if bs == self.best else materialize(g, list(bs), self.price)
@@ -547,6 +558,7 @@ class PlanSearch:
                                   _Late(j, p.deterministic, end_k), j.score,
                                   confirmer(self.problem, self.price), sequences(self.problem)))
         mv = min(runs, key=lambda r: r.makespan)
+        j.account.charge("move", sum(r.tried for r in runs))
         firsts = [t for r in runs if (t := r.first_s) is not None]
         out: dict[str, Any] = {"starts": len(runs), "tried": sum(r.tried for r in runs),
                                "accepted": sum(r.accepted for r in runs), "refused": sum(r.refused for r in runs),
@@ -567,6 +579,8 @@ class PlanSearch:
         jr = solve_joint(self.problem, self.price, with_time(self.params, JOINT_SHARE),
                          (self.best, [self.h.names[v] for v in start_order]) if start_order is not None else None,
                          clock=self.tb)
+        if "skipped" not in jr.stats:
+            self.judge.account.charge_s("joint", JOINT_SHARE * self.params.time_limit)
         out: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
                                                            "error") if k in jr.stats}
         out["bound_us"] = jr.bound
@@ -577,17 +591,17 @@ class PlanSearch:
             out["used"] = True
         return out, jr.bound
 
-    def final_order(self, moved: bool, joint_ran: bool) -> Result:
-        """`optimize` on the chosen bucketing's graph with the share the phases that ran left (deterministic: as
-        work, the same plan on every machine), or what is left of the clock; where that bucketing has no order
-        within the budget, the others (`_rescue`)."""
+    def final_order(self) -> Result:
+        """`optimize` on the chosen bucketing's graph with what the phases left of the ledger, less the bound's
+        share (deterministic: as work, the same plan on every machine), or what is left of the clock; where that
+        bucketing has no order within the budget, the others (`_rescue`)."""
         p = self.params
         if p.deterministic:
-            left = 1.0 - SEARCH_SHARE - (self.moves_share if moved else 0.0) \
-                - (BOUND_SHARE if len(self.g.nodes) <= LIFT_NODES else 0.0) - (JOINT_SHARE if joint_ran else 0.0)
-            left = max(FINAL_SHARE_MIN, left)
+            lift = self.lift.time_limit if len(self.g.nodes) <= LIFT_NODES else 0.0
+            left = max(FINAL_SHARE_MIN, FINAL_FIT * self.judge.account.left_s(lift) / p.time_limit)
             final = replace(p, time_limit=left * p.time_limit,
                             work_limit=None if p.work_limit is None else left * p.work_limit)
+            self.judge.account.final_s = final.time_limit
         else:  # the clock: what is left of the time limit, less the bound's share
             spent = self.tb.elapsed() + (self.lift.time_limit if len(self.g.nodes) <= LIFT_NODES else 0.0)
             final = replace(p, time_limit=max(0.01, p.time_limit - spent))
@@ -650,12 +664,14 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
     share, moves_share = (SEARCH_SHARE_LARGE - MOVES_SHARE_LARGE, MOVES_SHARE_LARGE) if large_timed \
         else (SEARCH_SHARE, MOVES_SHARE)
-    judged = Judged(problem, price, params, tb, share, max_evaluations, judge_limit=Judged.judgments_for(params, len(g.nodes)),
+    judged = Judged(problem, price, params, tb, share, max_evaluations,
                     reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)), as_given=as_given)
     # the analytical bound over every bucketing first, where it costs a small share of the limit: the search's
     # phases may run past their shares of the clock, and the bound should not be what they leave out
     early = analytical_over_bucketings(problem, price) \
         if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
+    if early is not None:
+        judged.account.charge("bound")
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     if unbucketed is not None:  # the caller's order, a base for the room starts
         ps.unbucketed_given = list(unbucketed.names)
@@ -664,7 +680,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     mstats = _contained("the bucket moves", ps.order_moves) if ps.judge.best_known(ps.best) is not None else {}
     jstats, jbound = _contained("the joint model", ps.joint_model) if joint else \
         ({"skipped": "joint=False", "bound_us": 0.0}, 0.0)
-    res = ps.final_order(bool(mstats) and "error" not in mstats, "skipped" not in jstats)
+    res = ps.final_order()
     bound_fits = tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes)  # the clock left for the stronger bound
     if not bound_fits and params.deterministic:  # the clock, not the work, chose the weaker bound: said (decision 57)
         tb.cut_by_wall_clock = True
@@ -680,6 +696,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                                                           *starts_given.items()] if (e := ps.judge.full.get(bs)) is not None}
     out = _as_plan(problem, res, ps.best, max(bound, jbound), notes,
                    {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
+                    "ledger": ps.judge.account.stats(),
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
                     "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None}, rows)
     out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))

@@ -274,9 +274,9 @@ def test_under_a_budget_at_group_the_moves_refuse_what_the_budget_forbids_and_th
 
 @pytest.mark.parametrize("joint", [True, False])
 def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_left(joint, monkeypatch):
-    """The time limit is the whole call's: in deterministic mode each phase is a work budget in proportion to
-    it, and the final `optimize` of the chosen bucketing gets what the phases that ran left (the search's 0.4,
-    the moves' 0.2, the bound's lift 0.1, and the joint model's 0.25 where it ran; at least 0.1), not a whole
+    """The time limit is the whole call's: in deterministic mode each phase draws on one ledger of it (decision
+    79), and the final `optimize` of the chosen bucketing gets FINAL_FIT of what the phases that ran left, less
+    the bound's lift (0.1; at least 0.1 of the limit), the joint model charged its 0.25 where it ran; not a whole
     limit of its own (a 60-s plan took 78-92 s). The share is a function of the graph alone, never the clock."""
     from overlapsat.solver import plan_search
 
@@ -293,8 +293,11 @@ def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_
                                   joint=joint)
     (final,) = seen
     assert ("skipped" not in r.stats["plan"]["joint"]) == joint and r.stats["plan"]["order_moves"]["tried"] > 0
-    want = max(plan_search.FINAL_SHARE_MIN, 1 - 0.4 - 0.2 - 0.1 - (0.25 if joint else 0.0))
-    assert final.deterministic and final.time_limit == pytest.approx(want * 10) and final.work_limit is None
+    led = r.stats["plan"]["ledger"]
+    assert led["by_step_s"].get("joint", 0.0) == (2.5 if joint else 0.0)
+    want = max(plan_search.FINAL_SHARE_MIN * 10, 0.85 * (10 - led["spent_s"] - 0.1 * 10))
+    assert final.deterministic and final.time_limit == pytest.approx(want) == led["final_s"]
+    assert final.work_limit is None
 
 
 def test_early_merges_are_offered_only_where_a_level_keeps_collective_sequences():

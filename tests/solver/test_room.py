@@ -157,18 +157,21 @@ def test_where_torchs_greedy_buckets_break_the_budget_a_room_start_is_judged_and
 
 
 def test_the_room_starts_are_a_count_the_time_limit_allows_and_a_failure_costs_only_them(monkeypatch):
-    """As many starts as ROOM_SHARE of the limit pays for at ROOM_S_PER_NODE each, in ROOM_CAPS_MB's order (here
-    one: the first cap's); and where building them fails, the search goes on from the other starts and says so."""
+    """As many checks as ROOM_SHARE of the limit pays for at the ledger's price of one, in ROOM_CAPS_MB's order
+    (here one: the first cap's); and where building them fails, the search goes on from the other starts and says
+    so."""
+    import overlapsat.solver.ledger as ledger
     import overlapsat.solver.plan_search as ps
 
     def cheap_copies(nd):
         return 5.0 + nd.nbytes / 1000 if nd.kind is K else nd.bytes_accessed / 10_000
 
     problem = Problem.of(layers(), 16_100, "free")
-    monkeypatch.setattr(ps, "ROOM_S_PER_NODE", ps.ROOM_SHARE * 5 / len(problem.graph.nodes))  # one start in 5 s
+    monkeypatch.setitem(ledger.STEP_S, "room", (ps.ROOM_SHARE * 5, 0.0))  # one check in 5 s
     r = ps.optimize_plan(problem, cheap_copies, time_limit=5)
     assert [k for k in r.stats["plan"]["starts"] if k.startswith("within")] == \
         [f"within the budget, {ps.ROOM_CAPS_MB[0]:g} MB"]
+    assert r.stats["plan"]["ledger"]["counts"]["room"] == 1
 
     def broken(*a, **k):
         raise RuntimeError("boom")

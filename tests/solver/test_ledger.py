@@ -1,0 +1,52 @@
+"""The plan search's one account of work (decision 79): prices by hand, and a search that never promises its phases
+more than its time limit."""
+
+import gzip
+import json
+import os
+
+import pytest
+
+from overlapsat import Problem, graph_from_dict, optimize_plan
+from overlapsat.cost import cost_model
+from overlapsat.solver import plan_search
+from overlapsat.solver.ledger import FINAL_FIT, STEP_S, Ledger
+
+CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks",
+                      "fx_corpus")
+
+
+def test_the_ledger_prices_steps_by_the_graphs_size_and_stops_a_phase_at_its_share():
+    led = Ledger(10.0, 1000)
+    assert led.price("judge") == pytest.approx(0.02 + 1.1e-4 * 1000)  # 0.13 s, by hand
+    assert led.price("move", 100) == pytest.approx(100 * 5.5e-7 * 1000)
+    assert led.how_many("judge", 0.5) == 38  # 5 s / 0.13 s
+    led.charge("judge", 38)
+    assert led.spent_s == pytest.approx(4.94) and not led.affords("judge", 0.5) and led.affords("score", 0.5)
+    led.charge_s("joint", 2.5)
+    assert led.left_s(reserved=1.0) == pytest.approx(10 - 4.94 - 2.5 - 1.0)
+    assert led.left_s(reserved=5.0) == 0.0
+    assert led.stats()["counts"] == {"judge": 38, "joint": 1}
+
+
+@pytest.mark.parametrize("name", ["llama3_8b_L4_w64", "moe_dsv3_L8_ep8_w64"])
+def test_a_plan_searchs_phases_and_its_final_order_fit_the_time_limit(name):
+    """Deterministic mode: what the phases spent by the ledger's prices, the final order's time limit (its share of
+    what they left) and the bound's share add up to no more than the time limit; and each phase stopped by its
+    share (the scores by 40 %, the judgments by 50 %, the moves by 60 %, one step's price past at most)."""
+    with gzip.open(os.path.join(CORPUS, f"{name}.json.gz"), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    g = graph_from_dict(d["graph"])
+    r = optimize_plan(Problem.of(g, int(d["bucketed"]["peak_memory"]), "free"), cost_model("h200").duration,
+                      time_limit=6)
+    led = r.stats["plan"]["ledger"]
+    lift = plan_search.BOUND_SHARE * 6 if len(g.nodes) <= plan_search.LIFT_NODES else 0.0
+    assert led["final_s"] == pytest.approx(max(plan_search.FINAL_SHARE_MIN * 6,
+                                               FINAL_FIT * (6 - led["spent_s"] - lift)))
+    assert led["spent_s"] + led["final_s"] + lift <= 6 + 1e-9
+    n = len(g.nodes)
+    judge = STEP_S["judge"][0] + STEP_S["judge"][1] * n
+    assert led["by_step_s"]["judge"] == pytest.approx(led["counts"]["judge"] * judge)
+    # the moves stop by 60 % of the limit: at least MOVES_MIN are tried, and the ledger's end is the other bound
+    moves = led["counts"].get("move", 0)
+    assert moves <= max(plan_search.MOVES_MIN, 0.6 * 6 / (STEP_S["move"][1] * n)) + 1
