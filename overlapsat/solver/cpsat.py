@@ -127,6 +127,15 @@ def solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget, 
     return Outcome(restricted.order, relaxed.bound_us, error=restricted.error)
 
 
+def ended_by_clock(solver: cp_model.CpSolver) -> bool:
+    """Whether a solve that neither proved nor was stopped ended by the wall clock: at its time limit, or, with one
+    worker, short of its deterministic limit (only the clock ends it there, however late it read the clock;
+    interleaved workers report a deterministic time that is not the limit's)."""
+    p = solver.parameters
+    short = p.num_workers == 1 and solver.deterministic_time < 0.95 * p.max_deterministic_time
+    return solver.wall_time >= 0.99 * p.max_time_in_seconds or short
+
+
 def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
                  on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
                  stats: dict[str, Any], work: float) -> Outcome:
@@ -182,7 +191,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
             return Outcome()
         return Outcome(error=f"CP-SAT left no answer ({e})")
     if params.deterministic and st not in (cp_model.OPTIMAL, cp_model.INFEASIBLE) and not cb.stopped \
-            and solver.wall_time >= 0.99 * p.max_time_in_seconds and not tb.interrupted:
+            and not tb.interrupted and ended_by_clock(solver):
         tb.cut_by_wall_clock = True  # the clock, not the work limit, ended it (the work spent is not comparable)
     stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
                  solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped,

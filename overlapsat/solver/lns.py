@@ -20,6 +20,7 @@ from ortools.sat.python import cp_model
 from overlapsat.graph import Graph
 from overlapsat.problem import Problem
 from overlapsat.simulate import makespan_of, simulate
+from overlapsat.solver.cpsat import ended_by_clock
 from overlapsat.solver.model import Scope, build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
@@ -36,10 +37,12 @@ log = logging.getLogger(__name__)
 # spent its work three times faster than its time.
 WORK_PER_NODE = 3e-7
 WORK_PER_WINDOW_NODE = 5e-4
-# a window's solve ends once its best order is within this many time units of its bound: OR-Tools 9.15 can stall
-# one unit from the optimum, its deterministic time almost still, until the wall clock ends it (a 161-variable
-# window of a 4k-node graph ran 4.6 s at 0.05 deterministic seconds; docs/or_tools_window_crash.md, 4), which
-# made a deterministic search end by the clock; one unit (the resolution) is worth no wall time
+# a budgeted window's solve ends once its best order is within this many time units of its bound: OR-Tools 9.15
+# can stall one unit from the optimum of a window with a memory cumulative, its deterministic time almost still,
+# until the wall clock ends it (a 161-variable window of a 4k-node graph ran 4.6 s at 0.05 deterministic seconds;
+# docs/or_tools_window_crash.md, 4), which made a deterministic search end by the clock; one unit (the resolution)
+# is worth no wall time. Windows without a budget keep CP-SAT's default: there the same limit slowed the search
+# of the bundled tp_small about 2x (its LNS then took another path)
 WINDOW_GAP_UNITS = 1.0
 
 
@@ -123,14 +126,17 @@ def contained_solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int |
     return None
 
 
-def window_solver(work: float, deterministic: bool, workers: int, max_time: float) -> cp_model.CpSolver:
-    """The solver of one window: its work and the wall clock left, one worker in deterministic mode."""
+def window_solver(work: float, deterministic: bool, workers: int, max_time: float,
+                  budgeted: bool = True) -> cp_model.CpSolver:
+    """The solver of one window: its work and the wall clock left, one worker in deterministic mode; a budgeted
+    window stops within `WINDOW_GAP_UNITS` of its bound."""
     s = cp_model.CpSolver()
     p = s.parameters
     p.max_time_in_seconds = max(0.01, max_time)
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     p.max_deterministic_time = work
-    p.absolute_gap_limit = WINDOW_GAP_UNITS
+    if budgeted:
+        p.absolute_gap_limit = WINDOW_GAP_UNITS
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
     return s
 
@@ -142,12 +148,11 @@ def solve_window(problem: Problem, ts: TimeScale, order: list[int], i: int, j: i
     whether the clock, not the work limit, ended the solve."""
     walk = walk if walk is not None else unit_walk(problem.graph, order, ts)
     md = build(problem, ts, order, horizon=walk.makespan, scope=Scope(i, j), walk=walk)
-    s = window_solver(work, deterministic, workers, max_time)
-    p = s.parameters
+    s = window_solver(work, deterministic, workers, max_time, md.has_memory)
     st = contained_solve(s, md.m)
     if st is None:  # failed however it was asked: this window is skipped, the incumbent stands
         return None, s.deterministic_time, False
-    cut = st != cp_model.OPTIMAL and s.wall_time >= 0.99 * p.max_time_in_seconds  # the clock ended it
+    cut = st != cp_model.OPTIMAL and ended_by_clock(s)  # the clock ended it
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None, s.deterministic_time, cut
     cand = md.order_from(s)
