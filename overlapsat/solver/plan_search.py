@@ -290,21 +290,15 @@ class Judged:
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
-    ledger: Ledger | None = None  # every step priced (ledger.py); in deterministic mode it ends the phases
+    ledger: Ledger = field(init=False)  # every step priced (ledger.py); in deterministic mode it ends the phases
 
     def __post_init__(self) -> None:
-        if self.ledger is None:
-            self.ledger = Ledger(self.params.time_limit, len(self.problem.relaxed.nodes))
-
-    @property
-    def account(self) -> Ledger:
-        assert self.ledger is not None
-        return self.ledger
+        self.ledger = Ledger(self.params.time_limit, len(self.problem.relaxed.nodes))
 
     def affords(self, step: str, until: float, k: float = 1.0) -> bool:
         """Deterministic mode: whether the ledger has `k` more of `step` before `until`; timed mode: always (the
         clock decides)."""
-        return not self.params.deterministic or self.account.affords(step, until, k)
+        return not self.params.deterministic or self.ledger.affords(step, until, k)
 
     def _score_k(self) -> float:
         return len(self.passes) / len(SCORE_PASSES)  # a score costs its passes' runs
@@ -331,9 +325,9 @@ class Judged:
         if time.monotonic() > deadline and self.params.deterministic:
             self.tb.cut_by_wall_clock = True
         if include is None:
-            self.account.charge("judge")
+            self.ledger.charge("judge")
         else:
-            self.account.charge("score", self._score_k())
+            self.ledger.charge("score", self._score_k())
         return min(rows, key=rank_key) if rows else None
 
     def score(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
@@ -432,7 +426,7 @@ class PlanSearch:
             if cap != CAPS_MB[0] and (j.late() or not j.affords("greedy", SEARCH_SHARE)):
                 break  # torch's bucketer walks the graph: seconds at 36k nodes
             bs = as_buckets(g, self.peer_given) if cap == CAPS_MB[0] else torch_greedy(self.problem, g, cap)
-            j.account.charge("greedy")
+            j.ledger.charge("greedy")
             if bs not in self.starts.values():
                 self.starts[f"torch greedy, {cap:g} MB"] = bs
         for name, bs in self.starts_given.items():
@@ -466,7 +460,7 @@ class PlanSearch:
         unbucketed order known (the portfolio's, or the one the caller gave) leaves room for, each with that order
         read on its bucketed graph as a known valid order (`room.py`); the names of the starts added."""
         j, g = self.judge, self.g
-        account = j.account
+        account = j.ledger
         count = min(int(ROOM_SHARE * account.total_s / account.price("room")), account.how_many("room", SEARCH_SHARE))
         if self.problem.budget is None or count == 0:
             return []
@@ -545,8 +539,8 @@ class PlanSearch:
         origins = [bs for bs in sorted(self.finalists, key=lambda bs: (j.judged(bs), len(bs)))
                    if j.best_known(bs) is not None]
         origins = list(dict.fromkeys([self.best, *origins]))[:MOVE_STARTS]
-        j.account.charge("graph", len(origins) - 1)  # the other origins' bucketed graphs
-        budget_moves = max(MOVES_MIN, j.account.how_many("move", SEARCH_SHARE + self.moves_share))
+        j.ledger.charge("graph", len(origins) - 1)  # the other origins' bucketed graphs
+        budget_moves = max(MOVES_MIN, j.ledger.how_many("move", SEARCH_SHARE + self.moves_share))
         runs = []
         for k, bs in enumerate(origins):
             hk = self.h if bs == self.best else materialize(g, list(bs), self.price)
@@ -558,9 +552,10 @@ class PlanSearch:
                                   _Late(j, p.deterministic, end_k), j.score,
                                   confirmer(self.problem, self.price), sequences(self.problem)))
         mv = min(runs, key=lambda r: r.makespan)
-        j.account.charge("move", sum(r.tried for r in runs))
+        tried = sum(r.tried for r in runs)
+        j.ledger.charge("move", tried)
         firsts = [t for r in runs if (t := r.first_s) is not None]
-        out: dict[str, Any] = {"starts": len(runs), "tried": sum(r.tried for r in runs),
+        out: dict[str, Any] = {"starts": len(runs), "tried": tried,
                                "accepted": sum(r.accepted for r in runs), "refused": sum(r.refused for r in runs),
                                "seconds": time.monotonic() - t_moves,
                                "first_kept_s": t_moves - self.tb.t0 + min(firsts) if firsts else None}
@@ -580,7 +575,7 @@ class PlanSearch:
                          (self.best, [self.h.names[v] for v in start_order]) if start_order is not None else None,
                          clock=self.tb)
         if "skipped" not in jr.stats:
-            self.judge.account.charge_s("joint", JOINT_SHARE * self.params.time_limit)
+            self.judge.ledger.charge_s("joint", JOINT_SHARE * self.params.time_limit)
         out: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
                                                            "error") if k in jr.stats}
         out["bound_us"] = jr.bound
@@ -596,22 +591,21 @@ class PlanSearch:
         share (deterministic: as work, the same plan on every machine), or what is left of the clock; where that
         bucketing has no order within the budget, the others (`_rescue`)."""
         p = self.params
+        lift = self.lift.time_limit if len(self.g.nodes) <= LIFT_NODES else 0.0  # the bound's share, kept back
         if p.deterministic:
-            lift = self.lift.time_limit if len(self.g.nodes) <= LIFT_NODES else 0.0
-            left = max(FINAL_SHARE_MIN, FINAL_FIT * self.judge.account.left_s(lift) / p.time_limit)
+            left = max(FINAL_SHARE_MIN, FINAL_FIT * self.judge.ledger.left_s(lift) / p.time_limit)
             final = replace(p, time_limit=left * p.time_limit,
                             work_limit=None if p.work_limit is None else left * p.work_limit)
-            self.judge.account.final_s = final.time_limit
+            self.judge.ledger.final_s = final.time_limit
         else:  # the clock: what is left of the time limit, less the bound's share
-            spent = self.tb.elapsed() + (self.lift.time_limit if len(self.g.nodes) <= LIFT_NODES else 0.0)
-            final = replace(p, time_limit=max(0.01, p.time_limit - spent))
+            final = replace(p, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))
         assert self.h is not None
         try:
             inner = self.problem if self.h is self.g else self.problem.on(self.h)  # no buckets: views kept
             extra = {**self.extra, **(self.judge.as_given if self.h is self.g else {})}
             # the bound after it is promised its share of the clock: a final order that runs slower than its
             # work was priced at is cut (flagged in deterministic mode), not the bound
-            clock = self.tb.reserving(self.lift.time_limit) if len(self.g.nodes) <= LIFT_NODES else self.tb
+            clock = self.tb.reserving(lift) if lift else self.tb
             return optimize(inner, final, on_phase=self.on_phase, extra_orders=extra or None, clock=clock)
         except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
             log.info("plan: no order of the chosen bucketing meets the budget (%s); trying the others", e)
@@ -671,7 +665,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     early = analytical_over_bucketings(problem, price) \
         if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
     if early is not None:
-        judged.account.charge("bound")
+        judged.ledger.charge("bound")
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     if unbucketed is not None:  # the caller's order, a base for the room starts
         ps.unbucketed_given = list(unbucketed.names)
@@ -696,7 +690,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                                                           *starts_given.items()] if (e := ps.judge.full.get(bs)) is not None}
     out = _as_plan(problem, res, ps.best, max(bound, jbound), notes,
                    {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
-                    "ledger": ps.judge.account.stats(),
+                    "ledger": ps.judge.ledger.stats(),
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
                     "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None}, rows)
     out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
