@@ -31,6 +31,7 @@ in backward), forward and backward, and times the step:
           that is cheaper (`solve_store(transport=--transport)`, MODEL.md "Transport");
 - p_co    the same as p, each bucket issued as one coalesced collective (one NCCL group call on the members' own
           tensors, no copies: `solve_store(bucket_layout="coalesced")`, decision 55);
+- p_co_mem, p_co_free  p_co under `--memory-budget` (as p_mem), and with no budget (as p_free);
 - d       overlapsat at the FX level: both ranks capture, rank 0 solves the store, both apply;
 - d_int   the same, solved with collectives priced at their in-step duration (`--comm-slowdown`);
 - d_tie   the same as d, with the plain model's ties broken by the contention model (H200_STEP);
@@ -69,10 +70,11 @@ sys.path.insert(0, ROOT)
 from benchmarks.gpu.run_files import kernels_of, stored_schedules, trace_events  # noqa: E402
 
 CONFIGS = ("a", "b_iter", "b_three", "c", "c_bkt", "c_lc", "d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb",
-           "tbb_torch", "titan_auto", "p", "p_mem", "p_ce", "p_co", "p_free")
-OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern", "tbb", "p", "p_mem", "p_ce", "p_co", "p_free")
-PLANS = ("tbb", "p", "p_mem", "p_ce", "p_co", "p_free")  # configurations whose stores hold plans (buckets and order)
-BUDGETED = ("d_mem", "p_mem")  # solved under --memory-budget
+           "tbb_torch", "titan_auto", "p", "p_mem", "p_ce", "p_co", "p_co_mem", "p_co_free", "p_free")
+PLANS = ("tbb", "p", "p_mem", "p_ce", "p_co", "p_co_mem", "p_co_free", "p_free")  # stores that hold plans
+OURS = ("d", "d_int", "d_tie", "d_mem", "d_hold", "d_kern") + PLANS
+BUDGETED = ("d_mem", "p_mem", "p_co_mem")  # solved under --memory-budget
+COALESCED = ("p_co", "p_co_mem", "p_co_free")  # each bucket one NCCL group call (decision 55)
 # d_kern's contention model, measured on the comparable step (run 47, kernel_contention.py, 2026-11-23): GEMMs
 # of 68.7 GFLOP (one wave of a persistent kernel) 1.88 times as long beside NCCL, of 184.7 GFLOP 1.09; other
 # compute 1.25 (1.25-1.27 in runs 32 and 47); NCCL 1.36 (H200_STEP)
@@ -453,6 +455,30 @@ def peek_overlap_scheduling(sink: list) -> None:
         setattr(post_grad, name, wrapped)
 
 
+def gqa_flop_counts() -> None:
+    """torch 2.11's FLOP counter rejects grouped-query attention (key and value with fewer heads than the query),
+    so torch's overlap scheduler, which estimates each kernel by its FLOPs, fails on torchtitan's Llama3-8B
+    (8 key-value heads of 32). torch 2.13 counts such a call as its key and value broadcast to the query's heads;
+    where this torch raises, the same count is given here (a no-op on a torch that already counts it)."""
+    import torch.utils.flop_counter as fc
+
+    if getattr(fc.sdpa_flop_count, "_gqa", False):
+        return
+    fwd, bwd = fc.sdpa_flop_count, fc.sdpa_backward_flop_count
+
+    def widen(q, *kv):  # key and value shapes with the query's head count
+        return [(k[0], q[1], *k[2:]) if q[1] != k[1] and k[1] and q[1] % k[1] == 0 else k for k in kv]
+
+    def sdpa_flop_count(query_shape, key_shape, value_shape):
+        return fwd(query_shape, *widen(query_shape, key_shape, value_shape))
+
+    def sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape):
+        return bwd(grad_out_shape, query_shape, *widen(query_shape, key_shape, value_shape))
+
+    sdpa_flop_count._gqa = True
+    fc.sdpa_flop_count, fc.sdpa_backward_flop_count = sdpa_flop_count, sdpa_backward_flop_count
+
+
 def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -> dict:
     """Inductor's settings for `cfg`; what was set, by name (a switch this torch lacks is left out and named
     under "missing"). tbb_torch: `torch_tbb_pass` over `layers` blocks, reporting into `sink`."""
@@ -473,6 +499,8 @@ def set_config(cfg: str, gpu: bool, layers: int = 8, sink: list | None = None) -
 
     if cfg == "titan_auto":  # torchtitan's JIT "auto_bucketing" on Inductor (graph_trainer/jit_backend.py), as set there
         import torch._inductor.fx_passes.overlap_scheduling as osched
+
+        gqa_flop_counts()
 
         dist_opts = icfg.aten_distributed_optimizations
         dist_opts.collective_bucketing = True
@@ -768,9 +796,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             else:
                 if cfg in PLANS:  # tbb is solved above
                     tie["plans"] = a.profile
-                if cfg == "p_co":
+                if cfg in COALESCED:
                     tie["bucket_layout"] = "coalesced"
-                if cfg == "p_free":
+                if cfg in ("p_free", "p_co_free"):
                     tie["memory_budget"] = "none"
                 if cfg == "p_ce":
                     tie["transport"] = a.transport
@@ -1128,9 +1156,9 @@ def main() -> None:
     ap.add_argument("--comm-slowdown", type=float, default=1.5)
     ap.add_argument("--plan-budget", type=float, default=None,
                     help="tbb, p: each graph's peak at most this ratio of its captured order's peak "
-                         "(p_mem takes --memory-budget)")
+                         "(p_mem and p_co_mem take --memory-budget)")
     ap.add_argument("--memory-budget", type=float, default=1.1,
-                    help="d_mem, p_mem: each graph's peak at most this ratio of its captured order's peak")
+                    help="d_mem, p_mem, p_co_mem: each graph's peak at most this ratio of its captured order's peak")
     ap.add_argument("--transport", default="h100",
                     help="p_ce: the copy-engine table (a built-in name, or a transport.json of this machine)")
     ap.add_argument("--blas-lt", action="store_true", help="matmuls through cuBLASLt (preferred_blas_library)")

@@ -7,7 +7,8 @@
 # FSDP (the folder's name says which); then the ratio of c_bkt's measured peak to a's becomes p_mem's budget (the plan
 # under torch bucketed's measured peak: a ratio of each graph's captured peak, which leaves the plan less room
 # than torch bucketed had, since the process's peak also holds what no graph changes), and tbb_torch, p (the
-# default budget), p_mem and p_free run. One results.json comes back: $OUT/eqshape[_regather]/results.json.
+# default budget), p_mem and p_free run (SECOND="tbb_torch p_co p_co_mem p_co_free": the same plans with
+# coalesced buckets, decision 55). One results.json comes back: $OUT/eqshape[_regather]/results.json.
 set -u
 # DRY=1 SHAPE="..." (e.g. --device cpu and a small model): the same flow on this machine, without the wheels
 [ -n "${DRY:-}" ] && OUT=${OUT:-$(mktemp -d)} || . benchmarks/gpu/device_env.sh
@@ -21,7 +22,7 @@ run() {  # NAME LIMIT [options]
   local name=$1 limit=$2; shift 2
   timeout "$limit" python3 benchmarks/gpu/e2e_step.py $shape $common --out "$OUT/$tag/$name" "$@" 2>&1 \
     | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$OUT/$tag/log_$name.txt"
-  grep -E "^(a|c_bkt|tbb_torch|p|p_mem|p_free) " "$OUT/$tag/log_$name.txt" | cut -c1-140
+  grep -E "^(a|c_bkt|tbb_torch|p|p_mem|p_free|p_co|p_co_mem|p_co_free) " "$OUT/$tag/log_$name.txt" | cut -c1-140
 }
 run first ${FIRST_S:-220} --configs a c_bkt
 ratio=$(python3 -c "
@@ -31,7 +32,7 @@ peak = lambda k: max(r.get('peak_memory_bytes') or 0 for r in c[k]['ranks'])
 print(f'{peak(\"c_bkt\") / peak(\"a\"):.4f}' if peak('a') else '1.0000')  # (no CUDA peaks: a dry run)
 " "$OUT/$tag/first/results.json") || { echo "no peaks"; exit 1; }
 echo "p_mem budget: ${ratio} x (c_bkt's measured peak over a's)"
-run second $(( ${LIMIT:-570} - SECONDS )) --memory-budget "$ratio" --configs tbb_torch p p_mem p_free
+run second $(( ${LIMIT:-570} - SECONDS )) --memory-budget "$ratio" --configs ${SECOND:-tbb_torch p p_mem p_free}
 python3 - "$OUT/$tag" "$ratio" <<'EOF'
 import json, os, sys
 folder, ratio = sys.argv[1], float(sys.argv[2])

@@ -23,7 +23,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NAMES = {"a": "no reordering (a)", "c_bkt": "torch bucketed (c_bkt)", "tbb_torch": "torch TBB (tbb_torch)",
          "titan_auto": "torchtitan auto_bucketing (titan_auto)",
-         "p": "plan, default budget (p)", "p_mem": "plan, budget {r}x (p_mem)", "p_free": "plan, no budget (p_free)"}
+         "p": "plan, default budget (p)", "p_mem": "plan, budget {r}x (p_mem)", "p_free": "plan, no budget (p_free)",
+         "p_co": "coalesced plan, default budget (p_co)", "p_co_mem": "coalesced plan, budget {r}x (p_co_mem)",
+         "p_co_free": "coalesced plan, no budget (p_co_free)"}
 
 
 def predicted_peak(d: dict, cfg: str) -> int | None:
