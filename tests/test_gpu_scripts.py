@@ -816,3 +816,29 @@ def test_the_readme_quotes_the_gpu_page_figures_only():
     for q in quoted:
         assert q in page or q.lstrip("-") in page, q
     assert "torch 2.11" in gpu and "torch 2.13" in gpu
+
+
+def test_gqa_flop_counts_give_torch_2_11_the_broadcast_count(monkeypatch):
+    """torch 2.11's count rejected key and value with fewer heads than the query (titan02's failure); the shim
+    counts such a call as its key and value broadcast to the query's heads, as torch 2.13 does: here the count
+    of the same call with 32 key-value heads, worked by hand (two batched matmuls of 2*s*s*d FLOPs per head)."""
+    import torch.utils.flop_counter as fc
+
+    from benchmarks.gpu.e2e_step import gqa_flop_counts
+
+    def strict(query_shape, key_shape, value_shape):  # torch 2.11's check, then the plain count
+        if query_shape[1] != key_shape[1]:
+            raise AssertionError("sdpa_flop_count: query/key/value shapes are incompatible")
+        b, h, s, d = query_shape
+        return 2 * (2 * b * h * s * s * d)
+
+    monkeypatch.setattr(fc, "sdpa_flop_count", strict)
+    monkeypatch.setattr(fc, "sdpa_backward_flop_count", lambda g, q, k, v: 2 * strict(q, k, v))
+    with pytest.raises(AssertionError):
+        fc.sdpa_flop_count((1, 32, 128, 64), (1, 8, 128, 64), (1, 8, 128, 64))
+    gqa_flop_counts()
+    assert fc.sdpa_flop_count((1, 32, 128, 64), (1, 8, 128, 64), (1, 8, 128, 64)) == 4 * 32 * 128 * 128 * 64
+    assert fc.sdpa_backward_flop_count((1, 32, 128, 64), (1, 32, 128, 64), (1, 8, 128, 64),
+                                       (1, 8, 128, 64)) == 8 * 32 * 128 * 128 * 64
+    gqa_flop_counts()  # once only: a second call wraps nothing again
+    assert fc.sdpa_flop_count((1, 32, 128, 64), (1, 32, 128, 64), (1, 32, 128, 64)) == 4 * 32 * 128 * 128 * 64

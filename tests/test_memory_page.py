@@ -133,3 +133,32 @@ def test_the_after_fusion_readings_are_the_raw_files():
     sentence = fusion_readings(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28"))
     assert sentence in " ".join(_page().split())
     assert "4.535 GB against 4.905 GB (-7.5 %), where its FX graph read +47.2 %" in sentence
+
+
+def test_the_coalesced_gpu_table_is_the_raw_files():
+    """plans.md's runs of 2026-11-29 (coalesced plans at equal memory): the table, floors and verdict."""
+    from benchmarks.gpu.equal_memory import coalesced_verdict
+
+    folder = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-29")
+    page = " ".join(_page().split())
+    assert "\n".join(table(folder)) in _page()
+    assert floors(folder) in page
+    verdict = coalesced_verdict(folder)
+    assert verdict in page
+    # by hand from the medians and peaks: the re-gather run's plan within torch bucketed's peak meets both targets,
+    # the default-budget plan there measures above its budget (a's peak), and the other run's p_co_mem ran no plan
+    assert "eqshape_regather_co: `p_co_mem` 36.58 ms, -16.0 % against torch bucketed and -6.8 % against TBB" in verdict
+    assert "budget of 3.778 GB (+4.5 % of it)" in verdict and "targets met" in verdict
+    assert "eqshape_co: `p_co_mem` found no plan within its budget (0.9835 x)" in verdict
+
+
+def test_the_gpu_pages_pointer_quotes_the_coalesced_verdict():
+    """docs/gpu_results.md's paragraph on the coalesced runs quotes coalesced_verdict's figures."""
+    from benchmarks.gpu.equal_memory import coalesced_verdict
+
+    verdict = coalesced_verdict(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-29"))
+    with open(os.path.join(ROOT, "docs", "gpu_results.md"), encoding="utf-8") as f:
+        page = " ".join(f.read().split())
+    assert "the plan is 16.0 % faster than it and 6.8 % faster than torch's TBB" in page
+    assert "-16.0 % against torch bucketed and -6.8 % against TBB" in verdict
+    assert "one plan under the default budget measured 4.5 % above its budget" in page and "(+4.5 % of it)" in verdict

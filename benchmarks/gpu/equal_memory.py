@@ -160,3 +160,31 @@ if __name__ == "__main__":
     print("\n".join(table(folder)))
     print("\n" + floors(folder))
     print("\n" + fusion_readings(folder))
+
+
+def coalesced_verdict(folder: str) -> str:
+    """The page's verdict on the coalesced plans (runs of 2026-11-29): per run, each plan that was applied against
+    torch bucketed and TBB, its measured peak against torch bucketed's and against its budget (the captured
+    order's peak for `p_co`, measured as `a`'s; `p_co_mem`'s ratio of it), and whether it met the issue's GPU
+    targets (at no more measured peak than torch bucketed: at least 10 % faster than it, 5 % faster than TBB)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(folder, "eq*", "results.json"))):
+        d = json.load(open(path))
+        cfgs, ratio = d["configs"], d["meta"]["args"]["memory_budget"]
+        med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items()}
+        peak = {c: max(r["peak_memory_bytes"] for r in v["ranks"]) for c, v in cfgs.items()}
+        run = os.path.basename(os.path.dirname(path))
+        for c in ("p_co", "p_co_mem"):
+            if c not in cfgs:
+                continue
+            if not cfgs[c]["ranks"][0]["applied_graphs"]:
+                out.append(f"{run}: `{c}` found no plan within its budget ({ratio} x), so Inductor's order ran.")
+                continue
+            vb, vt = (100 * (med[c] / med[k] - 1) for k in ("c_bkt", "tbb_torch"))
+            budget = peak["a"] * (ratio if c == "p_co_mem" else 1.0)
+            met = vb <= -10 and vt <= -5 and peak[c] <= peak["c_bkt"]
+            out.append(f"{run}: `{c}` {med[c]:.2f} ms, {vb:+.1f} % against torch bucketed and {vt:+.1f} % against "
+                       f"TBB, at {peak[c] / 1e9:.3f} GB against torch bucketed's {peak['c_bkt'] / 1e9:.3f} and a "
+                       f"budget of {budget / 1e9:.3f} GB ({100 * (peak[c] / budget - 1):+.1f} % of it): the GPU "
+                       f"targets {'met' if met else 'missed'}.")
+    return " ".join(out)

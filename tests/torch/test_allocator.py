@@ -5,9 +5,11 @@ independent of the model: a wrong buffer life, a missed allocation or a plan tha
 
 Measured on 2026-11-29 (torch 2.13 CPU; benchmarks/results/allocator_cpu_2026-11-29.md): the captured order's
 peaks equal the model's to the byte (forward 23,023,616 B; backward 26,890,248 B against 26,890,240), the plan
-under the default budget allocates no more than the captured order (20.73 and 26.89 MB), and the model reads each
-plan at or above what it allocates (+4.3 % on the plan's forward graph, where Inductor inlines what the order
-moved; up to +20 % for the unbudgeted plan): the budget errs on the side it promises."""
+under the default budget allocates no more than the captured order (23.02 and 26.89 MB), and the model reads each
+plan at or above what it allocates (up to +20 % for the unbudgeted plan, where Inductor inlines what the order
+moved): the budget errs on the side it promises. The plan with coalesced
+buckets under the default budget does not keep that promise (27.12 MB against 26.89 in backward): known, not yet
+priced (docs/plans.md, "With coalesced buckets, on the GPUs"), and held below as an expected failure."""
 
 import json
 
@@ -22,7 +24,7 @@ from benchmarks.gpu.probes.allocator import allocator_peaks, ours, predicted, st
 turn_graph_caches_off()
 model, x = step()
 out = {}
-for key, (_name, f, where, label) in zip(("captured", "plan", "plan_free"), ours(model)):
+for key, (_name, f, where, label) in zip(("captured", "plan", "plan_free", "plan_co"), ours(model)):
     out[key] = allocator_peaks(f, model, x)
     gs = predicted(where)
     out["captured_model"] = [g["captured"]["peak_bytes"] for g in gs]
@@ -63,3 +65,14 @@ def test_the_model_reads_an_unbudgeted_plan_at_or_above_what_it_allocates(peaks)
     assert max(peaks["plan_free"]) > max(peaks["captured"])
     for real, model in zip(peaks["plan_free"], peaks["plan_free_model"]):
         assert model + OUTSIDE >= real, (model, real)
+
+
+@pytest.mark.xfail(strict=True, reason="known: a coalesced plan under the default budget allocates 0.9 % above the "
+                   "captured order in backward on CPU (4.5 % on the GPU, run eqshape_regather_co), where the model "
+                   "reads it at the budget; not yet priced (docs/plans.md)")
+def test_a_coalesced_plan_under_the_default_budget_allocates_no_more_than_the_captured_order(peaks):
+    """Decision 63's promise for decision 55's layout. Strict: the day the overshoot is priced, this passes and
+    the mark must go."""
+    assert sum(peaks["plan_co_buckets"]) > 0
+    for plan, captured in zip(peaks["plan_co"], peaks["captured"]):
+        assert plan <= captured, (plan, captured)

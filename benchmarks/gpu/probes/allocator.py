@@ -67,7 +67,9 @@ def allocator_peaks(f, model, x) -> list[int]:
             for bwd in (False, True)]
 
 
-PLANS = (("plan, default budget (p)", {}), ("plan, no budget (p_free)", {"memory_budget": "none"}))
+PLANS = (("plan, default budget (p)", {}), ("plan, no budget (p_free)", {"memory_budget": "none"}),
+         ("coalesced plan, default budget (p_co)", {"bucket_layout": "coalesced"}),
+         ("coalesced plan, no budget (p_co_free)", {"bucket_layout": "coalesced", "memory_budget": "none"}))
 
 
 def predicted(store: str) -> list[dict]:
@@ -79,8 +81,8 @@ def predicted(store: str) -> list[dict]:
 
 def ours(model) -> Iterator[tuple[str, Any, str, str]]:
     """(name, compiled model, store, `predicted`'s label) for the captured order, then for each plan of PLANS (3 s
-    per graph at free) applied in turn: each is installed when the one before has been run, so that the capture
-    has recorded its graphs before they are planned."""
+    per graph at free, copied and coalesced buckets) applied in turn: each is installed when the one before has
+    been run, so that the capture has recorded its graphs before they are planned."""
     import torch
 
     from overlapsat.store import solve_store
@@ -89,11 +91,13 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
     store = tempfile.mkdtemp()
     install_fx("capture", store, collective_order="free")
     yield "captured order (a)", torch.compile(model), store, "captured"
-    free = tempfile.mkdtemp()  # the same recordings, for the unbudgeted plan
-    for fn in os.listdir(store):
-        if fn.endswith(".graph.json"):
-            shutil.copy(os.path.join(store, fn), free)
-    for (name, opts), where in zip(PLANS, (store, free)):
+    stores = [store]
+    for _ in PLANS[1:]:  # the same recordings, for each other plan
+        stores.append(tempfile.mkdtemp())
+        for fn in os.listdir(store):
+            if fn.endswith(".graph.json"):
+                shutil.copy(os.path.join(store, fn), stores[-1])
+    for (name, opts), where in zip(PLANS, stores):
         outs = solve_store(where, time_limit=3.0, collective_order="free", workers=2, plans="h200", **opts)
         failed = [o.as_dict() for o in outs if o.outcome != "solved"]
         if failed:
