@@ -597,7 +597,8 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
         assert all(pct(contended, ms(r, "p_co")).removesuffix(" %") in row for r in rs), label
     r76 = json.loads((d27 / "run76_fsdp4_host40" / "results.json").read_text())  # d and p only
     assert f"| 76 | {ms(r76, 'p'):.2f} ms | not run | not run | not run | {ms(r76, 'd'):.2f} |" in page
-    # earlier pricings: the compact table's cells
+    # earlier pricings: the compact table's cells, on the history page since 2026-11-29
+    page = (ROOT / "docs" / "history" / "gpu_results_2026-11-26.md").read_text()
     d26 = ROOT / "benchmarks" / "results" / "gpu_2026-11-26"
     for name in ("run52_comparable", "run62_comparable", "run54_regather", "run55_fsdp4", "run56_tp", "run64_tp_host",
                  "run66_tp_host", "run65_comparable_host"):
