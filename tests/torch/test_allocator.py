@@ -5,7 +5,7 @@ independent of the model: a wrong buffer life, a missed allocation or a plan tha
 
 Measured on 2026-11-29 (torch 2.13 CPU; benchmarks/results/allocator_cpu_2026-11-29.md): the captured order's
 peaks equal the model's to the byte (forward 23,023,616 B; backward 26,890,248 B against 26,890,240), the plan
-under the default budget allocates no more than the captured order (23.02 and 26.89 MB), and the model reads each
+under the default budget (work limit 0.3) allocates no more than the captured order (23.02 and 26.89 MB), and the model reads each
 plan at or above what it allocates (up to +20 % for the unbudgeted plan, where Inductor inlines what the order
 moved): the budget errs on the side it promises. The plan with coalesced
 buckets under the default budget does not keep that promise (27.12 MB against 26.89 in backward): known, not yet
@@ -24,7 +24,7 @@ from benchmarks.gpu.probes.allocator import allocator_peaks, ours, predicted, st
 turn_graph_caches_off()
 model, x = step()
 out = {}
-for key, (_name, f, where, label) in zip(("captured", "plan", "plan_free", "plan_co"), ours(model)):
+for key, (_name, f, where, label) in zip(("captured", "plan", "plan_free", "plan_co", "plan_w1"), ours(model)):
     out[key] = allocator_peaks(f, model, x)
     gs = predicted(where)
     out["captured_model"] = [g["captured"]["peak_bytes"] for g in gs]
@@ -75,4 +75,16 @@ def test_a_coalesced_plan_under_the_default_budget_allocates_no_more_than_the_ca
     the mark must go."""
     assert sum(peaks["plan_co_buckets"]) > 0
     for plan, captured in zip(peaks["plan_co"], peaks["captured"]):
+        assert plan <= captured, (plan, captured)
+
+
+@pytest.mark.xfail(strict=True, reason="known: on a work limit of 1.0 the default-budget plan's forward graph "
+                   "allocates 30.20 MB against the captured order's 23.02, which the model reads at 23.02: Inductor "
+                   "computes the buckets' copy-outs where it fuses them, holding the bucket buffer; not yet priced "
+                   "(docs/plans.md; CI's clock once cut a solve to this plan)")
+def test_a_plan_with_more_work_under_the_default_budget_allocates_no_more_than_the_captured_order(peaks):
+    """The same promise for the plan the search reaches with more work (two buckets in forward). Strict: the
+    day the model prices Inductor's copy-outs, this passes and the mark must go."""
+    assert sum(peaks["plan_w1_buckets"]) > 0
+    for plan, captured in zip(peaks["plan_w1"], peaks["captured"]):
         assert plan <= captured, (plan, captured)
