@@ -230,8 +230,10 @@ def test_report_warns_above_the_budget_only(caplog):
 
 @pytest.mark.parametrize("reuse", [True, False])
 def test_report_names_buffer_reuse_only_while_it_is_on(caplog, reuse):
-    """A budgeted graph's report points at install_fx(buffer_reuse=False) while Inductor's reuse is on (on 2
-    H200s it held a 32 MiB buffer across the peak, benchmarks/results/gpu_runs.md run 44), and not once it is off.
+    """A budgeted graph's report within its budget points at install_fx(buffer_reuse=False) while Inductor's reuse
+    is on (on 2 H200s it held a 32 MiB buffer across the peak, benchmarks/results/gpu_runs.md run 44), and not once
+    it is off. Over the budget it never does: Inductor's estimate is already above it, which no reuse setting
+    changes (the CPU plan of tests/torch/test_allocator.py at work 1.0 allocates what the estimate says).
     torch's config is patched through its own `patch` (pytest 9.2's monkeypatch undo deletes the setting)."""
     import torch._inductor.config as icfg
 
@@ -239,7 +241,9 @@ def test_report_names_buffer_reuse_only_while_it_is_on(caplog, reuse):
         af.AfterFusionCheck._report(100, "fp", 100, 90)
         af.AfterFusionCheck._report(101, "fp", 100, 90)
     assert len(caplog.records) == 2
-    assert all(("buffer_reuse=False" in r.getMessage()) is reuse for r in caplog.records)
+    within, over = (r.getMessage() for r in caplog.records)
+    assert ("buffer_reuse=False" in within) is reuse and "buffer_reuse=False" not in over
+    assert "this graph is over its budget" in over
 
 
 def test_nothing_pending_without_a_budget():
