@@ -5,7 +5,8 @@
 # plan (p: the default budget; p_free: none), each configuration in a process of its own, `a` first:
 #   bash benchmarks/gpu/titan_gpu.sh TAG "CONFIGS"     (e.g. titan "a titan_auto tbb_torch", then "p p_free")
 # torchtitan (0.3.0; on torch 2.11, 0.2.2, the newest that imports there) and its pure-Python dependencies travel
-# as wheels in .whl beside the bundle; its data-loading
+# as wheels in .whl beside the bundle (0.2.2's config manager imports tyro: carry tyro 1.0.17, docstring-parser
+# and typeguard too; run of 2026-11-29); its data-loading
 # and logging packages, which the model code does not use, are empty stubs (e2e_step.stub_missing).
 # DRY=1 (--device cpu, debugmodel, 2 layers): the same flow on this machine.
 set -u
