@@ -155,13 +155,6 @@ def baselines(folder: str, simulated: str) -> list[str]:
     return out
 
 
-if __name__ == "__main__":
-    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
-    print("\n".join(table(folder)))
-    print("\n" + floors(folder))
-    print("\n" + fusion_readings(folder))
-
-
 def coalesced_verdict(folder: str) -> str:
     """The page's verdict on the coalesced plans (runs of 2026-11-29): per run, each plan that was applied against
     torch bucketed and TBB, its measured peak against torch bucketed's and against its budget (the captured
@@ -188,3 +181,11 @@ def coalesced_verdict(folder: str) -> str:
                        f"budget of {budget / 1e9:.3f} GB ({100 * (peak[c] / budget - 1):+.1f} % of it): the GPU "
                        f"targets {'met' if met else 'missed'}.")
     return " ".join(out)
+
+
+if __name__ == "__main__":
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
+    print("\n".join(table(folder)))
+    print("\n" + floors(folder))
+    print("\n" + fusion_readings(folder))
+    print("\n" + coalesced_verdict(folder))

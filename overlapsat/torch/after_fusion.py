@@ -145,15 +145,15 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
     def _report(peak: int, fp: str, budget: int, model_peak: int | None) -> None:
         import torch._inductor.config as icfg
 
-        reuse = ("; Inductor's buffer reuse is on and may hold a freed buffer across a peak that estimate cannot "
-                 "see: install_fx(buffer_reuse=False) removes that cause (decisions.md 25)"
-                 if getattr(icfg, "allow_buffer_reuse", False) else "")
         if peak > budget:  # no setting restores the budget here: the estimate itself is over it
             log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
                         "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
                         "fusion moved nodes; the order stands and this graph is over its budget "
                         "(docs/decisions.md 21)", fp, budget, model_peak, peak, 100 * (peak / budget - 1))
         else:
+            reuse = ("; Inductor's buffer reuse is on and may hold a freed buffer across a peak that estimate cannot "
+                     "see: install_fx(buffer_reuse=False) removes that cause (decisions.md 25)"
+                     if getattr(icfg, "allow_buffer_reuse", False) else "")
             log.info("overlapsat: graph %s: peak after fusion %d B by Inductor's own estimate, which counts no kernel "
                      "workspace and no input held by the caller, within its budget of %d B%s", fp, peak, budget, reuse)
 

@@ -93,13 +93,13 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
     store = tempfile.mkdtemp()
     install_fx("capture", store, collective_order="free")
     yield "captured order (a)", torch.compile(model), store, "captured"
-    stores = [store]
-    for _ in PLANS[1:]:  # the same recordings, for each other plan
-        stores.append(tempfile.mkdtemp())
-        for fn in os.listdir(store):
-            if fn.endswith(".graph.json"):
-                shutil.copy(os.path.join(store, fn), stores[-1])
-    for (name, opts), where in zip(PLANS, stores):
+    recorded = [fn for fn in os.listdir(store) if fn.endswith(".graph.json")]
+    for k, (name, opts) in enumerate(PLANS):
+        where = store
+        if k:  # the same recordings, for each other plan
+            where = tempfile.mkdtemp()
+            for fn in recorded:
+                shutil.copy(os.path.join(store, fn), where)
         outs = solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
                            **{"work_limit": WORK, **opts})
         failed = [o.as_dict() for o in outs if o.outcome != "solved"]
