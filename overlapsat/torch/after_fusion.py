@@ -1,18 +1,22 @@
-"""After Inductor's fusion: does an order solved under a memory budget still fit it? (decisions.md 21)
+"""After Inductor's fusion: an order solved under a memory budget is kept within it (decisions.md 21, 80).
 
 The FX pass applies an order before Inductor lowers and fuses the graph.
-Fusion then places each fused node at its earliest member's position
-(horizontal fusion reaches 64 nodes apart), which allocates a later
-member's outputs early and moves its inputs up with it. A budgeted order,
-packed up to its budget, can go over (benchmarks/results/gpu_runs.md, run 33 and the
-CPU check after it). This pass runs where Inductor's nodes are final: for
-a graph whose applied schedule was solved under a budget, it takes
-Inductor's own estimate of the peak of the order it will emit and, above
-the budget, logs one warning naming both. It never changes the nodes: at
-this point the collectives' sequence is fixed on every rank, and a
-changed order could not be agreed any more. What it does leave, for every
-graph, is the memory-planning info Inductor's own buffer reuse reads
-(`inform_reuse`, decisions.md 22); its estimate is read off that info.
+Lowering computes a bucket's copy-outs where their readers need them, and
+fusion places each fused node at its earliest member's position (horizontal
+fusion reaches 64 nodes apart): a buffer can live longer than the FX order
+had it, and a budgeted order, packed up to its budget, can go over
+(benchmarks/results/gpu_runs.md, run 33; tests/torch/test_allocator.py).
+This pass runs where Inductor's nodes are final. For a graph whose applied
+schedule was solved under a budget it reads the peak of the order Inductor
+will emit by MODEL.md's rule (which equals Inductor's own estimate), and
+above the budget moves nodes until it fits (`refit`: overlapsat's
+`fit_budget` on the fused nodes). The moves keep every dependency
+Inductor's own memory reordering keeps and the whole collective sequence,
+so the ranks, which agreed on that sequence before lowering, still issue
+the same one. Where no moves fit the budget, the lower of the two orders
+stands and one warning names the peak and the budget. What it leaves for
+every graph is the memory-planning info Inductor's own buffer reuse reads
+(`inform_reuse`, decisions.md 22).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -121,44 +126,119 @@ def inductor_peak(nodes: list[Any]) -> int:
         return int(inform_reuse(nodes, peak=True))  # type: ignore[arg-type]
 
 
+MAX_MOVES = 200  # refit's move limit: a count, so every rank moves the same nodes (a 36k-node graph: seconds)
+
+
+@dataclass(frozen=True)
+class Refit:
+    """What `refit` did to one graph: its peak before and after (MODEL.md's rule on the fused nodes), the budget,
+    and the nodes it moved (0: the order stands as fused)."""
+
+    before: int
+    after: int
+    budget: int
+    moves: int
+    why_kept: str = ""  # where moves were found but not taken: the check that refused them
+
+    @property
+    def fits(self) -> bool:
+        return self.after <= self.budget
+
+
+def refit(nodes: list[Any], budget: int, max_moves: int = MAX_MOVES) -> tuple[list[Any], Refit]:
+    """`nodes` (Inductor's, after fusion, in the order it will emit them), moved until their peak by MODEL.md's
+    rule is within `budget`, or as near as `fit_budget`'s moves get it: (the nodes in their new order, what was
+    done). The moves keep every data and ordering dependency of the fused graph (each node's predecessors in
+    Inductor's own memory-planning info, the relation its `reorder_for_peak_memory` keeps) and the whole
+    collective sequence; an order that breaks either, or that is not lower, is refused and the nodes stand."""
+    from overlapsat.heuristics.fit_budget import fit_budget
+    from overlapsat.simulate import peak_of
+    from overlapsat.torch.importer import import_snodes
+
+    with planning_info_restored(nodes):
+        plan_memory(nodes)
+        g = import_snodes(nodes, durations=lambda _nd: 1.0)  # durations are not read: only memory moves
+        preds = {nd.get_name(): [p.get_name() for p in nd.mpi_node.pred_nodes] for nd in nodes}
+    by_name = {nd.get_name(): nd for nd in nodes}
+    ids = [g.index[nd.get_name()] for nd in nodes]
+    before = peak_of(g, ids)
+    if before <= budget:
+        return nodes, Refit(before, before, budget, 0)
+    res = fit_budget(g, ids, budget, collective_order="global", max_moves=max_moves)
+    after = peak_of(g, res.order)
+    moved = [by_name[g.names[i]] for i in res.order]
+    why = _refused(moved, preds, nodes) if after < before else "no move lowers the peak"
+    if why:
+        return nodes, Refit(before, before, budget, 0, why)
+    return moved, Refit(before, after, budget, int(res.stats.get("moves", 0)))
+
+
+def _refused(moved: list[Any], preds: dict[str, list[str]], nodes: list[Any]) -> str:
+    """Why an order of the fused nodes may not be emitted ("" if it may): a node before one it depends on, or
+    another collective sequence than the one the ranks agreed on."""
+    from torch._inductor import comms
+
+    pos = {nd.get_name(): i for i, nd in enumerate(moved)}
+    if len(pos) != len(nodes) or set(pos) != {nd.get_name() for nd in nodes}:
+        return "the moved order lost or repeated a node"
+    for nd in moved:
+        late = [p for p in preds[nd.get_name()] if p in pos and pos[p] > pos[nd.get_name()]]
+        if late:
+            return f"{nd.get_name()} would run before {late[0]}, which it depends on"
+    if [nd.get_name() for nd in moved if comms.contains_collective(nd)] != \
+            [nd.get_name() for nd in nodes if comms.contains_collective(nd)]:
+        return "the collective sequence would change"
+    return ""
+
+
 class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
-    """Inductor's `_post_fusion_custom_pass`: leaves the planning info Inductor's buffer reuse reads
-    (`inform_reuse`), and warns when a budgeted order's peak after fusion, estimated from that same info,
-    exceeds its budget. It never changes the nodes, and it behaves the same for every graph, so its cache
-    key is constant: `uuid()` where torch has `CustomSchedulerPass`; on an older torch (2.11, the GPU
-    machines') Inductor pickles the config into its key, and the pickled state is that same uuid."""
+    """Inductor's `_post_fusion_custom_pass`: keeps a budgeted order within its budget (`refit`), and leaves
+    the planning info Inductor's buffer reuse reads (`inform_reuse`) for the order it will emit. It behaves the
+    same for every graph, so its cache key is constant: `uuid()` where torch has `CustomSchedulerPass`; on an
+    older torch (2.11, the GPU machines') Inductor pickles the config into its key, and the pickled state is that
+    same uuid."""
 
     def __call__(self, nodes: list[Any]) -> list[Any]:
         pending = _take()
-        try:  # one planning pass: the info stays, and a budgeted graph's estimate is read off it
-            peak = inform_reuse(nodes, peak=pending is not None)
+        done = None
+        if pending is not None:
+            try:
+                nodes, done = refit(nodes, pending[1])
+            except Exception as e:  # noqa: BLE001 - the order stands as fused; the budget is then unchecked
+                log.warning("overlapsat: graph %s: its memory budget of %d B could not be checked after "
+                            "Inductor's fusion (%s: %s); the order stands as fused", pending[0], pending[1],
+                            type(e).__name__, e)
+        try:  # the planning info of the order Inductor will emit stays for its buffer reuse
+            inform_reuse(nodes)
         except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
-            log.debug("overlapsat: no planning info left for Inductor's buffer reuse%s: %s: %s",
-                      f", nor a peak after fusion for graph {pending[0]}" if pending else "",
-                      type(e).__name__, e)
-            return nodes
-        if pending is not None and peak is not None:
-            self._report(peak, *pending)
+            log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s", type(e).__name__, e)
+        if pending is not None and done is not None:
+            self._report(done, pending[0], pending[2])
         return nodes
 
     @staticmethod
-    def _report(peak: int, fp: str, budget: int, model_peak: int | None) -> None:
+    def _report(done: Refit, fp: str, model_peak: int | None) -> None:
         import torch._inductor.config as icfg
 
-        if peak > budget:  # no setting restores the budget here: the estimate itself is over it
-            log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), "
-                        "but after Inductor's fusion its peak is %d B by Inductor's own estimate (%+.1f %%): "
-                        "fusion moved nodes; the order stands and this graph is over its budget "
-                        "(docs/decisions.md 21)", fp, budget, model_peak, peak, 100 * (peak / budget - 1))
-        else:
-            reuse = ("; Inductor's buffer reuse is on and may hold a freed buffer across a peak that estimate cannot "
-                     "see: install_fx(buffer_reuse=False) removes that cause (decisions.md 25)"
-                     if getattr(icfg, "allow_buffer_reuse", False) else "")
-            log.info("overlapsat: graph %s: peak after fusion %d B by Inductor's own estimate, which counts no kernel "
-                     "workspace and no input held by the caller, within its budget of %d B%s", fp, peak, budget, reuse)
+        if not done.fits:  # no setting restores the budget here: the nodes' own peak is above it
+            log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), but "
+                        "after Inductor's fusion its peak is %d B (%+.1f %%)%s: this graph is over its budget "
+                        "(docs/decisions.md 80)", fp, done.budget, model_peak, done.after,
+                        100 * (done.after / done.budget - 1),
+                        f", and moving nodes found no order within it ({done.why_kept or 'closest kept'})"
+                        if done.after == done.before else f", {done.before} B before {done.moves} moves")
+            return
+        reuse = ("; Inductor's buffer reuse is on and may hold a freed buffer across a peak this reading cannot "
+                 "see: install_fx(buffer_reuse=False) removes that cause (decisions.md 25)"
+                 if getattr(icfg, "allow_buffer_reuse", False) else "")
+        moved = (f"; fusion had put it at {done.before} B (%+.1f %%), and {done.moves} moved nodes brought it back"
+                 % (100 * (done.before / done.budget - 1))) if done.moves else ""
+        log.info("overlapsat: graph %s: peak after fusion %d B by MODEL.md's rule on Inductor's nodes (Inductor's "
+                 "own estimate), which counts no kernel workspace and no input held by the caller, within its "
+                 "budget of %d B%s%s", fp, done.after, done.budget, moved, reuse)
 
     def uuid(self) -> str:
-        return "overlapsat-after-fusion-2"  # 2: leaves the planning info for Inductor's buffer reuse
+        return "overlapsat-after-fusion-3"  # 3: refits a budgeted order after fusion (decisions.md 80)
 
     def __getstate__(self) -> dict[str, str]:
         return {"uuid": self.uuid()}
@@ -185,5 +265,5 @@ def install_check() -> bool:
     return True
 
 
-__all__ = ["AfterFusionCheck", "expect", "inductor_peak", "inform_reuse", "install_check", "plan_memory",
-           "planning_info_restored"]
+__all__ = ["MAX_MOVES", "AfterFusionCheck", "Refit", "expect", "inductor_peak", "inform_reuse", "install_check",
+           "plan_memory", "planning_info_restored", "refit"]

@@ -64,7 +64,13 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
         if plan.layout == "coalesced":
             new_nodes = coalesce(fx_graph, members, b.name)
         else:
-            new_nodes, _ = getattr(tb, MERGERS[op])(fx_graph, members)
+            waits = [next((u for u in m.users if is_wait(u)), None) for m in members]
+            new_nodes, outs = getattr(tb, MERGERS[op])(fx_graph, members)
+            if op == "all_gather" and all(w in outs for w in waits):
+                # copied out at once, where the plan puts the copy-out (decision 81)
+                from overlapsat.torch.copy_out import copy_out_at_once
+
+                new_nodes = copy_out_at_once(fx_graph, new_nodes, [outs[w] for w in waits])
         ci = next((i for i, n in enumerate(new_nodes) if is_collective(n)), None)
         wi = next((i for i, n in enumerate(new_nodes) if is_wait(n)), None)
         if ci is None or wi is None or wi < ci:

@@ -9,7 +9,8 @@ ranks, compiled four ways: the captured order (overlapsat's capture pass, which 
 the most the CPU allocator holds while it runs, over what it held when the step began, from its own allocation
 events (`torch.profiler`, `profile_memory`); MODEL.md's peak of the FX graph in the order applied (what the budget
 checks; for TBB, the graph torch's pass leaves, `e2e_step.graph_peak`); and Inductor's nodes after fusion read
-by the same rule (`e2e_step.after_fusion`). tests/torch/test_allocator.py asserts the budget's side of it.
+by the same rule (`e2e_step.after_fusion`), as they leave overlapsat's check there (which may move them,
+decision 80). tests/torch/test_allocator.py asserts the budget's side of it.
 """
 
 from __future__ import annotations
@@ -124,7 +125,12 @@ def main() -> None:
     def run(name: str, f, model_peaks) -> None:
         fused: list = []
         prev = icfg._post_fusion_custom_pass
-        icfg._post_fusion_custom_pass = lambda n: (after_fusion(n, fused), prev(n) if prev is not None else n)[1]
+        def read_after(nodes):  # the nodes as they leave the check that runs there (overlapsat's may move them)
+            out = prev(nodes) if prev is not None else nodes
+            after_fusion(out, fused)
+            return out
+
+        icfg._post_fusion_custom_pass = read_after
         real = allocator_peaks(f, model, x)
         icfg._post_fusion_custom_pass = prev
         for i, graph in enumerate(("forward", "backward")):

@@ -1,0 +1,97 @@
+"""A bucket of all_gathers copies its members out at once, where the plan puts its copy-out (decision 81).
+
+torch's merge (`merge_all_gather_bucket`) ends a bucket with views of the
+gathered buffer, one reshape per member; each reshape of a strided view is a
+copy that Inductor computes lazily, inside or just before its first reader.
+The gathered buffer then lives until the last member's first reader, not
+until the copy-out MODEL.md prices: a plan packed to its budget went 31 %
+over it on CPU (tests/torch/test_allocator.py). Here the reshapes are
+replaced by one op that Inductor cannot inline: it copies every member out
+of the gathered buffer in one call (ATen's `split_with_sizes_copy`, the
+kernel FSDP2 copies out with), so the buffer is freed at the copy-out and
+each member is a fresh tensor, as MODEL.md reads them.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+OP_NAME = "overlapsat::bucket_copy_out"
+
+
+@torch.library.custom_op(OP_NAME, mutates_args=())
+def bucket_copy_out(gathered: torch.Tensor, sizes: list[int], group_size: int) -> list[torch.Tensor]:
+    """Each member's (group_size, size) rows of a bucket gathered rank by rank, as fresh contiguous tensors."""
+    rows = gathered.view(group_size, -1)
+    outs = [rows.new_empty((group_size, n)) for n in sizes]
+    torch.split_with_sizes_copy(rows, sizes, dim=1, out=outs)
+    return outs
+
+
+@bucket_copy_out.register_fake
+def _(gathered: torch.Tensor, sizes: list[int], group_size: int) -> list[torch.Tensor]:
+    return [gathered.new_empty((group_size, n)) for n in sizes]
+
+
+def copy_out_at_once(fx_graph: Any, new_nodes: list[Any], outs: list[Any]) -> list[Any]:
+    """Replace what torch's merge made after a bucket's wait (`new_nodes`, in graph order; `outs`, each member's
+    output node in the members' order) by one `bucket_copy_out` and a view per member; every user of a member's
+    output reads its view. Returns the bucket's nodes in graph order. A bucket it cannot read this way (members of
+    another dtype than the gathered buffer, or sizes that do not add up) is returned as torch made it."""
+    wi = next(i for i, n in enumerate(new_nodes) if _is_wait(n))
+    wait = new_nodes[wi]
+    coll = next(n for n in new_nodes[:wi] if n.op == "call_function" and not _is_wait(n)
+                and "all_gather" in str(n.target))
+    gathered = wait.meta.get("val")
+    vals = [o.meta.get("val") for o in outs]
+    group_size = coll.args[1]
+    if gathered is None or any(v is None or v.dtype != gathered.dtype for v in vals) or not isinstance(group_size, int):
+        return new_nodes
+    sizes = [v.numel() // group_size for v in vals]
+    if sum(sizes) * group_size != gathered.numel() or any(n * group_size != v.numel() for n, v in zip(sizes, vals)):
+        return new_nodes
+    with fx_graph.inserting_after(wait):
+        co = fx_graph.call_function(torch.ops.overlapsat.bucket_copy_out.default, (wait, sizes, group_size))
+    with _fake_mode(gathered):
+        co.meta["val"] = [gathered.new_empty((group_size, n)) for n in sizes]
+    made = [co]
+    at = co
+    for i in range(len(outs)):
+        with fx_graph.inserting_after(at):
+            at = fx_graph.call_function(operator.getitem, (co, i))
+        at.meta["val"] = co.meta["val"][i]
+        made.append(at)
+    views = []
+    for o, item in zip(outs, made[1:]):
+        with fx_graph.inserting_after(made[-1] if not views else views[-1]):
+            v = fx_graph.call_function(torch.ops.aten.view.default, (item, list(o.meta["val"].shape)))
+        with _fake_mode(gathered):
+            v.meta["val"] = item.meta["val"].view(o.meta["val"].shape)
+        o.replace_all_uses_with(v)
+        views.append(v)
+    gone = set()
+    for n in reversed(new_nodes[wi + 1:]):  # torch's reshapes and splits, now read by nobody
+        if not n.users:
+            fx_graph.erase_node(n)
+            gone.add(n)
+    return [n for n in new_nodes if n not in gone][:wi + 1] + made + views + \
+        [n for n in new_nodes[wi + 1:] if n not in gone]
+
+
+def _is_wait(n: Any) -> bool:
+    return n.op == "call_function" and "wait_tensor" in str(n.target)
+
+
+def _fake_mode(val: Any) -> Any:
+    import contextlib
+
+    from torch._guards import detect_fake_mode
+
+    mode = detect_fake_mode([val])
+    return mode if mode is not None else contextlib.nullcontext()
+
+
+__all__ = ["OP_NAME", "bucket_copy_out", "copy_out_at_once"]
