@@ -19,6 +19,7 @@ itself changed, by the same deterministic steps.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,8 @@ from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, NodeKind
 from overlapsat.plan import Plan
 from overlapsat.torch.fx import _functional_name
+
+log = logging.getLogger(__name__)
 
 MERGERS = {"all_gather": "merge_all_gather_bucket", "reduce_scatter": "merge_reduce_scatter_bucket",
            "all_reduce": "merge_all_reduce_bucket"}
@@ -66,11 +69,17 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
         else:
             waits = [next((u for u in m.users if is_wait(u)), None) for m in members]
             new_nodes, outs = getattr(tb, MERGERS[op])(fx_graph, members)
-            if op == "all_gather" and all(w in outs for w in waits):
-                # copied out at once, where the plan puts the copy-out (decision 81)
+            if op == "all_gather":  # copied out at once, where the plan puts the copy-out (decision 81)
                 from overlapsat.torch.copy_out import copy_out_at_once
 
-                new_nodes = copy_out_at_once(fx_graph, new_nodes, [outs[w] for w in waits])
+                made = new_nodes
+                if all(w in outs for w in waits):
+                    made = copy_out_at_once(fx_graph, new_nodes, [outs[w] for w in waits])
+                if made is new_nodes:
+                    log.warning("overlapsat: %s: torch's merge left copy-outs this pass cannot replace; Inductor "
+                                "computes them at their readers, and the graph may peak above its model "
+                                "(decision 81)", b.name)
+                new_nodes = made
         ci = next((i for i, n in enumerate(new_nodes) if is_collective(n)), None)
         wi = next((i for i, n in enumerate(new_nodes) if is_wait(n)), None)
         if ci is None or wi is None or wi < ci:

@@ -90,3 +90,18 @@ def test_a_bucket_the_copy_out_cannot_read_is_left_as_torch_made_it():
     out = N(torch.ops.aten.reshape.default, torch.empty(8, dtype=torch.float16))
     nodes = [coll, wait, out]
     assert copy_out_at_once(None, nodes, [out]) is nodes
+
+
+def test_a_bucket_left_as_torch_made_it_is_named_in_a_warning(monkeypatch, caplog):
+    """Nothing silent: where the copy-outs stay torch's, Inductor computes them at their readers and the graph may
+    peak above MODEL.md's reading; the bucket is named."""
+    import logging
+
+    import overlapsat.torch.copy_out as co
+
+    monkeypatch.setattr(co, "copy_out_at_once", lambda _g, nodes, _outs: nodes)
+    with caplog.at_level(logging.WARNING, logger="overlapsat.torch.fx_plan"):
+        gm, _, _ = _merged()
+    assert not any(n.target is torch.ops.overlapsat.bucket_copy_out.default for n in gm.graph.nodes)
+    (msg,) = [r.getMessage() for r in caplog.records]
+    assert "copy-outs this pass cannot replace" in msg and "decision 81" in msg
