@@ -1,4 +1,4 @@
-"""A bucket of all_gathers copies its members out at once, where the plan puts its copy-out (decision 81).
+"""A bucket copies its members in and out where the plan puts its copy-in and copy-out (decision 81).
 
 torch's merge (`merge_all_gather_bucket`) ends a bucket with views of the
 gathered buffer, one reshape per member; each reshape of a strided view is a
@@ -10,6 +10,16 @@ replaced by one op that Inductor cannot inline: it copies every member out
 of the gathered buffer in one call (ATen's `split_with_sizes_copy`, the
 kernel FSDP2 copies out with), so the buffer is freed at the copy-out and
 each member is a fresh tensor, as MODEL.md reads them.
+
+The copy-in of a bucket of reduce_scatters (or all_reduces) is torch's
+`cat` of the members' inputs. Inductor lowers a `cat` by having each
+input's producer write into its slice of the output, so the whole bucket
+buffer is allocated when the first member's input is computed: on 2 H200s a
+951 MB gradient bucket lived across the backward graph's peak, 1 GB above
+MODEL.md's reading (benchmarks/results/gpu_2026-11-29, snapshot). Here the
+`cat` is one op Inductor cannot inline (`bucket_cat`): the members are
+computed into their own buffers and copied in where the plan puts the
+copy-in, as MODEL.md prices it.
 """
 
 from __future__ import annotations
@@ -20,6 +30,38 @@ from typing import Any
 import torch
 
 OP_NAME = "overlapsat::bucket_copy_out"
+CAT_NAME = "overlapsat::bucket_cat"
+
+
+@torch.library.custom_op(CAT_NAME, mutates_args=())
+def bucket_cat(parts: list[torch.Tensor], dim: int) -> torch.Tensor:
+    """torch.cat, as one kernel Inductor calls where the node stands (its inputs are not written in place)."""
+    return torch.cat(parts, dim)
+
+
+@bucket_cat.register_fake
+def _(parts: list[torch.Tensor], dim: int) -> torch.Tensor:
+    return torch.cat(parts, dim)
+
+
+def cat_at_once(fx_graph: Any, new_nodes: list[Any]) -> list[Any]:
+    """Replace each `aten.cat` torch's merge made before a bucket's collective by `bucket_cat` of the same
+    inputs; returns the bucket's nodes in graph order (`new_nodes` itself where there is no cat)."""
+    ci = next((i for i, n in enumerate(new_nodes) if n.op == "call_function" and not _is_wait(n)
+               and "_c10d_functional" in str(n.target)), None)
+    cats = [n for n in new_nodes[:ci] if n.op == "call_function" and n.target is torch.ops.aten.cat.default]
+    if ci is None or not cats:
+        return new_nodes
+    made = {}
+    for c in cats:
+        parts, dim = c.args[0], (c.args[1] if len(c.args) > 1 else c.kwargs.get("dim", 0))
+        with fx_graph.inserting_before(c):
+            n = fx_graph.call_function(torch.ops.overlapsat.bucket_cat.default, (list(parts), dim))
+        n.meta.update(c.meta)
+        c.replace_all_uses_with(n)
+        fx_graph.erase_node(c)
+        made[c] = n
+    return [made.get(n, n) for n in new_nodes]
 
 
 @torch.library.custom_op(OP_NAME, mutates_args=())
@@ -94,4 +136,4 @@ def _fake_mode(val: Any) -> Any:
     return mode if mode is not None else contextlib.nullcontext()
 
 
-__all__ = ["OP_NAME", "bucket_copy_out", "copy_out_at_once"]
+__all__ = ["CAT_NAME", "OP_NAME", "bucket_cat", "bucket_copy_out", "cat_at_once", "copy_out_at_once"]

@@ -69,6 +69,10 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
         else:
             waits = [next((u for u in m.users if is_wait(u)), None) for m in members]
             new_nodes, outs = getattr(tb, MERGERS[op])(fx_graph, members)
+            if op != "all_gather":  # copied in at once, where the plan puts the copy-in (decision 81)
+                from overlapsat.torch.copy_out import cat_at_once
+
+                new_nodes = cat_at_once(fx_graph, new_nodes)
             if op == "all_gather":  # copied out at once, where the plan puts the copy-out (decision 81)
                 from overlapsat.torch.copy_out import copy_out_at_once
 

@@ -105,3 +105,38 @@ def test_a_bucket_left_as_torch_made_it_is_named_in_a_warning(monkeypatch, caplo
     assert not any(n.target is torch.ops.overlapsat.bucket_copy_out.default for n in gm.graph.nodes)
     (msg,) = [r.getMessage() for r in caplog.records]
     assert "copy-outs this pass cannot replace" in msg and "decision 81" in msg
+
+
+def test_a_merged_reduce_scatter_bucket_copies_in_with_one_op_inductor_cannot_inline():
+    """torch's merge concatenates a reduce_scatter bucket's inputs with `aten.cat`, which Inductor lowers by having
+    each input's producer write into the bucket buffer (allocated at the first of them); the merged graph has one
+    `bucket_cat` of the same inputs instead, read by the collective, and no `aten.cat`; the op is torch.cat."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat import Problem, optimize
+    from overlapsat.cost import cost_model
+    from overlapsat.plan import Bucket, Plan, laid_out, materialize
+    from overlapsat.torch.copy_out import bucket_cat
+    from overlapsat.torch.fx import import_fx
+    from overlapsat.torch.fx_plan import is_collective, merge_plan
+    from overlapsat.validate import validate
+    from tests.torch.test_fx import _trace
+
+    def f(a, b):
+        return (funcol.reduce_scatter_tensor(torch.relu(a), "sum", 0, dist.group.WORLD),
+                funcol.reduce_scatter_tensor(b * 2, "sum", 0, dist.group.WORLD))
+
+    gm = _trace(f, torch.randn(8, 16), torch.randn(4, 6))
+    g = import_fx(gm)
+    bs = (Bucket(tuple(g.names[c] for c in g.coll_seq)),)
+    h = materialize(g.relaxed("group"), bs, laid_out(cost_model("h200").duration, "copy"))
+    order = optimize(Problem.of(h, "none", "group"), time_limit=1, deterministic=True).names
+    merged, placed, _ = merge_plan(gm.graph, g, Plan(tuple(order), bs, g.fingerprint()), import_fx)
+    assert not any(n.target is torch.ops.aten.cat.default for n in gm.graph.nodes)
+    (cat,) = [n for n in gm.graph.nodes if n.target is torch.ops.overlapsat.bucket_cat.default]
+    (coll,) = [n for n in gm.graph.nodes if is_collective(n)]
+    assert cat in coll.all_input_nodes or any(cat in a.all_input_nodes for a in coll.all_input_nodes)
+    assert tuple(cat.meta["val"].shape) == (2, 64 + 12) and validate(merged, placed, collective_order="free") == []
+    parts = [torch.randn(2, 64), torch.randn(2, 12)]
+    assert torch.equal(bucket_cat(parts, 1), torch.cat(parts, 1))
