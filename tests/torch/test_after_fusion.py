@@ -193,6 +193,7 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
                 after_fusion(nodes, ref)
                 pending = af._PENDING.value
                 budget = ref[-1][1] - 1 if seen else 1  # backward: one byte short; forward: out of reach
+                assert af.inductor_peak(nodes) == ref[-1][1]  # refit's cheap first reading is the same rule's
                 af._PENDING.value = (pending[0], budget, pending[2])
                 with af.planning_info_restored(nodes):
                     af.plan_memory(nodes)
