@@ -126,7 +126,7 @@ def inductor_peak(nodes: list[Any]) -> int:
         return int(inform_reuse(nodes, peak=True))  # type: ignore[arg-type]
 
 
-MAX_MOVES = 200  # refit's move limit: a count, so every rank moves the same nodes (a 36k-node graph: seconds)
+MAX_MOVES = 200  # refit's move limit: a count, not a clock, so that every rank moves the same nodes
 
 
 @dataclass(frozen=True)

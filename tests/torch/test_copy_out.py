@@ -140,3 +140,19 @@ def test_a_merged_reduce_scatter_bucket_copies_in_with_one_op_inductor_cannot_in
     assert tuple(cat.meta["val"].shape) == (2, 64 + 12) and validate(merged, placed, collective_order="free") == []
     parts = [torch.randn(2, 64), torch.randn(2, 12)]
     assert torch.equal(bucket_cat(parts, 1), torch.cat(parts, 1))
+
+
+def test_install_fx_registers_the_bucket_ops_before_any_graph_is_merged():
+    """Inductor's FX graph cache can hand a later process code that calls the bucket ops without running the pass
+    that imports them; installing the bridge must register them (a fresh interpreter: nothing else imported)."""
+    import subprocess
+    import sys
+
+    code = ("import tempfile, torch\n"
+            "assert not hasattr(torch.ops.overlapsat, 'bucket_copy_out')\n"
+            "from overlapsat.torch.fx_apply import install_fx\n"
+            "install_fx('apply', tempfile.mkdtemp(), plans=True)\n"
+            "print(torch.ops.overlapsat.bucket_copy_out.default, torch.ops.overlapsat.bucket_cat.default)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "overlapsat.bucket_copy_out.default" in out.stdout and "overlapsat.bucket_cat.default" in out.stdout
