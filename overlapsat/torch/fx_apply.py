@@ -435,8 +435,9 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     torch_module()
     import torch._inductor.config as icfg
 
-    from overlapsat.torch import copy_out  # noqa: F401 - registers the bucket ops: code Inductor cached calls them
-    # without running this pass again (decision 81)
+    # registers the bucket ops (decision 81) before any compile: plans skip Inductor's caches (`uuid`), but code
+    # that calls the ops must find them however it was loaded, not only after this pass merged a graph
+    from overlapsat.torch import copy_out  # noqa: F401
 
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,

@@ -143,8 +143,8 @@ def test_a_merged_reduce_scatter_bucket_copies_in_with_one_op_inductor_cannot_in
 
 
 def test_install_fx_registers_the_bucket_ops_before_any_graph_is_merged():
-    """Inductor's FX graph cache can hand a later process code that calls the bucket ops without running the pass
-    that imports them; installing the bridge must register them (a fresh interpreter: nothing else imported)."""
+    """Generated code calls the bucket ops by name; plans skip Inductor's caches, but code loaded any other way must
+    find them too, so installing the bridge registers them before any graph is merged (a fresh interpreter)."""
     import subprocess
     import sys
 
