@@ -83,10 +83,12 @@ def copy_out_at_once(fx_graph: Any, new_nodes: list[Any], outs: list[Any]) -> li
     output node in the members' order) by one `bucket_copy_out` and a view per member; every user of a member's
     output reads its view. Returns the bucket's nodes in graph order. A bucket it cannot read this way (members of
     another dtype than the gathered buffer, or sizes that do not add up) is returned as torch made it."""
-    wi = next(i for i, n in enumerate(new_nodes) if _is_wait(n))
+    wi = next((i for i, n in enumerate(new_nodes) if _is_wait(n)), None)
+    coll = None if wi is None else next((n for n in new_nodes[:wi] if n.op == "call_function" and not _is_wait(n)
+                                         and "all_gather" in str(n.target)), None)
+    if coll is None:
+        return new_nodes
     wait = new_nodes[wi]
-    coll = next(n for n in new_nodes[:wi] if n.op == "call_function" and not _is_wait(n)
-                and "all_gather" in str(n.target))
     gathered = wait.meta.get("val")
     vals = [o.meta.get("val") for o in outs]
     group_size = coll.args[1]

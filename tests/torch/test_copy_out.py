@@ -90,6 +90,7 @@ def test_a_bucket_the_copy_out_cannot_read_is_left_as_torch_made_it():
     out = N(torch.ops.aten.reshape.default, torch.empty(8, dtype=torch.float16))
     nodes = [coll, wait, out]
     assert copy_out_at_once(None, nodes, [out]) is nodes
+    assert copy_out_at_once(None, [coll, out], [out]) == [coll, out]  # no wait: nothing read, nothing replaced
 
 
 def test_a_bucket_left_as_torch_made_it_is_named_in_a_warning(monkeypatch, caplog):
