@@ -29,6 +29,9 @@ from typing import Any
 
 import torch
 
+from overlapsat.torch.fx import _functional_name
+from overlapsat.torch.fx_plan import is_collective, is_wait
+
 OP_NAME = "overlapsat::bucket_copy_out"
 CAT_NAME = "overlapsat::bucket_cat"
 
@@ -47,8 +50,7 @@ def _(parts: list[torch.Tensor], dim: int) -> torch.Tensor:
 def cat_at_once(fx_graph: Any, new_nodes: list[Any]) -> list[Any]:
     """Replace each `aten.cat` torch's merge made before a bucket's collective by `bucket_cat` of the same
     inputs; returns the bucket's nodes in graph order (`new_nodes` itself where there is no cat)."""
-    ci = next((i for i, n in enumerate(new_nodes) if n.op == "call_function" and not _is_wait(n)
-               and "_c10d_functional" in str(n.target)), None)
+    ci = next((i for i, n in enumerate(new_nodes) if is_collective(n)), None)
     cats = [n for n in new_nodes[:ci] if n.op == "call_function" and n.target is torch.ops.aten.cat.default]
     if ci is None or not cats:
         return new_nodes
@@ -83,9 +85,9 @@ def copy_out_at_once(fx_graph: Any, new_nodes: list[Any], outs: list[Any]) -> li
     output node in the members' order) by one `bucket_copy_out` and a view per member; every user of a member's
     output reads its view. Returns the bucket's nodes in graph order. A bucket it cannot read this way (members of
     another dtype than the gathered buffer, or sizes that do not add up) is returned as torch made it."""
-    wi = next((i for i, n in enumerate(new_nodes) if _is_wait(n)), None)
-    coll = None if wi is None else next((n for n in new_nodes[:wi] if n.op == "call_function" and not _is_wait(n)
-                                         and "all_gather" in str(n.target)), None)
+    wi = next((i for i, n in enumerate(new_nodes) if is_wait(n)), None)
+    coll = None if wi is None else next((n for n in new_nodes[:wi]
+                                         if is_collective(n) and "all_gather" in _functional_name(n)), None)
     if coll is None:
         return new_nodes
     wait = new_nodes[wi]
@@ -123,10 +125,6 @@ def copy_out_at_once(fx_graph: Any, new_nodes: list[Any], outs: list[Any]) -> li
             gone.add(n)
     return [n for n in new_nodes if n not in gone][:wi + 1] + made + views + \
         [n for n in new_nodes[wi + 1:] if n not in gone]
-
-
-def _is_wait(n: Any) -> bool:
-    return n.op == "call_function" and "wait_tensor" in str(n.target)
 
 
 def _fake_mode(val: Any) -> Any:

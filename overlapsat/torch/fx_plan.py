@@ -73,7 +73,7 @@ def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
                 from overlapsat.torch.copy_out import cat_at_once
 
                 new_nodes = cat_at_once(fx_graph, new_nodes)
-            if op == "all_gather":  # copied out at once, where the plan puts the copy-out (decision 81)
+            else:  # copied out at once, where the plan puts the copy-out (decision 81)
                 from overlapsat.torch.copy_out import copy_out_at_once
 
                 made = new_nodes
