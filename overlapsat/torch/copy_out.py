@@ -29,8 +29,7 @@ from typing import Any
 
 import torch
 
-from overlapsat.torch.fx import _functional_name
-from overlapsat.torch.fx_plan import is_collective, is_wait
+from overlapsat.torch.fx import _functional_name, is_collective, is_wait
 
 OP_NAME = "overlapsat::bucket_copy_out"
 CAT_NAME = "overlapsat::bucket_cat"

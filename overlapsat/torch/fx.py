@@ -85,6 +85,16 @@ def _functional_name(n: Any) -> str | None:
     return str(getattr(t, "_opname", "") or str(t).split(".")[1])
 
 
+def is_wait(n: Any) -> bool:
+    return _functional_name(n) == "wait_tensor"
+
+
+def is_collective(n: Any) -> bool:
+    """A functional collective (torch's merges write the `_out` variants), not its wait."""
+    name = _functional_name(n)
+    return name is not None and name != "wait_tensor"
+
+
 def _tensors(val: Any) -> list[Any]:
     import torch
 

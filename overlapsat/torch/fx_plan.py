@@ -26,22 +26,12 @@ from typing import Any
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, NodeKind
 from overlapsat.plan import Plan
-from overlapsat.torch.fx import _functional_name
+from overlapsat.torch.fx import _functional_name, is_collective, is_wait
 
 log = logging.getLogger(__name__)
 
 MERGERS = {"all_gather": "merge_all_gather_bucket", "reduce_scatter": "merge_reduce_scatter_bucket",
            "all_reduce": "merge_all_reduce_bucket"}
-
-
-def is_wait(n: Any) -> bool:
-    return _functional_name(n) == "wait_tensor"
-
-
-def is_collective(n: Any) -> bool:
-    """A functional collective (torch's merges write the `_out` variants), not its wait."""
-    name = _functional_name(n)
-    return name is not None and name != "wait_tensor"
 
 
 def merge_plan(fx_graph: Any, g: Graph, plan: Plan,
