@@ -3,7 +3,9 @@
 Layout, one pair per graph, keyed by its structural fingerprint (so every rank
 finds the same file): `<fp>.graph.json` (recorded by capture), `<fp>.schedule.json`
 (written by `solve_store` or the inline solve), `<fp>.lock` (held while a graph
-is being solved) and `<fp>.miss.json` (why the last apply fell back).
+is being solved), `<fp>.miss.json` (why the last apply fell back) and
+`<fp>.fused.json` (the captured order's peak after Inductor's fusion: a
+default budget's bytes after fusion, decision 82).
 
 `solve_store` solves every graph without a usable schedule, one graph per task,
 in local processes or on Ray. Why it is safe to kill, rerun or run twice:
@@ -27,11 +29,13 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from overlapsat.errors import GraphError
+from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 
 log = logging.getLogger(__name__)
 
 GRAPH_SUFFIX, SCHEDULE_SUFFIX, LOCK_SUFFIX, MISS_SUFFIX = ".graph.json", ".schedule.json", ".lock", ".miss.json"
+FUSED_SUFFIX = ".fused.json"
+OVER = "solved under a budget it went over"  # why a stored plan is set aside (decision 82)
 EXECUTORS = ("local", "ray")
 
 
@@ -50,6 +54,67 @@ def schedule_path(store: str, fp: str) -> str:
 
 def miss_path(store: str, fp: str) -> str:
     return os.path.join(store, fp + MISS_SUFFIX)
+
+
+def fused_path(store: str, fp: str) -> str:
+    return os.path.join(store, fp + FUSED_SUFFIX)
+
+
+def fused_record(store: str, fp: str) -> dict[str, Any]:
+    """What the store knows of `fp` after Inductor's fusion (decision 82): `captured_peak_after_fusion` (the
+    captured order's peak there, Inductor's own estimate on its fused nodes), and, once a plan under the default
+    budget went over that peak after fusion, `over` (the FX budgets such plans were solved under) and
+    `next_fx_budget` (the FX budget the next solve takes: the last one less the excess). Empty when none was
+    recorded, or when the file does not read as one (the FX budget then stands alone, as before the record)."""
+    import json
+
+    try:
+        with open(fused_path(store, fp), encoding="utf-8") as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(rec, dict) or not _positive(rec.get("captured_peak_after_fusion")):
+        return {}
+    out: dict[str, Any] = {"captured_peak_after_fusion": rec["captured_peak_after_fusion"]}
+    over = rec.get("over")
+    if _positive(rec.get("next_fx_budget")) and isinstance(over, list) and all(map(_positive, over)):
+        out.update(next_fx_budget=rec["next_fx_budget"], over=over)
+    return out
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def record_fused_peak(store: str, fp: str, peak: int) -> None:
+    """Keep the captured order's peak after Inductor's fusion, once: every rank compiles the same graph, and the
+    first record stays."""
+    import json
+
+    from overlapsat.io import atomic_write_text
+
+    if not fused_record(store, fp):
+        atomic_write_text(fused_path(store, fp), json.dumps({"captured_peak_after_fusion": int(peak)}))
+
+
+def record_over(store: str, fp: str, fx_budget: int, excess: int) -> int | None:
+    """A plan solved under the FX budget `fx_budget` went `excess` bytes over the captured order's peak after
+    fusion: that schedule is stale, and the next solve of `fp` under the default budget takes `fx_budget -
+    excess` (or less, if an earlier record asks less). Returns that next FX budget; None without a captured
+    record to add it to."""
+    import json
+
+    from overlapsat.io import atomic_write_text
+
+    rec = fused_record(store, fp)
+    if not rec:
+        return None
+    nxt = max(1, int(fx_budget) - int(excess))
+    if "next_fx_budget" in rec:
+        nxt = min(nxt, rec["next_fx_budget"])
+    rec.update(next_fx_budget=nxt, over=sorted({*rec.get("over", []), int(fx_budget)}))
+    atomic_write_text(fused_path(store, fp), json.dumps(rec))
+    return nxt
 
 
 def recorded_pricings(store: str, most: int = 3) -> set[str]:
@@ -115,6 +180,10 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
     vs = validate(target, sched.order, limit=1)
     if vs:
         return None, f"invalid schedule: {vs[0]}"
+    rec = fused_record(store, fp)
+    if sched.metrics.get("memory_budget") in rec.get("over", ()):
+        return None, (f"{OVER} after Inductor's fusion; solve-cache solves it again "
+                      f"under {rec['next_fx_budget']} B (decision 82)")
     return sched, "ok"
 
 
@@ -127,7 +196,8 @@ def usable_schedule(store: str, fp: str, graph: Any, collective_order: str | Non
 
 
 def schedules_digest(store: str) -> str:
-    """The store's schedule files, names and contents, as one hash (a missing store: the empty hash).
+    """The store's schedule files and after-fusion records, names and contents, as one hash (a missing store:
+    the empty hash).
 
     Part of the torch passes' cache keys: a newly solved schedule changes the
     key, an unchanged store keeps it."""
@@ -135,7 +205,7 @@ def schedules_digest(store: str) -> str:
 
     h = hashlib.sha256()
     try:
-        for n in sorted(x for x in os.listdir(store) if x.endswith(SCHEDULE_SUFFIX)):
+        for n in sorted(x for x in os.listdir(store) if x.endswith((SCHEDULE_SUFFIX, FUSED_SUFFIX))):
             h.update(n.encode())
             with open(os.path.join(store, n), "rb") as f:
                 h.update(hashlib.sha256(f.read()).digest())
@@ -171,7 +241,7 @@ class Outcome:
 
     fingerprint: str
     graph: str = ""  # the graph's name, once loaded
-    outcome: str = ""  # solved | replaced_corrupt | has_schedule | locked | error
+    outcome: str = ""  # solved | replaced_corrupt | replaced_over_budget | kept_captured | has_schedule | locked | error
     status: str = ""  # the solver's status when solved
     exposed_us: float | None = None
     input_exposed_us: float | None = None
@@ -220,20 +290,32 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                             f"solve-cache --plans {priced}, or capture again with profile={profile!r}")
                 log.warning("overlapsat: graph %s (%s) %s", g.name, fp[:12], mismatch)
             extra = recorded_orders(g)
-            if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
-                from overlapsat.cost import cost_model
-                from overlapsat.problem import Problem
-                from overlapsat.solver.plan_search import optimize_plan
+            tightened = None
+            if opts.get("memory_budget") is None and "next_fx_budget" in (rec := fused_record(store, fp)):
+                tightened = opts["memory_budget"] = rec["next_fx_budget"]  # the default, less what fusion added
+            try:
+                if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
+                    from overlapsat.cost import cost_model
+                    from overlapsat.problem import Problem
+                    from overlapsat.solver.plan_search import optimize_plan
 
-                r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None),
-                                             opts.pop("bucket_layout", None) or "copy"),
-                                  cost_model(profile).duration, time_limit=time_limit, clock=_clock(time_limit, since()),
-                                  extra_orders=extra, **opts)
-                out.buckets = len(r.buckets)
-            else:
-                r = optimize(g, time_limit=time_limit, clock=_clock(time_limit, since()), extra_orders=extra, **opts)
+                    r = optimize_plan(Problem.of(g, opts.pop("memory_budget", None), co, opts.pop("bucket_cap", None),
+                                                 opts.pop("bucket_layout", None) or "copy"),
+                                      cost_model(profile).duration, time_limit=time_limit, clock=_clock(time_limit, since()),
+                                      extra_orders=extra, **opts)
+                    out.buckets = len(r.buckets)
+                else:
+                    r = optimize(g, time_limit=time_limit, clock=_clock(time_limit, since()), extra_orders=extra, **opts)
+            except (InfeasibleBudgetError, NoValidOrderError) as e:  # proven, or none found in the time
+                if tightened is None:
+                    raise
+                out.outcome = "kept_captured"
+                out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over the captured "
+                               f"order's peak (decision 82), so the captured order stays: {e}")
+                return out
             r.save(schedule_path(store, fp))
-            out.outcome = "solved" if why == "no schedule" else "replaced_corrupt"
+            out.outcome = ("solved" if why == "no schedule" else "replaced_over_budget" if why.startswith(OVER)
+                           else "replaced_corrupt")
             out.status, out.exposed_us, out.input_exposed_us = r.status.value, r.exposed, r.baseline["exposed"]
             out.makespan_us, out.input_makespan_us = r.makespan, r.baseline["makespan"]
             no_bucket = (f"no bucket: {r.plan_info.no_bucket_reason}" if profile is not None and not r.buckets
@@ -445,9 +527,9 @@ def _run_ray(store: str, todo: list[str], time_limit: float, jobs: int, options:
                 yield Outcome(fp, outcome="error", message=f"Ray task failed: {type(e).__name__}: {e}")
 
 
-__all__ = ["EXECUTORS", "Outcome", "graph_lock", "graph_path", "miss_path", "recorded", "schedule_path",
-           "schedules_digest", "solve_one", "solve_store", "usable_schedule", "usable_stored"]
-
+__all__ = ["EXECUTORS", "Outcome", "fused_path", "fused_record", "graph_lock", "graph_path", "miss_path",
+           "record_fused_peak", "record_over", "recorded", "schedule_path", "schedules_digest", "solve_one",
+           "solve_store", "usable_schedule", "usable_stored"]
 
 if __name__ == "__main__":  # the worker: through the module's own name, so that Outcome pickles as such
     import sys

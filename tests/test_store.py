@@ -350,3 +350,42 @@ def test_an_order_recorded_beside_a_graph_is_a_candidate_and_a_malformed_one_is_
         (out,) = solve_store(str(other), time_limit=2)
         assert out.outcome == "error" and "extra_orders" in out.message, out
         assert re.search(said, out.message), out.message
+
+
+def test_a_plan_over_its_default_budget_after_fusion_is_set_aside_and_solved_again_tighter(tmp_path):
+    """Decision 82: the captured order's peak after fusion is recorded beside its graph; a plan found over it is
+    set aside (apply keeps the captured order) and the next solve takes the FX budget less the excess, until
+    one fits. A record that does not read is no record."""
+    from overlapsat.store import fused_path, fused_record, record_fused_peak, record_over, usable_stored
+
+    store = tmp_path / "store"
+    (fp,) = make_store(store, ("moe_small",))  # an order below its captured peak is found in 2 s
+    g = load_graph(str(store / f"{fp}.graph.json"))
+    assert fused_record(str(store), fp) == {} and record_over(str(store), fp, 10, 1) is None  # nothing to add to
+    record_fused_peak(str(store), fp, 1000)
+    record_fused_peak(str(store), fp, 5)  # another rank's record: the first stays
+    assert fused_record(str(store), fp) == {"captured_peak_after_fusion": 1000}
+    assert [o.outcome for o in solve_store(str(store), time_limit=2, plans="h200")] == ["solved"]
+    first = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]
+    budget = first["memory_budget"]
+    assert budget == first["baseline"]["peak_memory"]  # the default: the captured order's peak
+    excess = budget // 50
+    assert record_over(str(store), fp, budget, excess) == budget - excess
+    assert record_over(str(store), fp, budget, 1) == budget - excess  # a smaller excess never loosens it
+    sched, why = usable_stored(str(store), fp, g, "group", plans=True)
+    assert sched is None and why.startswith("solved under a budget it went over") and str(budget - excess) in why
+    outs = solve_store(str(store), time_limit=2, plans="h200")
+    assert [o.outcome for o in outs] == ["replaced_over_budget"]
+    second = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]
+    assert second["memory_budget"] == budget - excess and second["peak_memory"] <= budget - excess
+    sched, why = usable_stored(str(store), fp, g, "group", plans=True)
+    assert why == "ok"  # the plan solved under the tighter budget is the one applied
+    # a budget no plan reaches: no schedule is written, the stale one stays aside, the captured order stays
+    record_over(str(store), fp, budget - excess, budget // 2)
+    (out,) = solve_store(str(store), time_limit=2, plans="h200")
+    assert out.outcome == "kept_captured" and "captured order stays" in out.message
+    assert usable_stored(str(store), fp, g, "group", plans=True)[0] is None
+    for bad in ("{ truncated", "[]", '{"captured_peak_after_fusion": true}', '{"captured_peak_after_fusion": -1}'):
+        with open(fused_path(str(store), fp), "w") as f:
+            f.write(bad)
+        assert fused_record(str(store), fp) == {}

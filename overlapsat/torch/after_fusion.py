@@ -38,12 +38,26 @@ except Exception:  # noqa: BLE001 - an older torch (2.11 has the slot, not the c
 _PENDING = threading.local()  # the budget of the graph the FX pass just ordered, for this compile's scheduler
 
 
-def expect(fingerprint: str, budget: int | None, model_peak: int | None) -> None:
+@dataclass(frozen=True)
+class Expected:
+    """What the FX pass asks of the check after fusion for one graph: `budget` (bytes after fusion; None: none)
+    with the schedule's `model_peak` and the FX budget it was solved under (`fx_budget`); and `store`, where a
+    captured order's peak after fusion is recorded (no budget), or where a default-budget plan found over its
+    budget is (decision 82)."""
+
+    fingerprint: str
+    budget: int | None = None
+    model_peak: int | None = None
+    store: str | None = None
+    fx_budget: int | None = None
+
+
+def expect(what: Expected | None) -> None:
     """Called by the FX pass for each graph: what the scheduler that follows in this thread should check."""
-    _PENDING.value = (fingerprint, budget, model_peak) if budget else None
+    _PENDING.value = what if what is not None and (what.budget or what.store) else None
 
 
-def _take() -> tuple[str, int, int | None] | None:
+def _take() -> Expected | None:
     v = getattr(_PENDING, "value", None)
     _PENDING.value = None
     return v
@@ -204,44 +218,68 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
     def __call__(self, nodes: list[Any]) -> list[Any]:
         pending = _take()
         done = None
-        if pending is not None:
+        if pending is not None and pending.store and not pending.budget:  # a captured order: its peak after fusion
             try:
-                nodes, done = refit(nodes, pending[1])
+                from overlapsat.store import record_fused_peak
+
+                record_fused_peak(pending.store, pending.fingerprint, inductor_peak(nodes))
+            except Exception as e:  # noqa: BLE001 - plans for this graph are then checked against the FX budget
+                log.warning("overlapsat: graph %s: its peak after fusion was not recorded (%s: %s); a plan for it "
+                            "is checked after fusion against its FX model's budget", pending.fingerprint,
+                            type(e).__name__, e)
+        if pending is not None and pending.budget:
+            try:
+                nodes, done = refit(nodes, pending.budget)
             except Exception as e:  # noqa: BLE001 - the order stands as fused; the budget is then unchecked
                 log.warning("overlapsat: graph %s: its memory budget of %d B could not be checked after "
-                            "Inductor's fusion (%s: %s); the order stands as fused", pending[0], pending[1],
-                            type(e).__name__, e)
+                            "Inductor's fusion (%s: %s); the order stands as fused", pending.fingerprint,
+                            pending.budget, type(e).__name__, e)
         try:  # the planning info of the order Inductor will emit stays for its buffer reuse
             inform_reuse(nodes)
         except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
             log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s", type(e).__name__, e)
         if pending is not None and done is not None:
-            self._report(done, pending[0], pending[2])
+            self._report(done, pending)
         return nodes
 
     @staticmethod
-    def _report(done: Refit, fp: str, model_peak: int | None) -> None:
+    def _report(done: Refit, pending: Expected) -> None:
         import torch._inductor.config as icfg
 
+        fp, model_peak = pending.fingerprint, pending.model_peak
+        nxt = None
+        if pending.store and pending.fx_budget and done.before > done.budget:
+            # a default budget that fusion broke: the next solve takes a tighter FX budget, by what fusion added
+            # before any move (moves are judged by Inductor's estimate, which a 2026-11-30 CPU run found 2.8 MB
+            # low after them: a plan that needs them is not trusted to fit)
+            try:
+                from overlapsat.store import record_over
+
+                nxt = record_over(pending.store, fp, pending.fx_budget, done.before - done.budget)
+            except Exception as e:  # noqa: BLE001 - the report below still says what happened
+                log.debug("overlapsat: could not record graph %s as over its budget: %s", fp, e)
+        again = (f"; its plan is set aside until `overlapsat solve-cache` solves it again under an FX budget of "
+                 f"{nxt} B (decision 82)" if nxt else "")
         if not done.fits:  # no setting restores the budget here: the nodes' own peak is above it
-            log.warning("overlapsat: graph %s was ordered within a memory budget of %d B (model peak %s B), but "
-                        "after Inductor's fusion its peak is %d B (%+.1f %%)%s: this graph is over its budget "
-                        "(docs/decisions.md 80)", fp, done.budget, model_peak, done.after,
+            log.warning("overlapsat: graph %s was ordered within a memory budget of %d B after fusion (model peak "
+                        "%s B), but after Inductor's fusion its peak is %d B (%+.1f %%)%s: this graph is over its "
+                        "budget (docs/decisions.md 80)%s", fp, done.budget, model_peak, done.after,
                         100 * (done.after / done.budget - 1),
                         f", and moving nodes found no order within it ({done.why_kept or 'closest kept'})"
-                        if done.after == done.before else f", {done.before} B before {done.moves} moves")
+                        if done.after == done.before else f", {done.before} B before {done.moves} moves", again)
             return
         reuse = ("; Inductor's buffer reuse is on and may hold a freed buffer across a peak this reading cannot "
                  "see: install_fx(buffer_reuse=False) removes that cause (decisions.md 25)"
                  if getattr(icfg, "allow_buffer_reuse", False) else "")
         moved = (f"; fusion had put it at {done.before} B (%+.1f %%), and {done.moves} moved nodes brought it back"
                  % (100 * (done.before / done.budget - 1))) if done.moves else ""
-        log.info("overlapsat: graph %s: peak after fusion %d B by MODEL.md's rule on Inductor's nodes (Inductor's "
-                 "own estimate), which counts no kernel workspace and no input held by the caller, within its "
-                 "budget of %d B%s%s", fp, done.after, done.budget, moved, reuse)
+        log.log(logging.WARNING if again else logging.INFO,
+                "overlapsat: graph %s: peak after fusion %d B by MODEL.md's rule on Inductor's nodes (Inductor's "
+                "own estimate), which counts no kernel workspace and no input held by the caller, within its "
+                "budget of %d B%s%s%s", fp, done.after, done.budget, moved, reuse, again)
 
     def uuid(self) -> str:
-        return "overlapsat-after-fusion-3"  # 3: refits a budgeted order after fusion (decisions.md 80)
+        return "overlapsat-after-fusion-4"  # 4: records captured peaks and over-budget plans (decision 82)
 
     def __getstate__(self) -> dict[str, str]:
         return {"uuid": self.uuid()}
@@ -268,5 +306,5 @@ def install_check() -> bool:
     return True
 
 
-__all__ = ["MAX_MOVES", "AfterFusionCheck", "Refit", "expect", "inductor_peak", "inform_reuse", "install_check",
+__all__ = ["MAX_MOVES", "AfterFusionCheck", "Expected", "Refit", "expect", "inductor_peak", "inform_reuse", "install_check",
            "plan_memory", "planning_info_restored", "refit"]

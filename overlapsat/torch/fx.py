@@ -199,7 +199,7 @@ def _returns_nothing(n: Any) -> bool:
 def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
               group_sizes: dict[str, int] | None = None, profile: str = "h200",
               launch_us: float | None = None, wait_us: float | None = None, fusion: bool = True,
-              workspaces: WorkspaceFn | None = kernel_workspace) -> Graph:
+              workspaces: WorkspaceFn | None = kernel_workspace, inline: bool = True) -> Graph:
     """The overlapsat Graph of a post-grad FX GraphModule (or fx.Graph), in its node order.
 
     `durations`: None prices nodes with overlapsat's cost model for `profile`;
@@ -211,7 +211,9 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     `fusion`: ops without FLOPs are priced as Inductor fuses them (a chain
     reads its outside inputs and writes its escaping outputs once; docs/fx.md);
     False prices each alone. `workspaces`: bytes a node's kernel allocates and
-    frees inside itself (`kernel_workspace`); None counts none.
+    frees inside itself (`kernel_workspace`); None counts none. `inline`: a
+    pointwise op's output that Inductor computes inside its reader's kernel
+    holds no memory (`inlined`, decision 82); False counts every output.
     """
     torch_module()
     import torch.fx as fx
@@ -305,6 +307,7 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     unpack = {n for n in calls if n.target is operator.getitem and n.all_input_nodes
               and kind.get(n.all_input_nodes[0]) is NodeKind.COLLECTIVE}
 
+    gone = inlined(calls, kind) if inline else set()
     price = _pricer(durations, profile)
     launch, wait = _stream_costs(profile, launch_us, wait_us)
     flops = {n: _flops(n) for n in calls if kind[n] is NodeKind.COMPUTE}
@@ -342,16 +345,19 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     edges = sorted({(a.name, n.name) for n in calls for a in n.all_input_nodes if a in in_graph})
     # readers of each storage (any alias of it); a size or stride query reads no data (a collective's output has
     # its shape when it is issued), so it holds no buffer and need not wait (decision 78)
+    # an inlined op's inputs are read by the kernels it is computed in, its readers' (through views and chains)
     readers: dict[int, list[str]] = {}
     for n in calls:
         if _metadata_only(n):
             continue
+        names = [x.name for x in _kernels_of(n, gone)] if n in gone else [n.name]
         seen: set[int] = set()
         for a in n.all_input_nodes:
             for s in out_storages.get(a, []):
                 if s not in seen and not (n in unpack and kind.get(produced.get(s, (None,))[0]) is NodeKind.COLLECTIVE):
                     seen.add(s)
-                    readers.setdefault(s, []).append(n.name)
+                    rs = readers.setdefault(s, [])
+                    rs += [x for x in names if x not in rs]
     # a collective reads its inputs until it completes, and the work object holds them until the wait (as it
     # holds them from the caching allocator on NCCL): each wait reads its collective's inputs (decision 18)
     waits_of: dict[Any, list[Any]] = {}
@@ -369,6 +375,8 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     buffers: list[Buffer] = []
     count: dict[str, int] = {}
     for sid, (owner, nb) in produced.items():
+        if owner in gone:  # computed inside its readers' kernels: never allocated
+            continue
         cons = tuple(c for c in readers.get(sid, []) if c != owner.name)
         k = count[owner.name] = count.get(owner.name, -1) + 1
         bname = f"{owner.name}#{k}"
@@ -393,6 +401,58 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
         log.info("overlapsat: %d output(s) of graph %r have data-dependent sizes (e.g. all_to_all's received "
                  "tokens); the memory model counts them as 0 bytes", unknown, name)
     return Graph(nodes, buffers, edges, (), name, meta)
+
+
+def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
+    """Ops whose output Inductor never allocates (decision 82): a pointwise op it lowers itself, whose output
+    is read, through views, by exactly one op, itself a pointwise op or a reduction Inductor lowers and whose
+    inputs it need not realize, and is no graph output. Inductor then computes the value inside the reader's
+    kernel. Only one reader, because Inductor may store a value read twice (`realize_reads_threshold`); the
+    rule misses those, so it can only leave the model high, never low."""
+    import torch
+    from torch._inductor import lowering
+
+    def lowered(x: Any, tags: tuple[Any, ...]) -> bool:
+        t = x.target
+        pkt = getattr(t, "overloadpacket", None)
+        return (kind.get(x) is NodeKind.COMPUTE and not _is_view(x) and any(tag in getattr(t, "tags", ()) for tag in tags)
+                and (t in lowering.lowerings or pkt in lowering.lowerings)
+                and t not in lowering.fallbacks and pkt not in lowering.fallbacks
+                and t not in lowering.needs_realized_inputs and pkt not in lowering.needs_realized_inputs)
+
+    pointwise = (torch.Tag.pointwise,)
+    fusing = (torch.Tag.pointwise, torch.Tag.reduction)
+    out: set[Any] = set()
+    for n in calls:
+        if not lowered(n, pointwise):
+            continue
+        readers, stack, ok = set(), list(n.users), True
+        while stack and ok:
+            u = stack.pop()
+            if u.op == "output":
+                ok = False
+            elif _is_view(u):
+                stack.extend(u.users)
+            elif not _metadata_only(u):
+                readers.add(u)
+        if ok and len(readers) == 1 and lowered(next(iter(readers)), fusing):
+            out.add(n)
+    return out
+
+
+def _kernels_of(n: Any, gone: set[Any]) -> list[Any]:
+    """The ops whose kernels compute an inlined op `n`: its readers, through views and further inlined ops."""
+    out, stack, seen = [], list(n.users), set()
+    while stack:
+        u = stack.pop()
+        if u in seen or u.op != "call_function":
+            continue
+        seen.add(u)
+        if _is_view(u) or u in gone:
+            stack.extend(u.users)
+        if not _is_view(u) and not _metadata_only(u):
+            out.append(u)
+    return out
 
 
 def _writes_into(n: Any, kind: dict[Any, NodeKind]) -> bool:

@@ -36,9 +36,9 @@ from overlapsat.fmt import fmt_bytes
 from overlapsat.graph import COMPUTE, Graph
 from overlapsat.plan import Plan
 from overlapsat.simulate import peak_memory
-from overlapsat.store import TORCH_ORDER, graph_path, schedules_digest
+from overlapsat.store import TORCH_ORDER, fused_record, graph_path, schedules_digest
 from overlapsat.torch import after_fusion
-from overlapsat.torch.after_fusion import expect, install_check
+from overlapsat.torch.after_fusion import Expected, expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.torch.fx_plan import apply_transports, merge_plan, transport_nodes
@@ -112,8 +112,9 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def __call__(self, graph: Any) -> None:
         before = list(graph.nodes)
         moved = None
-        self._budget: tuple[str, int, int | None] | None = None
-        expect("", None, None)  # nothing for this compile's after-fusion check unless an order stands below
+        self._budget: Expected | None = None
+        self._recorded: str | None = None  # the fingerprint of a graph recorded in its captured order
+        expect(None)  # nothing for this compile's after-fusion check unless an order stands below
         try:
             moved = self._run(graph)
             if moved is not None and not isinstance(moved, _Pending) and not self.agreeing:
@@ -126,7 +127,9 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if self.agreeing:  # every rank, every graph: one exchange, whatever happened above
             stands = self._agree(graph, before, moved)
         if stands and self._budget is not None:
-            expect(*self._budget)  # the order was solved under a budget: check it after fusion (after_fusion.py)
+            expect(self._budget)  # the order was solved under a budget: check it after fusion (after_fusion.py)
+        elif not stands and self._recorded is not None:  # the captured order compiles: its peak after fusion
+            expect(Expected(self._recorded, store=self.store))
 
     def _agree(self, graph: Any, before: list[Any], moved: Moved | _Pending | None) -> bool:
         """Keep a free order only if every rank issues the same collective sequence; else restore the graph.
@@ -228,14 +231,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                                                          time_limit=self.time_limit,
                                                          collective_order=self.collective_order, plans=self.plans)
             if order is not None and plan is not None:
-                self._budget = _budget_of(fp, metrics)
-                pending = self._dry_run(graph, g, plan, self._budget[1] if self._budget is not None else None)
+                self._budget = _budget_of(fp, metrics, fused_record(self.store, fp), self.store)
+                pending = self._dry_run(graph, g, plan, self._budget.fx_budget if self._budget is not None else None)
                 note("fx", g.name, fp, "applied", f"a plan: {len(plan.buckets)} buckets, "
                      f"{len(pending.plan.transports)} by copy engine, {len(order)} nodes")
                 return pending
             if order is not None:
                 moved = self._move(graph, g, order)
-                self._budget = _budget_of(fp, metrics)
+                self._budget = _budget_of(fp, metrics, fused_record(self.store, fp), self.store)
                 note("fx", g.name, fp, "applied", f"{len(order)} nodes")
                 return moved
             if why != "no schedule":
@@ -249,6 +252,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         if self.torch_order and not os.path.exists(graph_path(self.store, fp)):  # once, when first recorded
             add_torch_order(graph, g)
         record_graph(self.store, g, fp)
+        self._recorded = fp
         return None
 
     def _move(self, graph: Any, g: Graph, order: list[str], level: str | None = None) -> Moved:
@@ -316,11 +320,21 @@ class _Pending:
     sequence: list[str]  # the collectives the dry run's graph issues, in order
 
 
-def _budget_of(fp: str, metrics: dict[str, Any]) -> tuple[str, int, int | None] | None:
-    """(fingerprint, budget bytes, model peak) of a schedule solved under a memory budget (its metrics), else
-    None."""
+def _budget_of(fp: str, metrics: dict[str, Any], record: dict[str, Any], store: str) -> Expected | None:
+    """What the after-fusion check holds a schedule solved under a memory budget (its metrics) to, else None.
+    A default budget (the captured order's peak, or the tighter FX budget a record set after a plan went over)
+    is, after fusion, the captured order's own peak there where the store recorded it (decision 82): the FX
+    model counts what fusion removes by another amount for each order, so its bytes are not the bytes the
+    replaced order allocates; a plan found over it is recorded, so the next solve tightens its FX budget."""
     b = metrics.get("memory_budget")
-    return (fp, int(b), metrics.get("peak_memory")) if isinstance(b, (int, float)) and b > 0 else None
+    if not (isinstance(b, (int, float)) and b > 0):
+        return None
+    model_peak = metrics.get("peak_memory")
+    base = (metrics.get("baseline") or {}).get("peak_memory")
+    fused = record.get("captured_peak_after_fusion")
+    if fused is not None and (b == base or b == record.get("next_fx_budget")):
+        return Expected(fp, int(fused), model_peak, store, int(b))
+    return Expected(fp, int(b), model_peak, fx_budget=int(b))
 
 
 def overlap_deps(g: Graph, order: list[str], by_name: dict[str, Any], pin: str) -> dict[Any, Any]:

@@ -22,11 +22,13 @@ from overlapsat.torch.fx_apply import _budget_of  # noqa: E402
 from tests.torch.scripts import graph_caches_off, use_kernel_cache  # noqa: E402
 
 
-def test_pending_is_taken_once_and_only_with_a_budget():
-    af.expect("fp", 100, 90)
-    assert af._take() == ("fp", 100, 90) and af._take() is None
-    af.expect("fp", None, 90)
+def test_pending_is_taken_once_and_only_with_a_budget_or_a_store():
+    af.expect(af.Expected("fp", 100, 90))
+    assert af._take() == af.Expected("fp", 100, 90) and af._take() is None
+    af.expect(af.Expected("fp", None, 90))
     assert af._take() is None
+    af.expect(af.Expected("fp", store="s"))  # a captured order: its peak after fusion is recorded
+    assert af._take() == af.Expected("fp", store="s")
     assert af.AfterFusionCheck()(nodes := ["a", "b"]) is nodes  # nothing pending: the nodes as they came
 
 
@@ -98,12 +100,12 @@ def test_budget_is_read_from_the_stored_schedule(tmp_path):
     def budget(fingerprint):  # what the FX pass reads: the metrics that came with the stored order
         _order, _why, metrics, _ = stored_or_solved(str(tmp_path), g, fingerprint, mode="apply", time_limit=1,
                                                  collective_order="group")
-        return _budget_of(fingerprint, metrics)
+        return _budget_of(fingerprint, metrics, {}, str(tmp_path))
 
     save_schedule(schedule_path(str(tmp_path), fp), g, ["a", "b"], metrics={"peak_memory": 8})
     assert budget(fp) is None  # solved without a budget: nothing to check
     save_schedule(schedule_path(str(tmp_path), fp), g, ["a", "b"], metrics={"peak_memory": 8, "memory_budget": 10})
-    assert budget(fp) == (fp, 10, 8)
+    assert budget(fp) == af.Expected(fp, 10, 8, fx_budget=10)
     assert budget("missing") is None
 
 
@@ -247,8 +249,8 @@ def test_a_moved_order_that_breaks_a_dependency_or_the_collective_sequence_is_re
 
 def test_report_warns_above_the_budget_only(caplog):
     with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
-        af.AfterFusionCheck._report(af.Refit(100, 100, 100, 0), "fp", 90)  # at the budget: within
-        af.AfterFusionCheck._report(af.Refit(103, 101, 100, 2), "fp", 90)
+        af.AfterFusionCheck._report(af.Refit(100, 100, 100, 0), af.Expected("fp", 100, 90))  # at the budget: within
+        af.AfterFusionCheck._report(af.Refit(103, 101, 100, 2), af.Expected("fp", 100, 90))
     assert [r.levelno for r in caplog.records] == [logging.INFO, logging.WARNING]
 
 
@@ -262,8 +264,8 @@ def test_report_names_buffer_reuse_only_while_it_is_on(caplog, reuse):
     import torch._inductor.config as icfg
 
     with icfg.patch(allow_buffer_reuse=reuse), caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
-        af.AfterFusionCheck._report(af.Refit(100, 100, 100, 0), "fp", 90)
-        af.AfterFusionCheck._report(af.Refit(101, 101, 100, 0, "no move lowers the peak"), "fp", 90)
+        af.AfterFusionCheck._report(af.Refit(100, 100, 100, 0), af.Expected("fp", 100, 90))
+        af.AfterFusionCheck._report(af.Refit(101, 101, 100, 0, "no move lowers the peak"), af.Expected("fp", 100, 90))
     assert len(caplog.records) == 2
     within, over = (r.getMessage() for r in caplog.records)
     assert ("buffer_reuse=False" in within) is reuse and "buffer_reuse=False" not in over
@@ -273,7 +275,7 @@ def test_report_names_buffer_reuse_only_while_it_is_on(caplog, reuse):
 def test_nothing_pending_without_a_budget():
     """An FX pass call that applies nothing leaves nothing for the check (a stale budget would be checked
     against another graph)."""
-    af.expect("stale", 100, 90)
+    af.expect(af.Expected("stale", 100, 90))
     from overlapsat.torch.fx_apply import FxSchedulePass
 
     p = FxSchedulePass(tempfile.mkdtemp(), mode="apply")

@@ -116,7 +116,7 @@ def test_memory_per_storage_against_a_hand_computed_case():
         y = funcol.all_gather_tensor(b, 0, dist.group.WORLD)  # w ranks: 256 w B
         return y.sum()  # 4 B, the output
 
-    g = import_fx(_trace(f, torch.randn(8, 8), torch.randn(8, 8)))
+    g = import_fx(_trace(f, torch.randn(8, 8), torch.randn(8, 8)), inline=False)  # each output stored
     r = simulate(g)
     # before: x (256, a freeable input; primals is a parameter: outside the peak)
     # mul: 512, then x freed -> 256; view: 256; add: 512, then a freed -> 256; all_gather: 256 + 256 w, and b
@@ -140,7 +140,7 @@ def test_tangents_are_held_until_the_graph_returns():
         b = a + 1  # 256 B; a freed after
         return b.sum()  # 4 B, the output; b freed after
 
-    g = import_fx(_trace(f, torch.randn(8, 8), torch.randn(8, 8)))
+    g = import_fx(_trace(f, torch.randn(8, 8), torch.randn(8, 8)), inline=False)  # each output stored
     held = [b for b in g.buffers if b.producer is None and b.output]
     assert [b.name.split("#")[0].startswith("tangents") for b in held] == [True]
     # before: saved 256 + tangent 256; mul: +256 = 768, saved freed -> 512; add: +256 = 768, a freed -> 512;
@@ -437,3 +437,58 @@ def test_a_size_query_of_a_collectives_output_need_not_wait():
     assert early.index(size.name) < early.index(wait) and validate(g, early) == []
     before = [size.name] + order  # before its collective: the FX edge still holds it
     assert any(v.kind == "dependency" for v in validate(g, before))
+
+
+def test_an_output_inductor_computes_inside_its_readers_kernel_holds_no_memory():
+    """Decision 82, hand-computed: a pointwise op read by exactly one pointwise op or reduction is computed inside
+    that reader's kernel, so it allocates nothing and its inputs live until that kernel; an output read twice, or
+    read by a matmul, is stored."""
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, w):
+        a = x * 2  # read by b only: inlined
+        b = a + 1  # read by the matmul: stored, 256 B
+        c = b @ w  # 256 B
+        d = x.exp()  # read twice: stored, 256 B
+        e = d + c  # read by the product only: inlined
+        return (d * e).sum()  # the product read by the sum only: inlined; the sum 4 B
+
+    gm = _trace(f, torch.randn(8, 8), torch.randn(8, 8))
+    g = import_fx(gm)
+    assert sorted(b.producer for b in g.buffers if b.producer) == ["add", "exp", "mm", "sum_1"]
+    # x and w (256 B each, freeable inputs) from the start; x is read through `a` by b's kernel and by exp
+    # mul: 512; add: +256 = 768; mm: +256 = 1024, then b and w freed -> 512; exp: +256 = 768, x freed -> 512;
+    # add_1, mul_1: nothing; sum: +4 = 516, then c and d freed (read through the inlined ops) -> 4
+    assert simulate(g).mem_post_alloc == [512, 768, 1024, 768, 512, 512, 516]
+    assert len(import_fx(gm, inline=False).buffers) == len(g.buffers) + 3
+
+
+def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
+    """Against the CPU allocator, independent of the model: a broadcast product (1 MiB) that Inductor computes
+    inside the reduction reading it is never allocated; counting it (inline=False) reads the peak 1 MiB high."""
+    import torch._inductor.config as icfg
+    from torch.profiler import ProfilerActivity, profile
+
+    from overlapsat.simulate import peak_memory
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, y):
+        return (x.unsqueeze(1) * y.unsqueeze(0)).sum(1)  # (64, 64, 64) fp32 product, (64, 64) result
+
+    got = {}
+
+    def grab(graph):
+        inputs = sum(n.meta["val"].nbytes for n in graph.nodes if n.op == "placeholder")
+        got["model"] = peak_memory(import_fx(graph)) - inputs
+        got["counted"] = peak_memory(import_fx(graph, inline=False)) - inputs
+
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):
+        fc = torch.compile(f)
+        fc(x, y)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fc(x, y)
+    events = [e for e in prof.events() if e.cpu_memory_usage > 0]
+    real = max(e.cpu_memory_usage for e in events)  # the one allocation: the (64, 64) result
+    assert real == 64 * 64 * 4 and got["model"] == real, (got, real)
+    assert got["counted"] >= 64 * 64 * 64 * 4  # the product counted, 64 times what is held

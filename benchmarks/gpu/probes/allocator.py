@@ -27,8 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 sys.path.insert(0, ROOT)
 
 
-def step() -> tuple:
-    """The small re-gather step on the fake process group of 2 ranks: (model, input)."""
+SMALL = (512, 8, 1376, 2, 256)  # dim, heads, ffn, layers, sequence: the small re-gather step
+
+
+def step(shape: tuple[int, ...] = SMALL, dtype: str = "float32") -> tuple:
+    """The re-gather step (`shape`, `dtype`) on the fake process group of 2 ranks: (model, input)."""
     import torch
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -38,7 +41,9 @@ def step() -> tuple:
     if not dist.is_initialized():
         dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
     torch.manual_seed(0)
-    return build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True), torch.randn(1, 256, 512)
+    dim, heads, ffn, layers, seq = shape
+    dt = getattr(torch, dtype)
+    return build(dim, heads, ffn, layers, seq, 2, "cpu", dt, 1, True), torch.randn(1, seq, dim, dtype=dt)
 
 
 def allocator_peaks(f, model, x) -> list[int]:
@@ -94,7 +99,7 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
     store = tempfile.mkdtemp()
     install_fx("capture", store, collective_order="free")
     yield "captured order (a)", torch.compile(model), store, "captured"
-    recorded = [fn for fn in os.listdir(store) if fn.endswith(".graph.json")]
+    recorded = [fn for fn in os.listdir(store) if fn.endswith((".graph.json", ".fused.json"))]
     for k, (name, opts) in enumerate(PLANS):
         where = store
         if k:  # the same recordings, for each other plan
@@ -112,6 +117,8 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
 
 
 def main() -> None:
+    import argparse
+
     import torch
     import torch._inductor.config as icfg
 
@@ -119,7 +126,12 @@ def main() -> None:
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="osat_alloc_")
     icfg.force_disable_caches = True
-    model, x = step()
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default=",".join(map(str, SMALL)), help="dim,heads,ffn,layers,sequence")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    args = ap.parse_args()
+    shape = tuple(int(v) for v in args.shape.split(","))
+    model, x = step(shape, args.dtype)
     rows = []
 
     def run(name: str, f, model_peaks) -> None:
@@ -146,7 +158,9 @@ def main() -> None:
     torch._dynamo.reset()
     for name, f, where, label in ours(model):
         run(name, f, lambda where=where, label=label: [g[label]["peak_bytes"] for g in predicted(where)])
-    print(f"Measured {torch.__version__}, CPU, fake process group of 2 ranks; the small re-gather step.\n")
+    what = ("the small re-gather step" if shape == SMALL
+            else f"the re-gather step at dim, heads, ffn, layers, sequence {args.shape}")
+    print(f"Measured {torch.__version__}, CPU, fake process group of 2 ranks; {what}, {args.dtype}.\n")
     print("| configuration | graph | allocator MB | FX model MB (error) | after fusion MB (error) |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name, graph, real, fx, fu in rows:
