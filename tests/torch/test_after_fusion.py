@@ -62,7 +62,7 @@ def test_install_leaves_a_foreign_pass_alone():
     with icfg.patch(_post_fusion_custom_pass=None):
         assert af.install_check() is True and isinstance(icfg._post_fusion_custom_pass, af.AfterFusionCheck)
         assert af.install_check() is True  # idempotent
-        assert icfg._post_fusion_custom_pass.uuid() == "overlapsat-after-fusion-3"
+        assert icfg._post_fusion_custom_pass.uuid() == "overlapsat-after-fusion-4"
 
 
 def test_installed_and_keyed_on_a_torch_without_scheduler_pass_class(monkeypatch):
@@ -83,7 +83,7 @@ def test_installed_and_keyed_on_a_torch_without_scheduler_pass_class(monkeypatch
         with icfg.patch(_post_fusion_custom_pass=None):
             assert old.install_check() is True and isinstance(icfg._post_fusion_custom_pass, old.AfterFusionCheck)
         one, two = pickle.dumps(old.AfterFusionCheck()), pickle.dumps(old.AfterFusionCheck())
-        assert one == two and b"overlapsat-after-fusion-3" in one
+        assert one == two and b"overlapsat-after-fusion-4" in one
         assert isinstance(pickle.loads(one), old.AfterFusionCheck)
     finally:
         monkeypatch.undo()
@@ -105,7 +105,8 @@ def test_budget_is_read_from_the_stored_schedule(tmp_path):
     save_schedule(schedule_path(str(tmp_path), fp), g, ["a", "b"], metrics={"peak_memory": 8})
     assert budget(fp) is None  # solved without a budget: nothing to check
     save_schedule(schedule_path(str(tmp_path), fp), g, ["a", "b"], metrics={"peak_memory": 8, "memory_budget": 10})
-    assert budget(fp) == af.Expected(fp, 10, 8, fx_budget=10)
+    got = budget(fp)  # (fingerprint, bytes after fusion, model peak, store, FX budget): no record, the FX budget
+    assert (got.fingerprint, got.budget, got.model_peak, got.store, got.fx_budget) == (fp, 10, 8, None, 10)
     assert budget("missing") is None
 
 
@@ -157,7 +158,7 @@ def fake_world():
 
 
 def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fake_world, caplog):
-    """The re-gather step, small, at `free` under 1.3 x the captured peak (the CPU check of
+    """The re-gather step, small, at `free` under 1.5 x the captured peak (the CPU check of
     docs/gpu_results.md), with each graph's budget set below what fusion leaves, by an independent import of the
     fused nodes (overlapsat's scheduler-level importer and simulator): the forward graph's to 1 byte, which no order
     meets; the backward graph's to one byte below its peak. The check moves nodes (decision 80): what it emits is
@@ -183,7 +184,7 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
         install_fx("capture", store, collective_order="free")
         torch.compile(model)(x).sum().backward()
         # a work limit, not the clock, and a fixed worker count: the same orders on every machine
-        solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.3x")
+        solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.5x")
         torch._dynamo.reset()
         install_fx("apply", store, collective_order="free", pin="compute")
         assert isinstance(icfg._post_fusion_custom_pass, af.AfterFusionCheck)
@@ -195,8 +196,8 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
                 after_fusion(nodes, ref)
                 pending = af._PENDING.value
                 budget = ref[-1][1] - 1 if seen else 1  # backward: one byte short; forward: out of reach
-                assert af.inductor_peak(nodes) == ref[-1][1]  # refit's cheap first reading is the same rule's
-                af._PENDING.value = (pending[0], budget, pending[2])
+                assert af.fused_peak(nodes) == ref[-1][1]  # what refit reads is the same rule's
+                af._PENDING.value = af.Expected(pending.fingerprint, budget, pending.model_peak)
                 with af.planning_info_restored(nodes):
                     af.plan_memory(nodes)
                     before = import_snodes(nodes, durations=lambda _nd: 1.0)

@@ -3,32 +3,53 @@ CPU (fake process group of 2 ranks), each graph's peak as the CPU allocator reco
 (its own allocation events, not an estimate), beside MODEL.md's peak of the same graph. The reference is
 independent of the model: a wrong buffer life, a missed allocation or a plan that grows memory shows here.
 
-Measured on 2026-11-29 (torch 2.13 CPU; benchmarks/results/allocator_cpu_2026-11-29.md): the captured order's
-peaks equal the model's to the byte (forward 23,023,616 B; backward 26,890,248 B against 26,890,240), every plan
-under the default budget allocates no more than the captured order (copied and coalesced buckets, work limits 0.3
-and 1.0), and the model reads each plan at or above what it allocates: the budget errs on the side it promises. Before
-decisions 80 and 81 the coalesced plan's backward allocated 27.12 MB against 26.89, and the copied plan at work
-1.0 forward 30.20 MB against 23.02."""
+Decision 82 (2026-11-30): the FX model no longer counts pointwise outputs Inductor computes inside their reader's
+kernel, which leaves it 5.2 % high on this step's backward (the fp32 step; 24 % and 14 % high before it on a
+bf16 one, 4.7 % and 8.0 % after); the captured order's peak after fusion is recorded and is what a default
+budget means after fusion. A plan found over it is set aside and solved again under a tighter FX budget, as a
+user's next `solve-cache` and compile do: here the first plan's backward allocated 27.35 MB against the captured
+order's 26.89, and the plan solved again 26.37 MB."""
 
 import json
 
 import pytest
 
 SCRIPT = """
-import json
+import json, os, shutil, tempfile
 from tests.torch.scripts import turn_graph_caches_off, use_kernel_cache
 use_kernel_cache()
-from benchmarks.gpu.probes.allocator import allocator_peaks, ours, predicted, step
+import torch
+from benchmarks.gpu.probes.allocator import WORK, allocator_peaks, predicted, step
+from overlapsat.store import fused_record, recorded, solve_store
+from overlapsat.torch.fx_apply import install_fx
 
 turn_graph_caches_off()
 model, x = step()
-out = {}
-for key, (_name, f, where, label) in zip(("captured", "plan", "plan_free", "plan_co", "plan_w1"), ours(model)):
-    out[key] = allocator_peaks(f, model, x)
-    gs = predicted(where)
-    out["captured_model"] = [g["captured"]["peak_bytes"] for g in gs]
-    out[key + "_model"] = [g[label]["peak_bytes"] for g in gs]
-    out[key + "_buckets"] = [g.get("buckets") or 0 for g in gs]
+store = tempfile.mkdtemp()
+install_fx("capture", store, collective_order="free")
+out = {"captured": allocator_peaks(torch.compile(model), model, x), "rounds": [], "records": []}
+out["captured_model"] = [g["captured"]["peak_bytes"] for g in predicted(store)]
+free = tempfile.mkdtemp()
+for fn in os.listdir(store):
+    shutil.copy(os.path.join(store, fn), free)
+for _ in range(3):  # solve-cache, then compile: what a user's runs do until no plan is set aside
+    outs = solve_store(store, time_limit=60.0, collective_order="free", workers=1, plans="h200", work_limit=WORK)
+    torch._dynamo.reset()
+    install_fx("apply", store, collective_order="free", plans=True)
+    real = allocator_peaks(torch.compile(model), model, x)
+    out["rounds"].append({"outcomes": [o.outcome for o in outs], "real": real})
+    out["records"].append([fused_record(store, fp) for fp in sorted(recorded(store), key=lambda f: len(
+        open(os.path.join(store, f + ".graph.json")).read()))])
+    if not any(o.outcome in ("solved", "replaced_over_budget") for o in outs):
+        break
+solve_store(free, time_limit=60.0, collective_order="free", workers=1, plans="h200", work_limit=WORK,
+            memory_budget="none")
+torch._dynamo.reset()
+install_fx("apply", free, collective_order="free", plans=True)
+out["plan_free"] = allocator_peaks(torch.compile(model), model, x)
+gs = predicted(free)
+out["plan_free_model"] = [g["solved"]["peak_bytes"] for g in gs]
+out["plan_free_buckets"] = [g.get("buckets") or 0 for g in gs]
 print(json.dumps(out))
 """
 
@@ -44,17 +65,29 @@ def peaks() -> dict:
     return json.loads(run_script(SCRIPT).stdout.strip().splitlines()[-1])
 
 
-def test_the_captured_orders_peak_is_what_the_allocator_holds(peaks):
-    """Forward and backward graph: MODEL.md's peak of the captured order against the allocator's."""
+def test_the_model_reads_the_captured_order_at_or_a_little_above_what_the_allocator_holds(peaks):
+    """Forward and backward graph: MODEL.md's peak of the captured order against the allocator's: never low (a
+    budget checked by it errs on the side it promises), at most 6 % high (5.2 % on the backward: horizontal
+    fusion runs some readers earlier than their FX position)."""
     for model, real in zip(peaks["captured_model"], peaks["captured"]):
-        assert abs(model - real) <= 1e-3 * real, (model, real)
+        assert real - OUTSIDE <= model <= 1.06 * real, (model, real)
 
 
-def test_a_plan_under_the_default_budget_allocates_no_more_than_the_captured_order(peaks):
-    """The promise of decision 63, measured: the plan the user did not ask to grow, applied and compiled, never
-    holds more than the order it replaces held; and the model read it at or above what it holds."""
-    for plan, captured, model in zip(peaks["plan"], peaks["captured"], peaks["plan_model"]):
-        assert plan <= captured and model + OUTSIDE >= plan, (plan, captured, model)
+def test_plans_under_the_default_budget_end_within_the_captured_orders_peak_and_none_is_over_unsaid(peaks):
+    """The promise of decision 63, measured, as decision 82 keeps it: the captured order's peak after fusion is
+    recorded for each graph; a plan over it after fusion is recorded so (the next solve tightens its budget,
+    `replaced_over_budget`, or keeps the captured order, `kept_captured`); and the last compile holds no more than
+    the captured order did."""
+    rounds, records = peaks["rounds"], peaks["records"]
+    assert all(r.get("captured_peak_after_fusion") for r in records[0])
+    for k, rnd in enumerate(rounds):
+        for g, (plan, captured) in enumerate(zip(rnd["real"], peaks["captured"])):
+            if plan > captured:  # over: said in the store, and the graph is solved again or kept as captured
+                assert records[k][g].get("over"), (k, g, plan, captured, records[k][g])
+                assert k + 1 < len(rounds), "the last compile is over the captured order's peak"
+    for plan, captured in zip(rounds[-1]["real"], peaks["captured"]):
+        assert plan <= captured, (plan, captured)
+    assert len(rounds) > 1 and "replaced_over_budget" in rounds[1]["outcomes"] + rounds[-1]["outcomes"]
 
 
 def test_the_model_reads_an_unbudgeted_plan_at_or_above_what_it_allocates(peaks):
@@ -64,19 +97,3 @@ def test_the_model_reads_an_unbudgeted_plan_at_or_above_what_it_allocates(peaks)
     assert max(peaks["plan_free"]) > max(peaks["captured"])
     for real, model in zip(peaks["plan_free"], peaks["plan_free_model"]):
         assert model + OUTSIDE >= real, (model, real)
-
-
-def test_a_coalesced_plan_under_the_default_budget_allocates_no_more_than_the_captured_order(peaks):
-    """Decision 63's promise for decision 55's layout: fusion took its backward graph over the budget (27.12 MB
-    against 26.89) until nodes were moved back after fusion (decision 80)."""
-    assert sum(peaks["plan_co_buckets"]) > 0
-    for plan, captured in zip(peaks["plan_co"], peaks["captured"]):
-        assert plan <= captured, (plan, captured)
-
-
-def test_a_plan_with_more_work_under_the_default_budget_allocates_no_more_than_the_captured_order(peaks):
-    """The same promise for the plan the search reaches with more work (two buckets in forward): Inductor computed
-    its copy-outs at their readers (30.20 MB against 23.02) until one op copied them out (decision 81)."""
-    assert sum(peaks["plan_w1_buckets"]) > 0
-    for plan, captured in zip(peaks["plan_w1"], peaks["captured"]):
-        assert plan <= captured, (plan, captured)
