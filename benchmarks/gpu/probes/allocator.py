@@ -81,10 +81,20 @@ PLANS = (("plan, default budget (p)", {}), ("plan, no budget (p_free)", {"memory
 
 
 def predicted(store: str) -> list[dict]:
-    """`e2e_step.predict`'s rows for the graphs a store recorded, the forward graph (fewer nodes) first."""
+    """`e2e_step.predict`'s rows for the graphs a store recorded, the forward graph (fewer nodes) first; a graph
+    whose plan is set aside reads as its captured order, which is what runs."""
     from benchmarks.gpu.e2e_step import predict
 
-    return sorted(predict(store, "free")["graphs"], key=lambda g: g["nodes"])
+    from overlapsat.io import load_graph
+    from overlapsat.store import OVER, usable_stored
+
+    graphs = sorted(predict(store, "free")["graphs"], key=lambda g: g["nodes"])
+    for g in graphs:  # a plan set aside (decision 82) is not what runs: the captured order is
+        fp = g["file"].split(".")[0]
+        why = usable_stored(store, fp, load_graph(os.path.join(store, g["file"])), "free", plans=True)[1]
+        if why.startswith(OVER):
+            g["solved"] = g["captured"]
+    return graphs
 
 
 def ours(model) -> Iterator[tuple[str, Any, str, str]]:
@@ -114,6 +124,18 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
         torch._dynamo.reset()
         install_fx("apply", where, collective_order="free", plans=True)
         yield name, torch.compile(model), where, "solved"
+        for _ in range(2 if "memory_budget" not in opts else 0):  # what the user's next solve-cache and
+            # compile do where a plan went over its default budget after fusion (decision 82)
+            outs = solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
+                               **{"work_limit": WORK, **opts})
+            redone = [o.outcome for o in outs if o.outcome in ("replaced_over_budget", "kept_captured")]
+            if not redone:
+                break
+            torch._dynamo.reset()
+            install_fx("apply", where, collective_order="free", plans=True)
+            yield f"{name}, solved again ({', '.join(redone)})", torch.compile(model), where, "solved"
+            if "replaced_over_budget" not in redone:
+                break
 
 
 def main() -> None:
