@@ -199,7 +199,7 @@ def _returns_nothing(n: Any) -> bool:
 def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None = None,
               group_sizes: dict[str, int] | None = None, profile: str = "h200",
               launch_us: float | None = None, wait_us: float | None = None, fusion: bool = True,
-              workspaces: WorkspaceFn | None = kernel_workspace, inline: bool = True) -> Graph:
+              workspaces: WorkspaceFn | None = kernel_workspace, inline: bool = False) -> Graph:
     """The overlapsat Graph of a post-grad FX GraphModule (or fx.Graph), in its node order.
 
     `durations`: None prices nodes with overlapsat's cost model for `profile`;
@@ -211,9 +211,11 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     `fusion`: ops without FLOPs are priced as Inductor fuses them (a chain
     reads its outside inputs and writes its escaping outputs once; docs/fx.md);
     False prices each alone. `workspaces`: bytes a node's kernel allocates and
-    frees inside itself (`kernel_workspace`); None counts none. `inline`: a
-    pointwise op's output that Inductor computes inside its reader's kernel
-    holds no memory (`inlined`, decision 82); False counts every output.
+    frees inside itself (`kernel_workspace`); None counts none. `inline=True`:
+    a pointwise op's output that Inductor computes inside its reader's kernel
+    holds no memory (`inlined`, decision 82); off by default, since the FX
+    budget it loosens let a coalesced plan allocate 8.5 % over the captured
+    order on the CPU allocator, where the fused reading under-read it.
     """
     torch_module()
     import torch.fx as fx

@@ -3,12 +3,11 @@ CPU (fake process group of 2 ranks), each graph's peak as the CPU allocator reco
 (its own allocation events, not an estimate), beside MODEL.md's peak of the same graph. The reference is
 independent of the model: a wrong buffer life, a missed allocation or a plan that grows memory shows here.
 
-Decision 82 (2026-11-30): the FX model no longer counts pointwise outputs Inductor computes inside their reader's
-kernel, which leaves it 5.2 % high on this step's backward (the fp32 step; 24 % and 14 % high before it on a
-bf16 one, 4.7 % and 8.0 % after); the captured order's peak after fusion is recorded and is what a default
-budget means after fusion. A plan found over it is set aside and solved again under a tighter FX budget, as a
-user's next `solve-cache` and compile do: here the first plan's backward allocated 27.35 MB against the captured
-order's 26.89, and the plan solved again 26.37 MB."""
+Decision 82 (2026-11-30): the captured order's peak after fusion is recorded and is what a default budget means
+after fusion; a plan found over it is set aside and solved again under a tighter FX budget, as a user's next
+`solve-cache` and compile do. The FX model's `inline=True` (pointwise outputs Inductor never allocates) is off by
+default: with it this step's FX budget rose 5.2 %, and the coalesced plan under it allocated 29.19 MB against the
+captured order's 26.89 while its fused nodes read 26.17."""
 
 import json
 
@@ -65,12 +64,11 @@ def peaks() -> dict:
     return json.loads(run_script(SCRIPT).stdout.strip().splitlines()[-1])
 
 
-def test_the_model_reads_the_captured_order_at_or_a_little_above_what_the_allocator_holds(peaks):
-    """Forward and backward graph: MODEL.md's peak of the captured order against the allocator's: never low (a
-    budget checked by it errs on the side it promises), at most 6 % high (5.2 % on the backward: horizontal
-    fusion runs some readers earlier than their FX position)."""
+def test_the_captured_orders_peak_is_what_the_allocator_holds(peaks):
+    """Forward and backward graph: MODEL.md's peak of the captured order against the allocator's, to the byte
+    but for what the eager loss holds outside the graphs."""
     for model, real in zip(peaks["captured_model"], peaks["captured"]):
-        assert real - OUTSIDE <= model <= 1.06 * real, (model, real)
+        assert abs(model - real) <= OUTSIDE, (model, real)
 
 
 def test_plans_under_the_default_budget_end_within_the_captured_orders_peak_and_none_is_over_unsaid(peaks):
@@ -87,7 +85,6 @@ def test_plans_under_the_default_budget_end_within_the_captured_orders_peak_and_
                 assert k + 1 < len(rounds), "the last compile is over the captured order's peak"
     for plan, captured in zip(rounds[-1]["real"], peaks["captured"]):
         assert plan <= captured, (plan, captured)
-    assert len(rounds) > 1 and "replaced_over_budget" in rounds[1]["outcomes"] + rounds[-1]["outcomes"]
 
 
 def test_the_model_reads_an_unbudgeted_plan_at_or_above_what_it_allocates(peaks):

@@ -454,18 +454,18 @@ def test_an_output_inductor_computes_inside_its_readers_kernel_holds_no_memory()
         return (d * e).sum()  # the product read by the sum only: inlined; the sum 4 B
 
     gm = _trace(f, torch.randn(8, 8), torch.randn(8, 8))
-    g = import_fx(gm)
+    g = import_fx(gm, inline=True)
     assert sorted(b.producer for b in g.buffers if b.producer) == ["add", "exp", "mm", "sum_1"]
     # x and w (256 B each, freeable inputs) from the start; x is read through `a` by b's kernel and by exp
     # mul: 512; add: +256 = 768; mm: +256 = 1024, then b and w freed -> 512; exp: +256 = 768, x freed -> 512;
     # add_1, mul_1: nothing; sum: +4 = 516, then c and d freed (read through the inlined ops) -> 4
     assert simulate(g).mem_post_alloc == [512, 768, 1024, 768, 512, 512, 516]
-    assert len(import_fx(gm, inline=False).buffers) == len(g.buffers) + 3
+    assert len(import_fx(gm).buffers) == len(g.buffers) + 3  # the default counts every output
 
 
 def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
     """Against the CPU allocator, independent of the model: a broadcast product (1 MiB) that Inductor computes
-    inside the reduction reading it is never allocated; counting it (inline=False) reads the peak 1 MiB high."""
+    inside the reduction reading it is never allocated; counting it (the default) reads the peak 1 MiB high."""
     import torch._inductor.config as icfg
     from torch.profiler import ProfilerActivity, profile
 
@@ -479,8 +479,8 @@ def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
 
     def grab(graph):
         inputs = sum(n.meta["val"].nbytes for n in graph.nodes if n.op == "placeholder")
-        got["model"] = peak_memory(import_fx(graph)) - inputs
-        got["counted"] = peak_memory(import_fx(graph, inline=False)) - inputs
+        got["model"] = peak_memory(import_fx(graph, inline=True)) - inputs
+        got["counted"] = peak_memory(import_fx(graph)) - inputs
 
     x, y = torch.randn(64, 64), torch.randn(64, 64)
     with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):

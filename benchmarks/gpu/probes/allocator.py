@@ -84,7 +84,6 @@ def predicted(store: str) -> list[dict]:
     """`e2e_step.predict`'s rows for the graphs a store recorded, the forward graph (fewer nodes) first; a graph
     whose plan is set aside reads as its captured order, which is what runs."""
     from benchmarks.gpu.e2e_step import predict
-
     from overlapsat.io import load_graph
     from overlapsat.store import OVER, usable_stored
 
@@ -109,13 +108,14 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
     store = tempfile.mkdtemp()
     install_fx("capture", store, collective_order="free")
     yield "captured order (a)", torch.compile(model), store, "captured"
-    recorded = [fn for fn in os.listdir(store) if fn.endswith((".graph.json", ".fused.json"))]
-    for k, (name, opts) in enumerate(PLANS):
-        where = store
-        if k:  # the same recordings, for each other plan
-            where = tempfile.mkdtemp()
-            for fn in recorded:
-                shutil.copy(os.path.join(store, fn), where)
+    captured = tempfile.mkdtemp()  # the recordings as capture left them: each plan starts from these
+    for fn in os.listdir(store):
+        if fn.endswith((".graph.json", ".fused.json")):
+            shutil.copy(os.path.join(store, fn), captured)
+    for name, opts in PLANS:
+        where = tempfile.mkdtemp()
+        for fn in os.listdir(captured):
+            shutil.copy(os.path.join(captured, fn), where)
         outs = solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
                            **{"work_limit": WORK, **opts})
         failed = [o.as_dict() for o in outs if o.outcome != "solved"]
@@ -124,7 +124,7 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
         torch._dynamo.reset()
         install_fx("apply", where, collective_order="free", plans=True)
         yield name, torch.compile(model), where, "solved"
-        for _ in range(2 if "memory_budget" not in opts else 0):  # what the user's next solve-cache and
+        for rnd in range(1, 3 if "memory_budget" not in opts else 1):  # what the user's next solve-cache and
             # compile do where a plan went over its default budget after fusion (decision 82)
             outs = solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
                                **{"work_limit": WORK, **opts})
@@ -133,7 +133,7 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
                 break
             torch._dynamo.reset()
             install_fx("apply", where, collective_order="free", plans=True)
-            yield f"{name}, solved again ({', '.join(redone)})", torch.compile(model), where, "solved"
+            yield f"{name}, solve {rnd + 1} ({', '.join(redone)})", torch.compile(model), where, "solved"
             if "replaced_over_budget" not in redone:
                 break
 
@@ -156,7 +156,7 @@ def main() -> None:
     model, x = step(shape, args.dtype)
     rows = []
 
-    def run(name: str, f, model_peaks) -> None:
+    def run(name: str, f, model_peaks, label: str = "solved") -> None:
         fused: list = []
         prev = icfg._post_fusion_custom_pass
         def read_after(nodes):  # the nodes as they leave the check that runs there (overlapsat's may move them)
@@ -165,21 +165,25 @@ def main() -> None:
             return out
 
         icfg._post_fusion_custom_pass = read_after
+        # the schedules this compile applies (its check may set one aside after); a capture records its graphs
+        # only as it compiles
+        predicted_now = model_peaks() if label == "solved" else None
         real = allocator_peaks(f, model, x)
         icfg._post_fusion_custom_pass = prev
+        predicted_now = predicted_now or model_peaks()
         for i, graph in enumerate(("forward", "backward")):
-            rows.append((name, graph, real[i], model_peaks()[i], fused[i][1]))
+            rows.append((name, graph, real[i], predicted_now[i], fused[i][1]))
 
     saved = {k: getattr(icfg, k) for k in ("post_grad_custom_post_pass", "reorder_for_peak_memory",
                                            "allow_buffer_reuse")}
     sink: list = []
     set_config("tbb_torch", False, 2, sink)  # torch's TBB first, then Inductor's settings back as they were
-    run("torch TBB (tbb_torch)", torch.compile(model), lambda: [s["graph"]["peak_bytes"] for s in sink])
+    run("torch TBB (tbb_torch)", torch.compile(model), lambda: [s["graph"]["peak_bytes"] for s in sink], "torch")
     for k, v in saved.items():
         setattr(icfg, k, v)
     torch._dynamo.reset()
     for name, f, where, label in ours(model):
-        run(name, f, lambda where=where, label=label: [g[label]["peak_bytes"] for g in predicted(where)])
+        run(name, f, lambda where=where, label=label: [g[label]["peak_bytes"] for g in predicted(where)], label)
     what = ("the small re-gather step" if shape == SMALL
             else f"the re-gather step at dim, heads, ffn, layers, sequence {args.shape}")
     print(f"Measured {torch.__version__}, CPU, fake process group of 2 ranks; {what}, {args.dtype}.\n")
