@@ -845,9 +845,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         stale = [0]
         if rank == 0:
             from overlapsat.io import load_graph
-            from overlapsat.store import OVER, recorded, solve_store, usable_stored
+            from overlapsat.store import OVER, graph_path, recorded, solve_store, usable_stored
 
-            stale = [sum(usable_stored(store, fp, load_graph(os.path.join(store, fp + ".graph.json")),
+            stale = [sum(usable_stored(store, fp, load_graph(graph_path(store, fp)),
                                        a.collective_order, plans=True)[1].startswith(OVER) for fp in recorded(store))]
         dist.broadcast_object_list(stale, src=0)
         if not stale[0]:

@@ -256,25 +256,30 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
         except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
             log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s", type(e).__name__, e)
         if pending is not None and done is not None:
-            self._report(done, pending)
+            self._report(done, pending, self._record_over(done, pending))
         return nodes
 
     @staticmethod
-    def _report(done: Refit, pending: Expected) -> None:
+    def _record_over(done: Refit, pending: Expected) -> int | None:
+        """Where fusion broke a default budget (one the store recorded), record the plan as over, so the next
+        solve takes a tighter FX budget, by what fusion added before any move: moves are judged by MODEL.md's
+        rule on the fused nodes, which a 2026-11-30 CPU run found 2.8 MB low after them, so a plan that needs
+        them is not trusted to fit. Returns that FX budget, or None where nothing was recorded."""
+        if not (pending.store and pending.fx_budget and done.before > done.budget):
+            return None
+        try:
+            from overlapsat.store import record_over
+
+            return record_over(pending.store, pending.fingerprint, pending.fx_budget, done.before - done.budget)
+        except Exception as e:  # noqa: BLE001 - the report still says what happened
+            log.debug("overlapsat: could not record graph %s as over its budget: %s", pending.fingerprint, e)
+            return None
+
+    @staticmethod
+    def _report(done: Refit, pending: Expected, nxt: int | None = None) -> None:
         import torch._inductor.config as icfg
 
         fp, model_peak = pending.fingerprint, pending.model_peak
-        nxt = None
-        if pending.store and pending.fx_budget and done.before > done.budget:
-            # a default budget that fusion broke: the next solve takes a tighter FX budget, by what fusion added
-            # before any move (moves are judged by Inductor's estimate, which a 2026-11-30 CPU run found 2.8 MB
-            # low after them: a plan that needs them is not trusted to fit)
-            try:
-                from overlapsat.store import record_over
-
-                nxt = record_over(pending.store, fp, pending.fx_budget, done.before - done.budget)
-            except Exception as e:  # noqa: BLE001 - the report below still says what happened
-                log.debug("overlapsat: could not record graph %s as over its budget: %s", fp, e)
         again = (f"; its plan is set aside until `overlapsat solve-cache` solves it again under an FX budget of "
                  f"{nxt} B (decision 82)" if nxt else "")
         if not done.fits:  # no setting restores the budget here: the nodes' own peak is above it
