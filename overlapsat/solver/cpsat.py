@@ -23,6 +23,21 @@ from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
 
+# CP-SAT's deterministic time undercounts the wall time of our models: most of the memory cumulative's propagation
+# and of the LP lies outside it. A unit of work is a reference second (what the plan search's ledger prices), so a
+# solve is charged its deterministic time times the factor of its model, and its deterministic limit is its work
+# divided by it. Measured 2026-11-30 on the 2-core reference machine over 600 LNS windows of the bundled graphs
+# (wall seconds per deterministic second): median 3.1 without a memory cumulative, 8.1 with one (10th-90th
+# percentiles 2.0-4.7 and 2.7-15.5); uncharged, a budgeted 2-s plan search ended by the clock at 0.15 of its work,
+# so the same graph listed in two node orders got two plans (decision 83).
+DT_SCALE_PLAIN = 3.0
+DT_SCALE_MEMORY = 8.0
+
+
+def dt_scale(has_memory: bool) -> float:
+    """Reference seconds per CP-SAT deterministic second, for a model with or without a memory cumulative."""
+    return DT_SCALE_MEMORY if has_memory else DT_SCALE_PLAIN
+
 
 class _Progress(cp_model.CpSolverSolutionCallback):
     def __init__(self, ts_bound: Callable[[int], float], ts_us: Callable[[float], float], tb: TimeBudget,
@@ -145,8 +160,9 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     p.max_time_in_seconds = max(0.01, tb.wall_left())
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     workers = params.n_workers
+    scale = dt_scale(md.has_memory)
     if params.deterministic:
-        p.max_deterministic_time = max(0.01, work)
+        p.max_deterministic_time = max(0.001, work / scale)
         # OR-Tools 9.15 aborts the process under interleaved search on models with a memory cumulative:
         # CHECK fixed_search (an infeasible budgeted model) and CHECK threshold > 0 (a feasible one, hinted;
         # tests/solver/test_or_tools_aborts.py reproduces both in a child process). Interleave (deterministic
@@ -157,7 +173,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
             p.interleave_search = True
             # interleaved workers each count their deterministic time, and the solver reports their sum: the
             # limit is shared so that the work spent stays within `work`
-            p.max_deterministic_time = max(0.01, work / workers)
+            p.max_deterministic_time = max(0.001, work / (scale * workers))
         else:
             p.num_workers = 1
     else:
@@ -184,7 +200,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
         log.exception("CP-SAT failed")
         return Outcome(error=f"{type(e).__name__}: {e}")
     try:
-        tb.spend(solver.deterministic_time)
+        tb.spend(scale * solver.deterministic_time)
     except RuntimeError as e:  # OR-Tools 9.15: a solve stopped by Ctrl-C can leave no response to read
         if tb.interrupted:
             log.warning("interrupted: CP-SAT left no answer; the best order found before it stands")

@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 from overlapsat.graph import Graph
 from overlapsat.problem import Problem
 from overlapsat.simulate import makespan_of, simulate
-from overlapsat.solver.cpsat import ended_by_clock
+from overlapsat.solver.cpsat import dt_scale, ended_by_clock
 from overlapsat.solver.model import Scope, build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
@@ -126,15 +126,15 @@ def contained_solve(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int |
     return None
 
 
-def window_solver(work: float, deterministic: bool, workers: int, max_time: float,
+def window_solver(dt: float, deterministic: bool, workers: int, max_time: float,
                   budgeted: bool = True) -> cp_model.CpSolver:
-    """The solver of one window: its work and the wall clock left, one worker in deterministic mode; a budgeted
-    window stops within `WINDOW_GAP_UNITS` of its bound."""
+    """The solver of one window: `dt` deterministic seconds and the wall clock left, one worker in deterministic
+    mode; a budgeted window stops within `WINDOW_GAP_UNITS` of its bound."""
     s = cp_model.CpSolver()
     p = s.parameters
     p.max_time_in_seconds = max(0.01, max_time)
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
-    p.max_deterministic_time = work
+    p.max_deterministic_time = dt
     if budgeted:
         p.absolute_gap_limit = WINDOW_GAP_UNITS
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
@@ -142,23 +142,26 @@ def window_solver(work: float, deterministic: bool, workers: int, max_time: floa
 
 
 def solve_window(problem: Problem, ts: TimeScale, order: list[int], i: int, j: int, *, work: float,
-                 deterministic: bool, workers: int, max_time: float,
-                 walk: UnitWalk | None = None) -> tuple[list[int] | None, float, bool]:
-    """A better re-ordering of order[i:j] with no worse exit state, or None; the work spent; and
-    whether the clock, not the work limit, ended the solve."""
+                 deterministic: bool, workers: int, max_time: float, walk: UnitWalk | None = None,
+                 dt_cap: float = math.inf) -> tuple[list[int] | None, float, bool]:
+    """A better re-ordering of order[i:j] with no worse exit state, or None; the work spent (CP-SAT's deterministic
+    time priced by `dt_scale`, so within `work`); and whether the clock, not the work limit, ended the solve.
+    `dt_cap` caps the window's deterministic time whatever its work."""
     walk = walk if walk is not None else unit_walk(problem.graph, order, ts)
     md = build(problem, ts, order, horizon=walk.makespan, scope=Scope(i, j), walk=walk)
-    s = window_solver(work, deterministic, workers, max_time, md.has_memory)
+    scale = dt_scale(md.has_memory)
+    s = window_solver(max(1e-4, min(dt_cap, work / scale)), deterministic, workers, max_time, md.has_memory)
     st = contained_solve(s, md.m)
+    spent = scale * s.deterministic_time
     if st is None:  # failed however it was asked: this window is skipped, the incumbent stands
-        return None, s.deterministic_time, False
+        return None, spent, False
     cut = st != cp_model.OPTIMAL and ended_by_clock(s)  # the clock ended it
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None, s.deterministic_time, cut
+        return None, spent, cut
     cand = md.order_from(s)
     if cand == order or s.objective_value >= md.horizon:
-        return None, s.deterministic_time, cut
-    return cand, s.deterministic_time, cut
+        return None, spent, cut
+    return cand, spent, cut
 
 
 def lns(problem: Problem, ts: TimeScale, order: list[int], params: SolveParams, tb: TimeBudget, *,
@@ -208,8 +211,8 @@ def _sweep(problem: Problem, ts: TimeScale, best: list[int], best_ms: float, wal
             room = min(tb.work_left(), work_cap - stats["work"] if work_cap is not None else math.inf) - py_work
             if room <= 0:
                 return best, stats
-            cand, spent, cut = solve_window(problem, ts, best, i, j,
-                                            work=min(params.lns_window_work * window / params.lns_window, room),
+            cand, spent, cut = solve_window(problem, ts, best, i, j, work=room,
+                                            dt_cap=params.lns_window_work * window / params.lns_window,
                                             deterministic=params.deterministic, workers=params.n_workers,
                                             max_time=tb.wall_left(), walk=walk)
             spent += py_work

@@ -31,8 +31,9 @@ class SolveParams:
     """Everything `optimize` can be told, validated on construction.
 
     time_limit: wall-clock seconds for the whole call; the outer safety net.
-    work_limit: deterministic work for the search (CP-SAT's deterministic
-        seconds, summed over LNS windows); default `work_per_second * time_limit`.
+    work_limit: deterministic work for the search, in reference seconds (CP-SAT's
+        deterministic seconds priced by `cpsat.dt_scale`, plus fixed charges for
+        the Python side); default `work_per_second * time_limit`.
         In deterministic mode this, not the clock, ends the search, so the
         order is a function of the graph and these options.
     workers: CP-SAT workers (default: min(8, CPUs)).
@@ -50,7 +51,7 @@ class SolveParams:
     monolithic_share: the share of the work the monolithic model gets when
         LNS runs too.
     lns_window / lns_max_window: first and largest window (positions).
-    lns_window_work: deterministic work per window.
+    lns_window_work: CP-SAT deterministic seconds per window (charged as work at `dt_scale`).
     lns_restarts: further starts of the window search from the next best
         distinct heuristic orders, when a search converges with work left.
     portfolio_share: the share of the time limit Inductor's iterative passes
