@@ -259,7 +259,7 @@ def main() -> None:
     ap.add_argument("what", choices=("capture", "solve"))
     ap.add_argument("raw")
     ap.add_argument("--time-limit", type=float, default=20.0)
-    ap.add_argument("--work", type=float, default=None, help="deterministic work per solve (default 0.6 x the limit)")
+    ap.add_argument("--work", type=float, default=None, help="deterministic work per solve (default 0.5 x the limit)")
     a = ap.parse_args()
     if a.what == "capture":
         capture(a.raw)

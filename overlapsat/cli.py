@@ -291,11 +291,11 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
 def _solver_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--time-limit", type=float, default=10.0, metavar="S",
                     help="seconds per graph (default 10), a wall-clock limit in both modes. Deterministic (the "
-                         "default): the work budget, 0.6 x S, ends the search, and the same answer comes on any "
+                         "default): the work budget, 0.5 x S, ends the search, and the same answer comes on any "
                          "machine and load unless the clock cuts it first (then the result says so); with --timed: "
                          "the search stops on the clock at S")
     sp.add_argument("--work", type=float, default=None, metavar="W",
-                    help="deterministic work budget per graph (CP-SAT's deterministic seconds; default 0.6 x "
+                    help="deterministic work budget per graph (reference seconds, decision 83; default 0.5 x "
                          "--time-limit); it binds every phase (docs/solver.md, Determinism)")
     sp.add_argument("--timed", action="store_true",
                     help="stop on the clock at --time-limit instead of on the work budget (maybe not reproducible)")

@@ -29,9 +29,12 @@ log = logging.getLogger(__name__)
 # divided by it. Measured 2026-11-30 on the 2-core reference machine over 600 LNS windows of the bundled graphs
 # (wall seconds per deterministic second): median 3.1 without a memory cumulative, 8.1 with one (10th-90th
 # percentiles 2.0-4.7 and 2.7-15.5); uncharged, a budgeted 2-s plan search ended by the clock at 0.15 of its work,
-# so the same graph listed in two node orders got two plans (decision 83).
+# so the same graph listed in two node orders got two plans (decision 83). These prices are for LNS windows.
 DT_SCALE_PLAIN = 3.0
 DT_SCALE_MEMORY = 8.0
+# the whole model pays its deterministic time more nearly at face value: 0.7-1.8 wall seconds per deterministic
+# second without a memory cumulative, 1.6-5.8 with one, on the bundled graphs (2026-11-30)
+DT_SCALE_WHOLE_MEMORY = 4.0
 
 
 def dt_scale(has_memory: bool) -> float:
@@ -160,7 +163,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     p.max_time_in_seconds = max(0.01, tb.wall_left())
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     workers = params.n_workers
-    scale = dt_scale(md.has_memory)
+    scale = DT_SCALE_WHOLE_MEMORY if md.has_memory else 1.0  # the whole model (decision 83)
     if params.deterministic:
         p.max_deterministic_time = max(0.001, work / scale)
         # OR-Tools 9.15 aborts the process under interleaved search on models with a memory cumulative:

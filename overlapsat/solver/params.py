@@ -70,7 +70,7 @@ class SolveParams:
 
     time_limit: float = 10.0
     work_limit: float | None = None
-    work_per_second: float = 0.6
+    work_per_second: float = 0.5
     workers: int | None = None
     deterministic: bool = True
     collective_order: CollectiveOrder = "group"
