@@ -151,8 +151,8 @@ def test_a_window_that_stalls_one_unit_from_its_bound_ends_on_its_work_not_the_c
 
 
 def test_a_window_is_charged_its_deterministic_time_at_its_models_price(monkeypatch):
-    """Decision 83: CP-SAT's deterministic time undercounts a window's wall time (8x in the median with a memory
-    cumulative, 3x without, on the reference machine), so a window is charged its deterministic time at that price
+    """Decision 83: CP-SAT's deterministic time undercounts a window's wall time (priced 8x with a memory
+    cumulative, 3x without, from the reference machine), so a window is charged its deterministic time at that price
     and its deterministic limit is its work divided by it; the work spent then stays within what it was given."""
     import overlapsat.solver.lns as lns_mod
     from overlapsat.examples import bundled
