@@ -37,11 +37,15 @@ DT_SCALE_PLAIN = 3.0
 DT_SCALE_MEMORY = 8.0
 # the whole model pays its deterministic time more nearly at face value: 0.7-1.8 wall seconds per deterministic
 # second without a memory cumulative, 1.6-5.8 with one, on the bundled graphs (2026-11-30)
+DT_SCALE_WHOLE_PLAIN = 1.0
 DT_SCALE_WHOLE_MEMORY = 4.0
 
 
-def dt_scale(has_memory: bool) -> float:
-    """Reference seconds per CP-SAT deterministic second, for a model with or without a memory cumulative."""
+def dt_scale(has_memory: bool, whole: bool = False) -> float:
+    """Reference seconds per CP-SAT deterministic second, for an LNS window or (`whole`) the whole model, with
+    or without a memory cumulative."""
+    if whole:
+        return DT_SCALE_WHOLE_MEMORY if has_memory else DT_SCALE_WHOLE_PLAIN
     return DT_SCALE_MEMORY if has_memory else DT_SCALE_PLAIN
 
 
@@ -166,7 +170,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     p.max_time_in_seconds = max(0.01, tb.wall_left())
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
     workers = params.n_workers
-    scale = DT_SCALE_WHOLE_MEMORY if md.has_memory else 1.0  # the whole model (decision 83)
+    scale = dt_scale(md.has_memory, whole=True)  # work in reference seconds (decision 83)
     if params.deterministic:
         p.max_deterministic_time = max(0.001, work / scale)
         # OR-Tools 9.15 aborts the process under interleaved search on models with a memory cumulative:
