@@ -307,7 +307,8 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
                     help="which collective reorderings are allowed, strictest first: chain (Inductor's: one in flight), "
                          "global, group (default: each process group's input order), free (only when every rank "
                          "applies the same solved order; docs/solver.md)")
-    sp.add_argument("--workers", type=int, default=None, help="CP-SAT workers (default: cores, at most 8)")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="CP-SAT workers under --timed (default: cores, at most 8); a deterministic search runs one")
     sp.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
     sp.add_argument("--interference", metavar="PRESET|F_COMPUTE,F_COMM",
                     help="GPU slowdowns under overlap: h200-step (fitted on H200 training steps), h200-pre-enqueued, "

@@ -304,7 +304,7 @@ def test_heuristic_rows_the_clock_left_out_are_said(caplog):
 
     g = load_graph(bundled("tp_small"))
     with caplog.at_level(logging.WARNING, logger="overlapsat.compare"):
-        c = compare(g, time_limit=0.02)
+        c = compare(g, time_limit=0.005)
     ran = {r.method for r in c.rows}
     missing = [nm for nm in pipelines() if nm not in ran]
     said = [r.getMessage() for r in caplog.records if "ended by the wall clock" in r.getMessage()]

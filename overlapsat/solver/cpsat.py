@@ -88,13 +88,12 @@ class _SolveThread(threading.Thread):
             self.error = e
 
 
-def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any, *, stoppable: bool,
-                         tb: TimeBudget) -> Any:
+def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any, *, tb: TimeBudget) -> Any:
     """`solver.solve` on a helper thread, so that Ctrl-C reaches the main thread while CP-SAT runs.
 
-    On Ctrl-C the search is stopped when that is safe; OR-Tools 9.15 aborts the
-    process on stop_search() under interleave_search, so there the current call
-    runs to its work limit. Either way its solutions are kept.
+    On Ctrl-C the search is stopped and its solutions are kept (safe: the
+    library never interleaves CP-SAT's search, under which stop_search()
+    can abort OR-Tools 9.15).
     """
     t = _SolveThread(solver, m, cb)
     t.start()
@@ -104,11 +103,7 @@ def _interruptible_solve(solver: cp_model.CpSolver, m: cp_model.CpModel, cb: Any
         except KeyboardInterrupt:
             if not tb.interrupted:
                 tb.interrupted = True
-                if stoppable:
-                    solver.stop_search()
-                else:
-                    log.warning("interrupted: the running CP-SAT call ends at its work limit (stopping it under "
-                                "interleaved search would abort the process); press Ctrl-C again to quit at once")
+                solver.stop_search()
             else:
                 raise
     if t.error is not None:
@@ -138,30 +133,29 @@ def solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget, 
     md = build(problem, ts, ref, horizon=horizon, walk=walk, memory_rounding=RELAX)
     stats["build_s"] = tb.elapsed() - t_build
     if md.memory_quantum == 1:  # bytes exact: one model, whose every answer is a proof
-        return solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work)
+        return solve_model(g, md, ts, params, tb, on_progress, stop_when, stats, work)
     # Bytes counted in units of md.memory_quantum (memory_quantum): the relaxation proves (infeasibility, the
     # bound) but its order may exceed the budget; then a restriction, whose orders are within it, searches on.
     stats["memory_quantum_bytes"] = md.memory_quantum
-    relaxed = solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, work / 2)
+    relaxed = solve_model(g, md, ts, params, tb, on_progress, stop_when, stats, work / 2)
     if relaxed.infeasible or relaxed.error or (relaxed.order is not None and not validate(
             problem, relaxed.order, limit=1)):
         return relaxed
     md = build(problem, ts, ref, horizon=horizon, walk=walk, memory_rounding=RESTRICT)
-    restricted = solve_model(g, md, ts, params, tb, incumbent, on_progress, stop_when, stats, max(0.01, work / 2))
+    restricted = solve_model(g, md, ts, params, tb, on_progress, stop_when, stats, max(0.01, work / 2))
     # its infeasibility and its bound prove nothing (sizes rounded up): only its order is kept
     return Outcome(restricted.order, relaxed.bound_us, error=restricted.error)
 
 
 def ended_by_clock(solver: cp_model.CpSolver) -> bool:
     """Whether a solve that neither proved nor was stopped ended by the wall clock: at its time limit, or, with one
-    worker, short of its deterministic limit (only the clock ends it there, however late it read the clock;
-    interleaved workers report a deterministic time that is not the limit's)."""
+    worker, short of its deterministic limit (only the clock ends it there, however late it read the clock)."""
     p = solver.parameters
     short = p.num_workers == 1 and solver.deterministic_time < 0.95 * p.max_deterministic_time
     return solver.wall_time >= 0.99 * p.max_time_in_seconds or short
 
 
-def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
+def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
                  on_progress: Callable[[Progress], None] | None, stop_when: StoppingRule | None,
                  stats: dict[str, Any], work: float) -> Outcome:
     """Solve one built model with `work` units of work: its order, bound, infeasibility or error."""
@@ -172,20 +166,13 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     workers = params.n_workers
     scale = dt_scale(md.has_memory, whole=True)  # work in reference seconds (decision 83)
     if params.deterministic:
+        # One worker, never interleaved search: OR-Tools 9.15 aborts the process under `interleave_search`
+        # (CHECK fixed_search and CHECK threshold > 0 on models with a memory cumulative; CHECK
+        # solution->size() == postsolve_mapping.size() on plain ones when the wall clock or stop_search()
+        # ends the search as presolve ends; docs/or_tools_window_crash.md, decision 84). One worker is
+        # deterministic by itself.
         p.max_deterministic_time = max(0.001, work / scale)
-        # OR-Tools 9.15 aborts the process under interleaved search on models with a memory cumulative:
-        # CHECK fixed_search (an infeasible budgeted model) and CHECK threshold > 0 (a feasible one, hinted;
-        # tests/solver/test_or_tools_aborts.py reproduces both in a child process). Interleave (deterministic
-        # with several workers) only where there is no cumulative, and where a validated complete hint proves
-        # the model feasible.
-        if workers > 1 and incumbent is not None and not md.has_memory:
-            p.num_workers = workers
-            p.interleave_search = True
-            # interleaved workers each count their deterministic time, and the solver reports their sum: the
-            # limit is shared so that the work spent stays within `work`
-            p.max_deterministic_time = max(0.001, work / (scale * workers))
-        else:
-            p.num_workers = 1
+        p.num_workers = 1
     else:
         p.num_workers = workers
     if params.log_search:
@@ -199,13 +186,14 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
         p.relative_gap_limit = stop_when.ratio  # CP-SAT's own gap test: same definition, any mode
         rule = None
     elif stop_when is not None and params.deterministic:
-        # OR-Tools 9.15 aborts (postsolve CHECK) on stop_search() under interleave_search
+        # a rule may read the clock: stopping the one deterministic search on it would make the order depend
+        # on the machine's load
         log.warning("a custom stopping rule cannot interrupt the deterministic CP-SAT search; it is applied "
                     "between LNS windows only (use GapBelow, or deterministic=False)")
         rule = None
     cb = _Progress(ts.bound_us, lambda u: u / (ts.k * ts.steps_per_us), tb, on_progress, rule)
     try:
-        st = _interruptible_solve(solver, md.m, cb, stoppable=not p.interleave_search, tb=tb)
+        st = _interruptible_solve(solver, md.m, cb, tb=tb)
     except Exception as e:  # noqa: BLE001 - the solver's failure must not become the caller's
         log.exception("CP-SAT failed")
         return Outcome(error=f"{type(e).__name__}: {e}")

@@ -36,7 +36,8 @@ class SolveParams:
         the Python side); default `work_per_second * time_limit`.
         In deterministic mode this, not the clock, ends the search, so the
         order is a function of the graph and these options.
-    workers: CP-SAT workers (default: min(8, CPUs)).
+    workers: CP-SAT workers with `deterministic=False` (default: min(8, CPUs)); a
+        deterministic search runs one, never interleaved (decision 84).
     deterministic: same order on every run, machine and load.
     collective_order: which collective reorderings are allowed, strictest
         first (docs/solver.md, Collective order): "chain" (Inductor's fake

@@ -75,7 +75,7 @@ def test_infeasible_budget_does_not_abort_the_process():
 
 def test_or_tools_aborts_without_the_guard():
     """The same model under interleave_search with 2 workers aborts OR-Tools itself: the guard
-    (interleave only with a validated complete hint) is what prevents it. If a future OR-Tools
+    (no interleaved search, decision 84) is what prevents it. If a future OR-Tools
     stops aborting, this test says so (skip); the guard stays harmless."""
     p = run_child(INFEASIBLE_SETUP + """
     from ortools.sat.python import cp_model
