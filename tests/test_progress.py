@@ -16,7 +16,7 @@ LINE = re.compile(r"(loading|heuristics|model|lns|polish): (\d+\.\d) s, best mak
 
 
 def test_without_a_terminal_progress_is_logged_at_each_phase_and_periodically():
-    r = run("compare", "tp_large", "--time-limit", "20")  # a search of over 5 s (about 9): one periodic line at least
+    r = run("compare", "tp_large", "--time-limit", "60")  # a search of over 5 s (about 12 idle): a periodic line
     assert r.returncode == 0, r.stderr
     lines = [m for m in map(LINE.search, r.stderr.splitlines()) if m]
     phases = [m.group(1) for m in lines]
