@@ -666,6 +666,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
     if early is not None:
         judged.ledger.charge("bound")
+    if unbucketed is None:  # optimize's other start: the passes from the order as given (decision 85)
+        _contained("the input order's portfolio", lambda: input_portfolio(given, judged))
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     if unbucketed is not None:  # the caller's order, a base for the room starts
         ps.unbucketed_given = list(unbucketed.names)
@@ -698,7 +700,39 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
         out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
         out = _info(out, depends_on_input_order=True)
+    won = judged.full.get(())
+    if won is not None and won.name.startswith(INPUT_PORTFOLIO):  # the base of every room start, and a candidate
+        out.stats["plan"]["depends_on_input_order"] = True
+        out.stats["plan"]["unbucketed_from"] = won.name
+        out = _info(out, depends_on_input_order=True)
     return out
+
+
+INPUT_PORTFOLIO = "input order's portfolio"
+
+
+def input_portfolio(given: Problem, judged: Judged) -> None:
+    """Inductor's passes from the order as given, on the unbucketed graph, as `optimize` runs them beside its
+    canonical form (search.py `Portfolio`): the best valid order joins the candidates with no buckets
+    (`judged.as_given`, by name), so that the plan is never longer than it, and the buckets within the budget's
+    room are read on it where it wins. The passes refine the order they start from, and the canonical form's
+    order can peak far above a budget the captured one meets (every pass from it over torch bucketed's peak on a
+    2-D backward graph of the corpus: decision 85). A plan whose unbucketed candidate is this order depends on the
+    file's node order, and says so."""
+    if not judged.affords("judge", JUDGE_END):
+        return
+    tb = judged.tb
+    deadline = tb.monotonic(min(tb.at(JUDGE_SHARE), tb.deadline - judged.reserve_s))
+    report: dict[str, list[str]] = {}
+    rows = [r for r in run_all(given, work_limit=judged.params.portfolio_steps, deadline=deadline, report=report)
+            if r.valid and r.name != "input_order"]  # the input order itself is a candidate already
+    judged.ledger.charge("judge")
+    if report.get("deadline") and judged.params.deterministic:
+        tb.cut_by_wall_clock = True  # the clock, not the work, left passes out: flagged (decision 57)
+    if rows:
+        best = min(rows, key=rank_key)
+        names = given.relaxed.names
+        judged.as_given[f"{INPUT_PORTFOLIO}: {best.name}"] = [names[v] for v in best.order]
 
 
 def named_orders(g: Graph, orders: dict[str, Sequence[str | int]] | None) -> dict[str, list[str]]:

@@ -113,33 +113,14 @@ def plan_memory(nodes: list[Any]) -> tuple[dict[str, Any], Any]:
     return free_in, OrderedSet(V.graph.get_output_names())
 
 
-def inform_reuse(nodes: list[Any], *, peak: bool = False) -> int | None:
+def inform_reuse(nodes: list[Any]) -> None:
     """Leave Inductor's memory-planning info on `nodes`, in the order it will emit them, as its own
-    `reorder_for_peak_memory` does; with `peak`, return Inductor's peak estimate from that info (through
-    `memory.prepare_planning_info` where torch has it). `install_fx` turns that pass off (it would re-sort the
+    `reorder_for_peak_memory` does. `install_fx` turns that pass off (it would re-sort the
     order), but Inductor's wrapper decides whether to hold a freed buffer for a later one of the same size by an
     estimate built on this info (`EfficientPeakEstimate`); without it the estimate sees no intermediate buffer,
     and a freed buffer is held across the graph's peak (decisions.md 22: 145 MB on 2 H200s, run 33 against run
     37)."""
-    from torch._inductor import memory
-    from torch._inductor.utils import OrderedSet
-    from torch._inductor.virtualized import V
-
-    prepare = getattr(memory, "prepare_planning_info", None)
-    if peak and prepare is not None:
-        sched = V.graph.scheduler
-        est, _ = prepare(nodes, sched.name_to_buf, sched.name_to_fused_node,
-                         OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names()))
-        return int(est)
-    free_in, outputs = plan_memory(nodes)  # prepare_planning_info's steps, without its estimate unless asked
-    return int(memory.estimate_peak_memory(nodes, free_in, outputs)[0]) if peak else None
-
-
-def inductor_peak(nodes: list[Any]) -> int:
-    """Inductor's own peak estimate of `nodes` in this order (its memory planning, as reorder_for_peak_memory
-    computes it), leaving the nodes' planning info as it found it."""
-    with planning_info_restored(nodes):
-        return int(inform_reuse(nodes, peak=True))  # type: ignore[arg-type]
+    plan_memory(nodes)  # the steps of Inductor's prepare_planning_info, without its estimate
 
 
 MAX_MOVES = 200  # refit's move limit: a count, not a clock, so that every rank moves the same nodes
@@ -328,5 +309,5 @@ def install_check() -> bool:
     return True
 
 
-__all__ = ["MAX_MOVES", "AfterFusionCheck", "Expected", "Refit", "expect", "fused_peak", "inductor_peak",
+__all__ = ["MAX_MOVES", "AfterFusionCheck", "Expected", "Refit", "expect", "fused_peak",
            "inform_reuse", "install_check", "plan_memory", "planning_info_restored", "refit"]

@@ -320,7 +320,8 @@ def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(mo
     judged, starts, account = run()
     assert judged < len(starts)  # fewer judgments than starts: the ledger, not the clock, decided
     assert judged <= int(0.5 * 2 / judge) == 7  # none past JUDGE_END (half) of the 2-s limit
-    assert account["judge"][0] == judged and account["judge"][1] == pytest.approx(judged * judge)
+    # one more judgment: the passes from the order as given (decision 85)
+    assert account["judge"][0] == judged + 1 and account["judge"][1] == pytest.approx((judged + 1) * judge)
     real = plan_search.run_all
 
     def slowed(*a, **k):

@@ -125,18 +125,6 @@ def _calls(codes: list[str]) -> list[str]:
     return [c.split("def call(", 1)[1] for c in codes if "def call(" in c]
 
 
-def _without_prepare(nodes):
-    """inductor_peak as it runs on a torch without memory.prepare_planning_info."""
-    from torch._inductor import memory
-
-    saved = memory.prepare_planning_info
-    del memory.prepare_planning_info
-    try:
-        return af.inductor_peak(nodes)
-    finally:
-        memory.prepare_planning_info = saved
-
-
 @pytest.fixture
 def fake_world():
     import torch.distributed as dist

@@ -108,14 +108,12 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
     store = tempfile.mkdtemp()
     install_fx("capture", store, collective_order="free")
     yield "captured order (a)", torch.compile(model), store, "captured"
-    captured = tempfile.mkdtemp()  # the recordings as capture left them: each plan starts from these
-    for fn in os.listdir(store):
-        if fn.endswith((".graph.json", ".fused.json")):
-            shutil.copy(os.path.join(store, fn), captured)
+    # the recordings as capture left them (nothing writes to `store` after its run): each plan starts from these
+    recordings = [fn for fn in os.listdir(store) if fn.endswith((".graph.json", ".fused.json"))]
     for name, opts in PLANS:
         where = tempfile.mkdtemp()
-        for fn in os.listdir(captured):
-            shutil.copy(os.path.join(captured, fn), where)
+        for fn in recordings:
+            shutil.copy(os.path.join(store, fn), where)
         outs = solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
                            **{"work_limit": WORK, **opts})
         failed = [o.as_dict() for o in outs if o.outcome != "solved"]
