@@ -72,7 +72,7 @@ class PlanInfo:
     bound_notes: tuple[str, ...] = ()  # the relaxation's notes
     every_bucketing: int | None = None  # where every legal bucketing was ordered: how many
     kept: str = ""  # "unbucketed" or a solved bucketing's name, where the caller's was shorter than the search's
-    depends_on_input_order: bool = False  # torch's buckets of the given node order won
+    depends_on_input_order: bool = False  # torch's buckets of the given node order, or the passes from it, won
     copy_engine: int | None = None  # with a transport table: the collectives that take the copy engine
     offered: int | None = None  # and the all_gathers it offers the copy engine to
     scored: int = 0  # bucketings the search scored
