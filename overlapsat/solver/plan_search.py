@@ -651,6 +651,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
     space = [bs for bs in space if not problem.over_cap(bs)] if space is not None else None
     if space is not None:  # few enough to order each (the starts are among them)
+        if unbucketed is None:  # the passes from the order as given: a candidate with no buckets (decision 85)
+            _contained("the input order's portfolio", lambda: as_given.update(input_portfolio(given, params, tb)))
         return _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(
             problem, _every_bucketing(problem, price, params, space, tb, as_given), unbucketed), solved_given))
     # timed mode on a large graph: judging one bucketing costs about half a second at 16k nodes, and the order
@@ -666,8 +668,10 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         if BOUND_S_PER_NODE * len(g.nodes) <= EARLY_BOUND_SHARE * params.time_limit else None
     if early is not None:
         judged.ledger.charge("bound")
-    if unbucketed is None:  # optimize's other start: the passes from the order as given (decision 85)
-        _contained("the input order's portfolio", lambda: input_portfolio(given, judged))
+    if unbucketed is None and judged.affords("judge", JUDGE_END):  # optimize's other start (decision 85)
+        deadline = min(tb.at(JUDGE_SHARE), tb.deadline - judged.reserve_s)
+        _contained("the input order's portfolio", lambda: as_given.update(input_portfolio(given, params, tb, deadline)))
+        judged.ledger.charge("judge")
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
     if unbucketed is not None:  # the caller's order, a base for the room starts
         ps.unbucketed_given = list(unbucketed.names)
@@ -711,28 +715,27 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
 INPUT_PORTFOLIO = "input order's portfolio"
 
 
-def input_portfolio(given: Problem, judged: Judged) -> None:
+def input_portfolio(given: Problem, params: SolveParams, tb: TimeBudget,
+                    deadline: float | None = None) -> dict[str, list[str]]:
     """Inductor's passes from the order as given, on the unbucketed graph, as `optimize` runs them beside its
-    canonical form (search.py `Portfolio`): the best valid order joins the candidates with no buckets
-    (`judged.as_given`, by name), so that the plan is never longer than it, and the buckets within the budget's
-    room are read on it where it wins. The passes refine the order they start from, and the canonical form's
-    order can peak far above a budget the captured one meets (every pass from it over torch bucketed's peak on a
-    2-D backward graph of the corpus: decision 85). A plan whose unbucketed candidate is this order depends on the
-    file's node order, and says so."""
-    if not judged.affords("judge", JUDGE_END):
-        return
-    tb = judged.tb
-    deadline = tb.monotonic(min(tb.at(JUDGE_SHARE), tb.deadline - judged.reserve_s))
+    canonical form (search.py `Portfolio`): their best valid order by node name, under `INPUT_PORTFOLIO` (empty
+    where none is valid, or none beats the input order, a candidate already). The caller adds it to the
+    candidates with no buckets, so that the plan is never longer than it, and where it wins the buckets within
+    the budget's room are read on it. The passes refine the order they start from, and the canonical form's
+    order can peak far above a budget the captured one meets (every pass from it was over torch bucketed's peak
+    on a 2-D backward graph of the corpus: decision 85). A plan whose unbucketed candidate is this order depends
+    on the file's node order, and says so. `deadline`: on `tb`'s clock (`tb.at`), no pass starts later."""
     report: dict[str, list[str]] = {}
-    rows = [r for r in run_all(given, work_limit=judged.params.portfolio_steps, deadline=deadline, report=report)
+    rows = [r for r in run_all(given, work_limit=params.portfolio_steps, report=report,
+                               deadline=None if deadline is None else tb.monotonic(deadline))
             if r.valid and r.name != "input_order"]  # the input order itself is a candidate already
-    judged.ledger.charge("judge")
-    if report.get("deadline") and judged.params.deterministic:
+    if report.get("deadline") and params.deterministic:
         tb.cut_by_wall_clock = True  # the clock, not the work, left passes out: flagged (decision 57)
-    if rows:
-        best = min(rows, key=rank_key)
-        names = given.relaxed.names
-        judged.as_given[f"{INPUT_PORTFOLIO}: {best.name}"] = [names[v] for v in best.order]
+    if not rows:
+        return {}
+    best = min(rows, key=rank_key)
+    names = given.relaxed.names
+    return {f"{INPUT_PORTFOLIO}: {best.name}": [names[v] for v in best.order]}
 
 
 def named_orders(g: Graph, orders: dict[str, Sequence[str | int]] | None) -> dict[str, list[str]]:
@@ -959,10 +962,14 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
     bs, h, res = best
     relaxed_bound, notes = bound_over_bucketings(
         problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
-    return _as_plan(problem, res, bs, max(relaxed_bound, min(bounds)), notes,
-                    {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
-                     "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": tb.elapsed(),
-                     "unbucketed_us": _finite(unb)})
+    out = _as_plan(problem, res, bs, max(relaxed_bound, min(bounds)), notes,
+                   {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
+                    "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": tb.elapsed(),
+                    "unbucketed_us": _finite(unb)})
+    if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
+        out.stats["plan"].update(depends_on_input_order=True, unbucketed_from=res.method)
+        out = _info(out, depends_on_input_order=True)
+    return out
 
 
 __all__ = ["optimize_plan"]

@@ -4,6 +4,8 @@ import gzip
 import json
 import os
 
+import pytest
+
 from overlapsat import Problem, optimize_plan, validate
 from overlapsat.cost import cost_model
 from overlapsat.evaluate import rank_key
@@ -57,3 +59,24 @@ def test_a_plan_given_the_unbucketed_order_runs_no_second_portfolio(monkeypatch)
     assert calls == [1]
     optimize_plan(p, price, time_limit=3, unbucketed=optimize(p.with_default_budget(), time_limit=2))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_on_random_graphs_a_plan_is_never_longer_than_the_passes_from_the_order_as_given(seed):
+    """Small random graphs (every bucketing ordered, or the search on larger ones), random prices, the default
+    budget and none, level free and group: the plan is no longer than the best valid order of Inductor's passes
+    from the order as given, the reference run here on the unbucketed graph beside the plan search."""
+    import random
+
+    from tests.brute import random_graph
+    from tests.test_plan import _PRICES, _gathers
+
+    g = _gathers(seed) if seed % 3 else random_graph(seed, max_nodes=8)[0]
+    price = _PRICES[seed % len(_PRICES)](random.Random(seed).choice([0.5, 5.0, 50.0]))
+    level = "free" if seed % 2 else "group"
+    p = Problem.of(g, None if seed % 4 < 2 else "none", level).with_default_budget()
+    ref = [r for r in run_all(p) if r.valid]
+    r = optimize_plan(p, price, time_limit=2)
+    assert validate(r.bucketed, r.order, p.budget, collective_order=level) == []
+    if ref:
+        assert r.makespan <= min(ref, key=rank_key).makespan * (1 + 1e-9) + 1e-9
