@@ -205,5 +205,26 @@ def versus_bucketed_and_tbb(raw: str) -> str:
             f"{100 * (geo - 1):+.2f} % (per graph {per[0]:+.2f} to {per[-1]:+.2f} %).")
 
 
+def by_time_limit(short: str, long: str, labels: tuple[str, str] = ("10 s", "60 s")) -> list[str]:
+    """The page's table of two raw files of this benchmark at two time limits: per graph, the plan, its gap to
+    the bound over every bucketing and its ratio to the better of torch bucketed and TBB, at each."""
+    def ms(cell: str) -> float:
+        return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
+
+    def peer(cells: list[str]) -> float:
+        return min(ms(cells[3]), ms(cells[8]))
+
+    a, b = ({c[0]: c for c in _graph_rows(raw)} for raw in (short, long))
+    s, t = labels
+    out = [f"| graph | plan, {s} | gap, {s} | vs torch bucketed or TBB, {s} | plan, {t} | gap, {t} | "
+           f"vs torch bucketed or TBB, {t} |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name in sorted(a.keys() & b.keys()):
+        x, y = a[name], b[name]
+        out.append(f"| {name} | {x[10]} | {x[13]} | {100 * (ms(x[10]) / peer(x) - 1):+.2f} % | {y[10]} | {y[13]} | "
+                   f"{100 * (ms(y[10]) / peer(y) - 1):+.2f} % |")
+    return out
+
+
 if __name__ == "__main__":
     main()

@@ -163,3 +163,24 @@ def test_the_gpu_pages_pointer_quotes_the_coalesced_verdict():
     assert "the plan is 16.0 % faster than it and 6.8 % faster than torch's TBB" in page
     assert "-16.0 % against torch bucketed and -6.8 % against TBB" in verdict
     assert "one plan under the default budget measured 4.5 % above its budget" in page and "(+4.5 % of it)" in verdict
+
+
+RAW_60 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_60s_2026-11-30.md")
+RAW_10 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-30.md")
+
+
+def test_the_60_second_sentences_are_the_raw_file():
+    from benchmarks.bench_plan import verdict, versus_bucketed_and_tbb
+
+    page = " ".join(_page().split())
+    assert verdict(RAW_60) in page
+    assert versus_bucketed_and_tbb(RAW_60).replace("Against the better", "At 60 s, against the better") in page
+    with open(RAW_60) as f:
+        geo = [line.strip() for line in f if line.startswith("Geomean")]
+    assert len(geo) == 1 and " ".join(geo[0].split()) in page
+
+
+def test_the_table_by_time_limit_is_the_raw_files():
+    from benchmarks.bench_plan import by_time_limit
+
+    assert "\n".join(by_time_limit(RAW_10, RAW_60)) in _page()
