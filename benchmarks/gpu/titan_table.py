@@ -76,7 +76,9 @@ def summary(path: str) -> str:
             if c != "a" and "ranks" in v]
     return (f"The plan under the default budget (`p_co`) takes {med['p_co']:.2f} ms, "
             f"{100 * (med['p_co'] / med[best] - 1):+.1f} % against torchtitan's faster pass (`{best}`, "
-            f"{med[best]:.2f} ms); unbudgeted (`p_co_free`) {100 * (med['p_co_free'] / med[best] - 1):+.1f} %. "
+            f"{med[best]:.2f} ms)"
+            + (f"; unbudgeted (`p_co_free`) {100 * (med['p_co_free'] / med[best] - 1):+.1f} %" if "p_co_free" in med
+               else "") + ". "
             f"The compute floor is {floor:.2f} ms, {100 * floor / med['a']:.0f} % of `a`'s step. Beside NCCL the compute "
             f"kernels take {min(slow):.3f}-{max(slow):.3f} x that floor in the configurations that overlap, so part "
             "of what an order hides is paid back in slower kernels.")
