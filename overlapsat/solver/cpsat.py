@@ -163,7 +163,6 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, tb.wall_left())
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
-    workers = params.n_workers
     scale = dt_scale(md.has_memory, whole=True)  # work in reference seconds (decision 83)
     if params.deterministic:
         # One worker, never interleaved search: OR-Tools 9.15 aborts the process under `interleave_search`
@@ -174,7 +173,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
         p.max_deterministic_time = max(0.001, work / scale)
         p.num_workers = 1
     else:
-        p.num_workers = workers
+        p.num_workers = params.n_workers
     if params.log_search:
         p.log_search_progress = True
         p.log_to_stdout = False

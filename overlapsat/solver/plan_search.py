@@ -315,7 +315,7 @@ class Judged:
             return None
         # no pass starts past JUDGE_SHARE of the time: one pass is not interrupted, and the phases after the search
         # need the rest (a deterministic run cut there is flagged)
-        deadline = self.tb.monotonic(min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
+        deadline = self.judge_deadline()
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
                                    deadline=deadline, fits=1 if include is not None else FIT_ORDERS,
                                    prefetch=1 if include is not None else PREFETCH_ORDERS) if r.valid]
@@ -329,6 +329,11 @@ class Judged:
         else:
             self.ledger.charge("score", self._score_k())
         return min(rows, key=rank_key) if rows else None
+
+    def judge_deadline(self) -> float:
+        """When no pass judging a bucketing may start (time.monotonic): past `JUDGE_SHARE` of the time, or the
+        deadline less the reserve, whichever comes first."""
+        return self.tb.monotonic(min(self.tb.at(JUDGE_SHARE), self.tb.deadline - self.reserve_s))
 
     def score(self, bs: tuple[Bucket, ...]) -> Evaluated | None:
         if bs not in self.scored:
@@ -669,7 +674,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     if early is not None:
         judged.ledger.charge("bound")
     if unbucketed is None and judged.affords("judge", JUDGE_END):  # optimize's other start (decision 85)
-        deadline = min(tb.at(JUDGE_SHARE), tb.deadline - judged.reserve_s)
+        deadline = judged.judge_deadline()
         _contained("the input order's portfolio", lambda: as_given.update(input_portfolio(given, params, tb, deadline)))
         judged.ledger.charge("judge")
     ps = PlanSearch(given, problem, price, params, tb, judged, peer_given, starts_given, on_phase, moves_share)
@@ -702,13 +707,10 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
     if problem is not given and ps.best == ps.starts.get(DEFAULT_PEER) \
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
-        out.stats["plan"]["depends_on_input_order"] = True  # torch's buckets of the given order won
-        out = _info(out, depends_on_input_order=True)
+        out = _depends_on_input_order(out)  # torch's buckets of the given order won
     won = judged.full.get(())
     if won is not None and won.name.startswith(INPUT_PORTFOLIO):  # the base of every room start, and a candidate
-        out.stats["plan"]["depends_on_input_order"] = True
-        out.stats["plan"]["unbucketed_from"] = won.name
-        out = _info(out, depends_on_input_order=True)
+        out = _depends_on_input_order(out, unbucketed_from=won.name)
     return out
 
 
@@ -724,10 +726,9 @@ def input_portfolio(given: Problem, params: SolveParams, tb: TimeBudget,
     the budget's room are read on it. The passes refine the order they start from, and the canonical form's
     order can peak far above a budget the captured one meets (every pass from it was over torch bucketed's peak
     on a 2-D backward graph of the corpus: decision 85). A plan whose unbucketed candidate is this order depends
-    on the file's node order, and says so. `deadline`: on `tb`'s clock (`tb.at`), no pass starts later."""
+    on the file's node order, and says so. `deadline` (time.monotonic): no pass starts later."""
     report: dict[str, list[str]] = {}
-    rows = [r for r in run_all(given, work_limit=params.portfolio_steps, report=report,
-                               deadline=None if deadline is None else tb.monotonic(deadline))
+    rows = [r for r in run_all(given, work_limit=params.portfolio_steps, report=report, deadline=deadline)
             if r.valid and r.name != "input_order"]  # the input order itself is a candidate already
     if report.get("deadline") and params.deterministic:
         tb.cut_by_wall_clock = True  # the clock, not the work, left passes out: flagged (decision 57)
@@ -768,6 +769,12 @@ def plan_canonical(problem: Problem) -> Problem:
     cp = problem.on(cg)
     cp.__dict__["canonical"] = cp  # already the same for every layout: `optimize` on it need not redo it (0.5 s at 36k)
     return cp
+
+
+def _depends_on_input_order(r: Result, **stats: Any) -> Result:
+    """`r` said to depend on the file's node order, in its plan statistics (with `stats`) and its `plan_info`."""
+    r.stats["plan"].update(depends_on_input_order=True, **stats)
+    return _info(r, depends_on_input_order=True)
 
 
 def _info(r: Result, **figures: Any) -> Result:
@@ -967,8 +974,7 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
                     "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": tb.elapsed(),
                     "unbucketed_us": _finite(unb)})
     if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
-        out.stats["plan"].update(depends_on_input_order=True, unbucketed_from=res.method)
-        out = _info(out, depends_on_input_order=True)
+        out = _depends_on_input_order(out, unbucketed_from=res.method)
     return out
 
 
