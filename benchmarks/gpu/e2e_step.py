@@ -181,6 +181,8 @@ def build_titan(flavor: str, layers: int, seq: int, world: int, device: str) -> 
     stub_missing()
     import importlib.util
 
+    if flavor.startswith("dsv3-"):  # torchtitan 0.2's DeepSeek-V3 (the GPU hosts' release)
+        return _build_titan_dsv3_02(flavor.removeprefix("dsv3-"), layers, seq, world, device)
     if importlib.util.find_spec("torchtitan.experiments.graph_trainer") is None:  # torchtitan 0.2: no graph_trainer
         return _build_titan_02(flavor, layers, seq, world, device)
     import torch.distributed.fsdp as fsdp
@@ -240,6 +242,72 @@ def _build_titan_02(flavor: str, layers: int, seq: int, world: int, device: str)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, args.vocab_size, (1, seq), generator=gen).to(device)
     return model, tokens
+
+
+def _build_titan_dsv3_02(flavor: str, layers: int, seq: int, world: int, device: str) -> tuple:
+    """torchtitan 0.2's DeepSeek-V3 (`flavor`'s widths, the first `layers` blocks, SDPA attention with a causal
+    mask) as its SimpleFSDP experiment parallelizes it without TP, AC or compile: experts over an expert-parallel
+    group of all `world` ranks (`apply_moe_ep_tp`: all_to_all dispatch and combine), the experts' FSDP over the
+    `efsdp` mesh, the rest over `fsdp` (bf16 parameters, fp32 reductions on GPU). Routed sizes are data: Dynamo
+    captures them as scalars, as torchtitan's compile path sets."""
+    import dataclasses
+    from unittest.mock import patch
+
+    import torch
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.experiments.simple_fsdp.simple_fsdp import MixedPrecisionPolicy, data_parallel
+    from torchtitan.models.deepseek_v3 import DeepSeekV3Model, deepseekv3_args
+    from torchtitan.models.llama4.infra.parallelize import apply_moe_ep_tp
+
+    gpu = device != "cpu"
+    base = deepseekv3_args[flavor]
+    args = dataclasses.replace(base, n_layers=layers, max_seq_len=seq, attn_type="sdpa", attn_mask_type="causal",
+                               moe_args=dataclasses.replace(base.moe_args, use_grouped_mm=gpu))
+    args.moe_impl = "standard"  # what update_from_config sets from the job config's default (no DeepEP)
+    with torch.device("meta"):
+        model = DeepSeekV3Model(args)
+    model.to_empty(device=device)
+    with torch.no_grad():
+        model.init_weights(buffer_device=torch.device(device))
+    with patch("torchtitan.distributed.parallel_dims.device_type", device.split(":")[0]):
+        dims = ParallelDims(dp_replicate=1, dp_shard=world, cp=1, tp=1, pp=1, ep=world, etp=1, world_size=world)
+        dims.build_mesh()
+    apply_moe_ep_tp(model, tp_mesh=None, ep_mesh=dims.get_optional_mesh("ep"), etp_mesh=None, ep_etp_mesh=None)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if gpu else torch.float32, reduce_dtype=torch.float32)
+    edp = dims.get_optional_mesh(["efsdp"])
+    for block in model.layers.values():
+        if block.moe_enabled:
+            dim0 = 1 if edp["efsdp"].size() * world > block.moe.experts.num_experts else 0
+            block.moe.experts = data_parallel(block.moe.experts, edp, "fully_shard", mp_policy=mp, shard_dim=dim0)
+    model = data_parallel(model, dims.get_mesh(["fsdp"]), "fully_shard", mp_policy=mp)
+    torch._dynamo.config.capture_scalar_outputs = True
+    if not gpu:  # the dry run only: the router counts tokens with histc, which CPU torch lacks for integers, and
+        import functools  # the dispatch permutes them with a Triton kernel, whose CPU version loops on .item()
+
+        import torchtitan.models.moe.kernels as moe_kernels
+        import torchtitan.models.moe.utils as moe_utils
+
+        histc = torch.histc
+        torch.histc = lambda t, *a, **k: histc(t.float(), *a, **k).to(t.dtype)
+        moe_kernels.fill_indices_cpu = _fill_indices_traceable
+        moe_utils.generate_permute_indices = functools.partial(moe_utils.generate_permute_indices, use_cpu=True)
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, args.vocab_size, (1, seq), generator=gen).to(device)
+    return model, tokens
+
+
+def _fill_indices_traceable(counts, starts, write_offsets, experts_per_rank: int, num_ranks: int, max_len: int):
+    """torchtitan's expert-permutation indices (its `fill_indices_cpu`) without a loop on `.item()`, so that the
+    dry run traces one graph as the GPU's Triton kernel does: slot p holds token start[i] + (p - dest[i]) of the
+    chunk i (rank r, local expert e) whose destination range holds p, and -1 where none does."""
+    import torch
+
+    per_rank = counts.view(num_ranks, experts_per_rank)
+    dest = (write_offsets.view(1, -1) + per_rank.cumsum(0) - per_rank).reshape(-1)
+    slot = torch.arange(max_len, device=counts.device).view(-1, 1)
+    inside = (slot >= dest) & (slot < dest + counts)
+    value = torch.where(inside, starts + slot - dest, 0).sum(1)
+    return torch.where(inside.any(1), value, -1).to(torch.int32)
 
 
 def build(dim: int, heads: int, ffn: int, layers: int, seq: int, world: int, device: str, dtype, tp: int = 1,
@@ -1165,7 +1233,8 @@ def main() -> None:
     ap.add_argument("--world", type=int, default=2)
     ap.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks per group (Megatron; FSDP over the rest)")
     ap.add_argument("--regather", action="store_true", help="re-gather every weight in backward (selective checkpointing)")
-    ap.add_argument("--titan", metavar="FLAVOR", help="torchtitan's own Llama3 of this flavor (e.g. 8B; --layers blocks) "
+    ap.add_argument("--titan", metavar="FLAVOR", help="torchtitan's own Llama3 of this flavor (e.g. 8B; --layers blocks), or "
+                    "its DeepSeek-V3 with experts over every rank (dsv3-FLAVOR, e.g. dsv3-16B; torchtitan 0.2), "
                     "under its SimpleFSDP instead of this file's decoder (--dim/--heads/--ffn/--tp/--regather unused)")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--dim", type=int, default=4096)

@@ -4,6 +4,7 @@
 # (`auto_bucketing`: titan_auto; `transformer_block_bucketing`: tbb_torch, the same Inductor path) and overlapsat's
 # plan (p: the default budget; p_free: none), each configuration in a process of its own, `a` first:
 #   bash benchmarks/gpu/titan_gpu.sh TAG "CONFIGS"     (e.g. titan "a titan_auto tbb_torch", then "p p_free")
+# FLAVOR picks the model: 8B (Llama3, the default) or dsv3-16B (DeepSeek-V3's 16B widths, experts over both ranks).
 # torchtitan (0.3.0; on torch 2.11, 0.2.2, the newest that imports there) and its pure-Python dependencies travel
 # as wheels in .whl beside the bundle (0.2.2's config manager imports tyro: carry tyro 1.0.17, docstring-parser
 # and typeguard too; run of 2026-11-29); its data-loading
@@ -13,9 +14,9 @@ set -u
 [ -n "${DRY:-}" ] && OUT=${OUT:-$(mktemp -d)} || . benchmarks/gpu/device_env.sh
 tag=${1:-titan}; configs=${2:-a titan_auto tbb_torch}
 if [ -n "${DRY:-}" ]; then
-  shape="--device cpu --world 2 --titan debugmodel --layers 2 --seq 64 --steps 2 --warmup 1 --prof-steps 1"
+  shape="--device cpu --world 2 --titan ${FLAVOR:-debugmodel} --layers ${LAYERS:-2} --seq 64 --steps 2 --warmup 1 --prof-steps 1"
 else
-  shape="--world 2 --titan 8B --layers ${LAYERS:-4} --seq ${SEQ:-4096} --steps 30 --warmup 5 --prof-steps 4"
+  shape="--world 2 --titan ${FLAVOR:-8B} --layers ${LAYERS:-4} --seq ${SEQ:-4096} --steps 30 --warmup 5 --prof-steps 4"
 fi
 mkdir -p "$OUT/$tag"
 timeout "${LIMIT:-560}" python3 benchmarks/gpu/e2e_step.py $shape --prof-warmup 1 --profile h200 --solve-s "${SOLVE_S:-12}" \
