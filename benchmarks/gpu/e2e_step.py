@@ -803,6 +803,11 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     import torch.distributed as dist
 
     gpu = a.device == "cuda"
+    if os.environ.get("OSAT_STACKS_EVERY"):  # a run that stalls says where: every rank's stacks on stderr
+        import faulthandler
+        import sys
+
+        faulthandler.dump_traceback_later(float(os.environ["OSAT_STACKS_EVERY"]), repeat=True, file=sys.stderr)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"ind_{cfg}_{rank}_")
     if gpu:
