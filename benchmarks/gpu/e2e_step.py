@@ -281,6 +281,10 @@ def _build_titan_dsv3_02(flavor: str, layers: int, seq: int, world: int, device:
             block.moe.experts = data_parallel(block.moe.experts, edp, "fully_shard", mp_policy=mp, shard_dim=dim0)
     model = data_parallel(model, dims.get_mesh(["fsdp"]), "fully_shard", mp_policy=mp)
     torch._dynamo.config.capture_scalar_outputs = True
+    if gpu:
+        import torch._inductor.config as icfg
+
+        icfg.post_grad_custom_pre_pass = blocking_host_copies
     if not gpu:  # the dry run only: the router counts tokens with histc, which CPU torch lacks for integers, and
         import functools  # the dispatch permutes them with a Triton kernel, whose CPU version loops on .item()
 
@@ -294,6 +298,23 @@ def _build_titan_dsv3_02(flavor: str, layers: int, seq: int, world: int, device:
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, args.vocab_size, (1, seq), generator=gen).to(device)
     return model, tokens
+
+
+def blocking_host_copies(graph) -> None:
+    """Every device-to-host copy in `graph` made blocking. torchtitan's EP dispatch copies its input splits to the
+    host with non_blocking=True and relies on the blocking copy of the output splits that follows to wait for it;
+    compiled, the first list may be read before its copy lands (pinned memory), and the two ranks' all_to_alls
+    disagree and hang (run of 2026-11-30, benchmarks/results/gpu_2026-11-30_dsv3). A pre-pass: every
+    configuration gets it, before any overlap pass."""
+    import torch
+
+    put, copy = torch.ops.prims.device_put.default, torch.ops.aten._to_copy.default
+    for n in graph.nodes:
+        if n.target is put and len(n.args) > 1 and torch.device(n.args[1]).type == "cpu":
+            n.args, n.kwargs = (n.args[0], n.args[1]), {**n.kwargs, "non_blocking": False}
+        elif n.target is copy and n.kwargs.get("non_blocking") and n.kwargs.get("device") is not None \
+                and torch.device(n.kwargs["device"]).type == "cpu":
+            n.kwargs = {**n.kwargs, "non_blocking": False}
 
 
 def _fill_indices_traceable(counts, starts, write_offsets, experts_per_rank: int, num_ranks: int, max_len: int):
@@ -803,11 +824,13 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     import torch.distributed as dist
 
     gpu = a.device == "cuda"
-    if os.environ.get("OSAT_STACKS_EVERY"):  # a run that stalls says where: every rank's stacks on stderr
-        import faulthandler
+    if os.environ.get("OSAT_STACKS_EVERY") or os.environ.get("OSAT_WORKER_LIMIT"):  # a run that stalls says
+        import faulthandler  # where (every rank's stacks on stderr) and, given a limit, ends there
         import sys
 
-        faulthandler.dump_traceback_later(float(os.environ["OSAT_STACKS_EVERY"]), repeat=True, file=sys.stderr)
+        limit = os.environ.get("OSAT_WORKER_LIMIT")
+        faulthandler.dump_traceback_later(float(limit or os.environ["OSAT_STACKS_EVERY"]), repeat=not limit,
+                                          file=sys.stderr, exit=bool(limit))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NCCL_NVLS_ENABLE="0")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"ind_{cfg}_{rank}_")
     if gpu:
