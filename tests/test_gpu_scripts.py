@@ -552,8 +552,9 @@ def test_the_plan_verdict_is_what_the_raw_files_give(capsys):
     assert f"| {ms(tp89, 'c_bkt'):.2f} | {ms(tp89, 'tbb_torch'):.2f} |" in row and pct(ms(tp89, "p"), ms(tp89, "c_bkt")) in row
     cta8 = run("run88_regather_cta8")
     assert cta8["meta"]["nccl_env"]["NCCL_MAX_CTAS"] == "8" and "NCCL_MAX_CTAS" not in ref88["meta"]["nccl_env"]
+    notes = (ROOT / "docs" / "history" / "gpu_results_2026-11-26.md").read_text()  # moved there on 2026-11-30
     assert f"slowed the plan by {100 * (ms(cta8, 'p') / ms(ref88, 'p') - 1):.0f} % and `c_bkt` by " \
-           f"{100 * (ms(cta8, 'c_bkt') / ms(ref88, 'c_bkt') - 1):.0f} %" in " ".join(page.split())
+           f"{100 * (ms(cta8, 'c_bkt') / ms(ref88, 'c_bkt') - 1):.0f} %" in " ".join(notes.split())
     for label, res in (("re-gather, decision 54", ref88), ("2-way TP x 2-way FSDP, decision 54", tp89),
                        ("re-gather, contended-ranked", cont), ("FSDP x4, 55 us", fs90)):
         plain, contended = pv["predicted"](res, "p")
@@ -843,3 +844,56 @@ def test_gqa_flop_counts_give_torch_2_11_the_broadcast_count(monkeypatch):
                                        (1, 8, 128, 64)) == 8 * 32 * 128 * 128 * 64
     gqa_flop_counts()  # once only: a second call wraps nothing again
     assert fc.sdpa_flop_count((1, 32, 128, 64), (1, 32, 128, 64), (1, 32, 128, 64)) == 4 * 32 * 128 * 128 * 64
+
+
+def test_blocking_host_copies_touches_only_copies_to_the_host():
+    """The DeepSeek-V3 run's pre-pass: a device-to-host copy (prims.device_put or aten._to_copy to the CPU)
+    becomes blocking; a dtype cast or a copy elsewhere keeps its flags."""
+    import torch
+    import torch.fx as fx
+
+    from benchmarks.gpu.e2e_step import blocking_host_copies
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    put = g.call_function(torch.ops.prims.device_put.default, (x, torch.device("cpu"), True))
+    copy = g.call_function(torch.ops.aten._to_copy.default, (x,), {"device": torch.device("cpu"), "non_blocking": True})
+    cast = g.call_function(torch.ops.aten._to_copy.default, (x,), {"dtype": torch.float16, "non_blocking": True})
+    away = g.call_function(torch.ops.prims.device_put.default, (x, torch.device("meta"), True))
+    g.output((put, copy, cast, away))
+    blocking_host_copies(g)
+    assert put.kwargs == {"non_blocking": False} and len(put.args) == 2
+    assert copy.kwargs["non_blocking"] is False
+    assert cast.kwargs["non_blocking"] is True and away.args[2] is True
+
+
+def test_the_traceable_expert_permutation_is_the_loop():
+    """The dry run's permutation indices equal a plain loop over local experts and ranks (the semantics of
+    torchtitan 0.2's fill_indices_cpu), on random counts, including empty chunks and a padded tail."""
+    import torch
+
+    from benchmarks.gpu.e2e_step import _fill_indices_traceable
+
+    def loop(counts, starts, offsets, experts, ranks, max_len):
+        out = [-1] * max_len
+        for e in range(experts):
+            at = int(offsets[e])
+            for r in range(ranks):
+                i = r * experts + e
+                for j in range(int(counts[i])):
+                    if at + j < max_len:
+                        out[at + j] = int(starts[i]) + j
+                at += int(counts[i])
+        return out
+
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(100):
+        experts, ranks = (int(torch.randint(1, 5, (1,), generator=gen)) for _ in range(2))
+        counts = torch.randint(0, 6, (experts * ranks,), generator=gen)
+        starts = counts.cumsum(0) - counts
+        sizes = (counts.view(ranks, experts).sum(0).clamp_min(4) + 3) // 4 * 4
+        offsets = sizes.cumsum(0) - sizes
+        max_len = int(sizes.sum()) + int(torch.randint(0, 5, (1,), generator=gen))
+        got = _fill_indices_traceable(counts, starts, offsets, experts, ranks, max_len)
+        assert got.tolist() == loop(counts, starts, offsets, experts, ranks, max_len)
+        assert got.dtype == torch.int32

@@ -1,8 +1,8 @@
-"""torchtitan's Llama3 on 2 H200s (issue "torchtitan, for real"): the table, from the raw files.
+"""torchtitan's Llama3 or DeepSeek-V3 on 2 H200s (issue "torchtitan, for real"): the table, from the raw files.
 
     python benchmarks/gpu/titan_table.py [benchmarks/results/gpu_2026-11-29/titan03]
 
-Reads one `results.json` of `benchmarks/gpu/titan_gpu.sh` (`e2e_step.py --titan 8B`, each configuration in a
+Reads one `results.json` of `benchmarks/gpu/titan_gpu.sh` (`e2e_step.py --titan 8B` or `--titan dsv3-16B`, each configuration in a
 process of its own, `a` first). Per configuration: rank 0's median step and interquartile range, the step against
 the faster of torchtitan's two passes (`titan_auto`, `tbb_torch`) in the same run, the step over the compute floor
 (`a`'s compute kernels per profiled step on rank 0, where no collective overlaps them), the measured peak
