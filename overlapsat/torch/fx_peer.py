@@ -11,6 +11,8 @@ roofline estimator needs a GPU (Triton), so the estimates are overlapsat's;
 and its memory tracker ignores CPU storages, so for this run it counts every
 device, as overlapsat does. The memory budget it enforces is its own rule:
 the input order's peak plus the larger of 1 GiB and 5 % (`peer_budget`).
+It runs on torch 2.11 (the GPU machines') as on 2.13: `on_overlapsat_terms` and `_schedule` adapt to what the
+scheduler reads and takes there.
 """
 
 from __future__ import annotations
@@ -54,13 +56,47 @@ def on_overlapsat_terms(dur_ms: dict[str, float]) -> Iterator[None]:
         def __init__(self, g: Any, is_releasable: Any = None, device_filter: Any = None) -> None:
             super().__init__(g, is_releasable, lambda device: True)
 
-    saved = osched.MemoryTracker, osched.estimate_roofline_runtime_ms
-    osched.MemoryTracker = EveryDevice
-    osched.estimate_roofline_runtime_ms = lambda n: dur_ms.get(n.name, 0.0)
+    patched: list[tuple[Any, str, Any]] = [(osched, "MemoryTracker", EveryDevice)]
+    if hasattr(osched, "estimate_roofline_runtime_ms"):  # torch 2.13: compute_estimator="analytical" reads it
+        patched.append((osched, "estimate_roofline_runtime_ms", lambda n: dur_ms.get(n.name, 0.0)))
+    else:  # torch 2.11: every compute estimate is a benchmark, and the scheduler first all-gathers them from every
+        # rank, which would hang a solve that runs on one rank; overlapsat's durations are the same on every rank
+        patched.append((osched, "benchmark_node_with_cache_key", lambda n, *_: (dur_ms.get(n.name, 0.0), None)))
+        patched.append((osched.OverlapScheduler, "_align_compute_nodes_runtime_estimations_across_all_distributed_ranks",
+                        lambda self: None))
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patched]
+    for owner, name, value in patched:
+        setattr(owner, name, value)
     try:
         yield
     finally:
-        osched.MemoryTracker, osched.estimate_roofline_runtime_ms = saved
+        for owner, name, value in saved:
+            setattr(owner, name, value)
+
+
+def _bucketed_estimate(osched: Any, dur_ms: dict[str, float], n: Any, size: int | None) -> float | None:
+    """The bucketing scheduler's estimates: overlapsat's duration for a node as it is, torch's own for a merged
+    collective's size; at 0 bytes (the latency a bucket saves) torch's, at most the collective's duration, which
+    torch 2.11 asserts and later torches clamp to."""
+    if size is None:
+        return dur_ms.get(n.name)
+    if size == 0 and n.name in dur_ms:
+        return min(float(osched.estimate_collective_time(n, 0)), dur_ms[n.name])
+    return None
+
+
+def _schedule(gm: Any, **kwargs: Any) -> Any:
+    """torch's `schedule_overlap_bucketing` with the keywords this torch takes. torch 2.11 has no
+    `compute_estimator` (its compute estimates come through `on_overlapsat_terms`) and no FSDP pre-bucketing
+    switch: its bucketed row then has none, and says so."""
+    import inspect
+
+    from torch._inductor.fx_passes import overlap_scheduling as osched
+
+    takes = inspect.signature(osched.schedule_overlap_bucketing).parameters
+    if kwargs.get("pre_bucketing_fsdp_collectives") and "pre_bucketing_fsdp_collectives" not in takes:
+        log.info("this torch's OverlapScheduler has no FSDP pre-bucketing: its bucketed row is without it")
+    return osched.schedule_overlap_bucketing(gm, **{k: v for k, v in kwargs.items() if k in takes})
 
 
 @contextmanager
@@ -123,10 +159,10 @@ def bucketed(gm: Any, graph: Graph, buckets: list[list[str]] | None = None, *, c
     try:
         with on_overlapsat_terms(dur_ms), _recording_merges(merges), icfg.patch(_autofix_cycles()):
             # new (bucketed) collectives have no overlapsat price yet: torch's analytical model for them
-            out = osched.schedule_overlap_bucketing(
+            out = _schedule(
                 gm, collective_bucketing=collective_bucketing, pre_bucketing_fsdp_collectives=pre_bucketing,
                 compute_estimator="analytical",
-                custom_runtime_estimation=lambda n, size: dur_ms.get(n.name) if size is None else None)
+                custom_runtime_estimation=lambda n, size: _bucketed_estimate(osched, dur_ms, n, size))
         h = import_fx(out, name=graph.name + " (bucketed)", group_sizes=sizes)
         if torch_names:  # the same names as `graph`'s, so that its plans and this graph compare
             h = h.with_group_names({t: s for s, t in torch_names.items()})
@@ -196,7 +232,6 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     if not available():
         return None
     import torch.fx as fx
-    from torch._inductor.fx_passes import overlap_scheduling as osched
 
     fx_graph = gm.graph if hasattr(gm, "graph") else gm
     module = gm if isinstance(gm, fx.GraphModule) else fx_graph.owning_module
@@ -205,7 +240,7 @@ def overlap_scheduler_order(gm: Any, graph: Graph, *, max_memory_increase_gb: fl
     order: list[str] | None = None
     try:
         with on_overlapsat_terms(dur_ms):
-            out = osched.schedule_overlap_bucketing(
+            out = _schedule(
                 module, collective_bucketing=False, pre_bucketing_fsdp_collectives=False,
                 compute_estimator="analytical", custom_runtime_estimation=lambda n, _size: dur_ms.get(n.name, 0.0),
                 max_memory_increase_gb=max_memory_increase_gb, max_memory_increase_ratio=max_memory_increase_ratio)
