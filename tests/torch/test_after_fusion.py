@@ -47,9 +47,9 @@ def test_a_failure_to_leave_planning_info_keeps_the_compile(monkeypatch, caplog)
 
 def test_install_leaves_a_foreign_pass_alone():
     import torch._inductor.config as icfg
-    from torch._inductor.custom_graph_pass import CustomSchedulerPass
+    import torch._inductor.custom_graph_pass as cgp
 
-    class Theirs(CustomSchedulerPass):  # someone else's pass
+    class Theirs(getattr(cgp, "CustomSchedulerPass", object)):  # someone else's pass (torch 2.11 has no base)
         def __call__(self, nodes):
             return nodes
 
@@ -76,7 +76,7 @@ def test_installed_and_keyed_on_a_torch_without_scheduler_pass_class(monkeypatch
     import torch._inductor.config as icfg
     import torch._inductor.custom_graph_pass as cgp
 
-    monkeypatch.delattr(cgp, "CustomSchedulerPass")
+    monkeypatch.delattr(cgp, "CustomSchedulerPass", raising=False)  # already absent on torch 2.11 itself
     old = importlib.reload(af)
     try:
         assert old.AfterFusionCheck.__mro__[1] is object
@@ -88,7 +88,8 @@ def test_installed_and_keyed_on_a_torch_without_scheduler_pass_class(monkeypatch
     finally:
         monkeypatch.undo()
         importlib.reload(af)
-    assert issubclass(af.AfterFusionCheck, cgp.CustomSchedulerPass)
+    if hasattr(cgp, "CustomSchedulerPass"):
+        assert issubclass(af.AfterFusionCheck, cgp.CustomSchedulerPass)
 
 
 def test_budget_is_read_from_the_stored_schedule(tmp_path):
