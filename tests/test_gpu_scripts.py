@@ -826,7 +826,7 @@ def test_gqa_flop_counts_give_torch_2_11_the_broadcast_count(monkeypatch):
     of the same call with 32 key-value heads, worked by hand (two batched matmuls of 2*s*s*d FLOPs per head)."""
     import torch.utils.flop_counter as fc
 
-    from benchmarks.gpu.e2e_step import gqa_flop_counts
+    from benchmarks.gpu.titan_models import gqa_flop_counts
 
     def strict(query_shape, key_shape, value_shape):  # torch 2.11's check, then the plain count
         if query_shape[1] != key_shape[1]:
@@ -852,7 +852,7 @@ def test_blocking_host_copies_touches_only_copies_to_the_host():
     import torch
     import torch.fx as fx
 
-    from benchmarks.gpu.e2e_step import blocking_host_copies
+    from benchmarks.gpu.titan_models import blocking_host_copies
 
     g = fx.Graph()
     x = g.placeholder("x")
@@ -872,7 +872,7 @@ def test_the_traceable_expert_permutation_is_the_loop():
     torchtitan 0.2's fill_indices_cpu), on random counts, including empty chunks and a padded tail."""
     import torch
 
-    from benchmarks.gpu.e2e_step import _fill_indices_traceable
+    from benchmarks.gpu.titan_models import _fill_indices_traceable
 
     def loop(counts, starts, offsets, experts, ranks, max_len):
         out = [-1] * max_len

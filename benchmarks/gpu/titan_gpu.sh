@@ -8,7 +8,7 @@
 # torchtitan (0.3.0; on torch 2.11, 0.2.2, the newest that imports there) and its pure-Python dependencies travel
 # as wheels in .whl beside the bundle (0.2.2's config manager imports tyro: carry tyro 1.0.17, docstring-parser
 # and typeguard too; run of 2026-11-29); its data-loading
-# and logging packages, which the model code does not use, are empty stubs (e2e_step.stub_missing).
+# and logging packages, which the model code does not use, are empty stubs (titan_models.stub_missing).
 # DRY=1 (--device cpu, debugmodel, 2 layers): the same flow on this machine (DeepSeek-V3: FLAVOR=dsv3-debugmodel
 # LAYERS=3, with torchtitan 0.2 first on PYTHONPATH).
 set -u
