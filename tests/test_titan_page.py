@@ -3,7 +3,7 @@ gpu_2026-11-30_dsv3 for DeepSeek-V3), recomputed."""
 
 import os
 
-from benchmarks.gpu.titan_table import best_pass, load, summary, table
+from benchmarks.gpu.titan_table import best_pass, lacks, load, summary, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-29", "titan03")
@@ -77,3 +77,16 @@ def test_the_moe_verdict_is_the_raw_files():
                  "the step took 52.55 ms", "its forward plan (2 buckets) was applied"):
         assert want in page, want
     assert "**met**, at 2.6 MB more measured peak" in " ".join(_gpu_page().split())
+
+
+def test_a_run_without_its_baselines_gets_a_message_not_a_traceback():
+    """`p_co_rounds` ran the plan alone: the table names what it lacks and exits 1, with no traceback."""
+    import subprocess
+    import sys
+
+    rounds = os.path.join(MOE, "p_co_rounds")
+    assert lacks(load(MOE)) == [] and lacks(load(rounds)) == ["a", "titan_auto or tbb_torch"]
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu", "titan_table.py"), rounds],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "no table: the run lacks a and titan_auto or tbb_torch" in out.stderr and "(it ran p_co)" in out.stderr

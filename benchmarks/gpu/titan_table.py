@@ -41,6 +41,13 @@ def best_pass(d: dict) -> str:
     return min(ran, key=lambda c: d["configs"][c]["ranks"][0]["step_ms_median"])
 
 
+def lacks(d: dict) -> list[str]:
+    """What the table compares against that this run did not run: `a` (the floor, the losses) and one of
+    torchtitan's passes (a run of `p_co` alone, e.g. `--resolve-rounds` after the baselines, has neither)."""
+    ran = {c for c, v in d["configs"].items() if "ranks" in v}
+    return ([] if "a" in ran else ["a"]) + ([] if ran & set(PASSES) else [" or ".join(PASSES)])
+
+
 def table(path: str) -> list[str]:
     d = load(path)
     cfgs, best = d["configs"], best_pass(d)
@@ -87,5 +94,8 @@ def summary(path: str) -> str:
 if __name__ == "__main__":
     where = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-29",
                                                                "titan03")
+    if missing := lacks(load(where)):
+        sys.exit(f"{where}: no table: the run lacks {' and '.join(missing)}, which the table compares against "
+                 f"(it ran {', '.join(load(where)['configs'])})")
     print("\n".join(table(where)))
     print("\n" + summary(where))
