@@ -87,9 +87,7 @@ def build_titan(flavor: str, layers: int, seq: int, world: int, device: str) -> 
                             spmd_backend="partial_dtensor")
         model = apply_simple_fsdp(model, parallel_dims=dims, training=TrainingConfig(
             mixed_precision_param="bfloat16" if device != "cpu" else "float32", mixed_precision_reduce="float32"))
-    gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, cfg.vocab_size, (1, seq), generator=gen).to(device)
-    return model, tokens
+    return model, _tokens(cfg.vocab_size, seq, device)
 
 
 def _build_titan_02(flavor: str, layers: int, seq: int, world: int, device: str) -> tuple:
@@ -114,9 +112,7 @@ def _build_titan_02(flavor: str, layers: int, seq: int, world: int, device: str)
     gpu = device != "cpu"
     model = data_parallel(model, mesh, mode="fully_shard", mp_policy=MixedPrecisionPolicy(
         param_dtype=torch.bfloat16 if gpu else torch.float32, reduce_dtype=torch.float32))
-    gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, args.vocab_size, (1, seq), generator=gen).to(device)
-    return model, tokens
+    return model, _tokens(args.vocab_size, seq, device)
 
 
 def _build_titan_dsv3_02(flavor: str, layers: int, seq: int, world: int, device: str) -> tuple:
@@ -160,7 +156,7 @@ def _build_titan_dsv3_02(flavor: str, layers: int, seq: int, world: int, device:
         import torch._inductor.config as icfg
 
         icfg.post_grad_custom_pre_pass = blocking_host_copies
-    if not gpu:  # the dry run only: the router counts tokens with histc, which CPU torch lacks for integers, and
+    else:  # the dry run only: the router counts tokens with histc, which CPU torch lacks for integers, and
         import functools  # the dispatch permutes them with a Triton kernel, whose CPU version loops on .item()
 
         import torchtitan.models.moe.kernels as moe_kernels
@@ -170,9 +166,14 @@ def _build_titan_dsv3_02(flavor: str, layers: int, seq: int, world: int, device:
         torch.histc = lambda t, *a, **k: histc(t.float(), *a, **k).to(t.dtype)
         moe_kernels.fill_indices_cpu = _fill_indices_traceable
         moe_utils.generate_permute_indices = functools.partial(moe_utils.generate_permute_indices, use_cpu=True)
-    gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, args.vocab_size, (1, seq), generator=gen).to(device)
-    return model, tokens
+    return model, _tokens(args.vocab_size, seq, device)
+
+
+def _tokens(vocab: int, seq: int, device: str):
+    """The step's input, the same on every rank and run: fixed tokens (the loss is the logits' mean square)."""
+    import torch
+
+    return torch.randint(0, vocab, (1, seq), generator=torch.Generator().manual_seed(0)).to(device)
 
 
 def blocking_host_copies(graph) -> None:

@@ -94,8 +94,9 @@ def summary(path: str) -> str:
 if __name__ == "__main__":
     where = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-29",
                                                                "titan03")
-    if missing := lacks(load(where)):
+    run = load(where)
+    if missing := lacks(run):
         sys.exit(f"{where}: no table: the run lacks {' and '.join(missing)}, which the table compares against "
-                 f"(it ran {', '.join(load(where)['configs'])})")
+                 f"(it ran {', '.join(run['configs'])})")
     print("\n".join(table(where)))
     print("\n" + summary(where))
