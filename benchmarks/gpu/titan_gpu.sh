@@ -9,7 +9,7 @@
 # as wheels in .whl beside the bundle (0.2.2's config manager imports tyro: carry tyro 1.0.17, docstring-parser
 # and typeguard too; run of 2026-11-29); its data-loading
 # and logging packages, which the model code does not use, are empty stubs (titan_models.stub_missing).
-# EXTRA: more e2e_step.py arguments (e.g. "--resolve-rounds 2", what a user's second run does; decision 82).
+# PROFILE: the pricing (default h200; e.g. benchmarks/gpu/h200_host40.json). EXTRA: more e2e_step.py arguments (e.g. "--resolve-rounds 2", what a user's second run does; decision 82).
 # DRY=1 (--device cpu, debugmodel, 2 layers): the same flow on this machine (DeepSeek-V3: FLAVOR=dsv3-debugmodel
 # LAYERS=3, with torchtitan 0.2 first on PYTHONPATH).
 set -u
@@ -21,7 +21,7 @@ else
   shape="--world 2 --titan ${FLAVOR:-8B} --layers ${LAYERS:-4} --seq ${SEQ:-4096} --steps 30 --warmup 5 --prof-steps 4"
 fi
 mkdir -p "$OUT/$tag"
-timeout "${LIMIT:-560}" python3 benchmarks/gpu/e2e_step.py $shape --prof-warmup 1 --profile h200 --solve-s "${SOLVE_S:-12}" ${EXTRA:-} \
+timeout "${LIMIT:-560}" python3 benchmarks/gpu/e2e_step.py $shape --prof-warmup 1 --profile "${PROFILE:-h200}" --solve-s "${SOLVE_S:-12}" ${EXTRA:-} \
   --configs $configs --out "$OUT/$tag" 2>&1 | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$OUT/$tag/log.txt"
 grep -E "^($(echo $configs | tr ' ' '|')) " "$OUT/$tag/log.txt" | cut -c1-160
 tail -5 "$OUT/$tag/log.txt" | cut -c1-400
