@@ -42,6 +42,9 @@ class HardwareProfile:
     # what a coalesced bucket's group call costs per member beyond the first, above one flat collective of the
     # summed bytes (decisions.md 56); 0 in the built-in profiles until measured
     group_member_us: float = 0.0
+    # the shipped calibration tables this profile uses (by default its own name's): a profile that only adds
+    # latencies to a measured GPU keeps that GPU's tables
+    calibrated_as: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -62,6 +65,8 @@ class HardwareProfile:
             _pos(v, f"{where}: {f}")
             if v > 1:
                 raise GraphError(f"{where}: {f} is a fraction of the peak and must be <= 1, got {v!r}")
+        if self.calibrated_as is not None and (not isinstance(self.calibrated_as, str) or not self.calibrated_as):
+            raise GraphError(f"{where}: calibrated_as must be a profile name, got {self.calibrated_as!r}")
         for f in ("gpus_per_node", "nccl_channels"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:

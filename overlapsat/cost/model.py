@@ -98,7 +98,7 @@ def cost_model(profile: str | HardwareProfile | None = None, *, dtype: str = "bf
             raise GraphError(f"calibration {calibration if isinstance(calibration, str) else ''!s} was measured for "
                              f"profile {cal.profile!r}, not {hw.name!r}; pass the profile it belongs to")
         return CalibratedCostModel(base, cal)
-    cal = builtin_calibration(hw.name) if calibrated else None
+    cal = builtin_calibration(hw.calibrated_as or hw.name) if calibrated else None
     return CalibratedCostModel(base, cal) if cal is not None else base
 
 

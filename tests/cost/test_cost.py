@@ -288,3 +288,35 @@ def test_repeats_merge_to_their_median():
 
     assert _merge_points([(8, 9.0), (8, 11.0)]) == [(8.0, 10.0)]
     assert _merge_points([(8, 9.0), (8, 30.0), (8, 11.0)]) == [(8.0, 11.0)]
+
+
+def test_h200_host40_is_h200_with_the_issue_priced():
+    """The built-in that torchtitan's Llama3 plans ran with (benchmarks/gpu/h200_cal_host40.json): h200's tables
+    price every node as for h200, and only the issue's and the group call's latencies differ."""
+    import json
+    import os
+
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+
+    plain, host = cost_model("h200"), cost_model("h200_host40")
+    assert type(host).__name__ == "CalibratedCostModel" and host.hw.calibrated_as == "h200"
+    assert (host.hw.collective_launch_us, host.hw.group_member_us) == (40.0, 10.5)
+    g = load_graph(bundled("tp_small"))
+    assert [host.duration(n) for n in g.nodes] == [plain.duration(n) for n in g.nodes]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "benchmarks", "gpu", "h200_cal_host40.json"), encoding="utf-8") as f:
+        ran = json.load(f)
+    for k in ("collective_launch_us", "group_member_us", "hbm_bw", "nvlink_bw", "flops_efficiency",
+              "link_efficiency", "kernel_floor_us", "peak_flops"):
+        assert getattr(host.hw, k) == ran[k], k
+
+
+def test_calibrated_as_names_a_profile():
+    from overlapsat.cost.hardware import profile_from_dict
+
+    d = {"name": "x", "arch": "hopper", "peak_flops": {"bf16": 1e15}, "hbm_bw": 1e12, "nvlink_bw": 1e11,
+         "net_bw": 1e10, "calibrated_as": ""}
+    with pytest.raises(GraphError, match="calibrated_as must be a profile name"):
+        profile_from_dict(d)
