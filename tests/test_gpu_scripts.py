@@ -5,8 +5,8 @@ import pathlib
 
 import pytest
 
-from benchmarks.gpu.e2e_step import analyse_trace
 from benchmarks.gpu.interference import summarise
+from benchmarks.gpu.trace_stats import analyse_trace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -133,7 +133,7 @@ def test_nccl_held_back_by_a_running_kernel(tmp_path):
     """By hand: K0 [0,50) launched first; N1 launched after it may start at 50, but K1 (launched after N1,
     [50,250)) takes the SMs and N1 starts at 250: held back 200 us. N2 (launched after K1) may start when K1
     and N1 [250,260) end, and starts 2 us later: under HELD_US, not counted."""
-    from benchmarks.gpu.e2e_step import held_back
+    from benchmarks.gpu.trace_stats import held_back
 
     def k(name, ts, dur, corr):
         return {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur, "args": {"correlation": corr}}

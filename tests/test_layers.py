@@ -147,11 +147,15 @@ def test_the_library_imports_no_benchmark_or_test_and_the_benchmarks_no_test():
 
 def test_the_gpu_harness_imports_only_the_library_its_trace_reader_and_torchtitans_models():
     gpu = PKG.parent / "benchmarks" / "gpu"
-    for name in ("e2e_step.py", "run_files.py", "titan_models.py"):
+    for name in ("e2e_step.py", "run_files.py", "titan_models.py", "trace_stats.py"):
         own = {m for m in _imported_roots(gpu / name) if m.startswith("benchmarks")}
-        assert own <= {"benchmarks.gpu.run_files", "benchmarks.gpu.titan_models"}, (name, own)
-    for name in ("run_files.py", "titan_models.py"):  # the two it leans on lean on nothing of the benchmarks
+        assert own <= {"benchmarks.gpu.run_files", "benchmarks.gpu.titan_models", "benchmarks.gpu.trace_stats"}, \
+            (name, own)
+    for name in ("run_files.py", "titan_models.py"):  # what it leans on leans on nothing of the benchmarks,
         assert not {m for m in _imported_roots(gpu / name) if m.startswith("benchmarks")}, name
+    # but the trace's figures on the trace reader
+    assert {m for m in _imported_roots(gpu / "trace_stats.py") if m.startswith("benchmarks")} == \
+        {"benchmarks.gpu.run_files"}
 
 
 def test_no_solver_function_is_long_or_closes_over_mutable_state():

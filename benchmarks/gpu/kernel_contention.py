@@ -101,7 +101,7 @@ def per_kernel(kernels: list[dict]) -> list[dict]:
     """One row per kernel (`key_of`: name, grid, and flops once tagged) with at least 3 launches alone and 3
     overlapped, from a trace's kernel events (`run_files.trace_kernels`, maybe through `tag_gemms`)."""
     ev = [e for e in kernels if e.get("dur", 0) > 0]
-    from benchmarks.gpu.e2e_step import union
+    from benchmarks.gpu.trace_stats import union
 
     nccl = union([(e["ts"], e["ts"] + e["dur"]) for e in ev if "nccl" in e["name"].lower()])  # disjoint
     starts = [a for a, _ in nccl]

@@ -4,7 +4,7 @@
 
 MODEL.md starts a transfer as soon as its group stream is free and its issue point is reached. On the
 H200s a NCCL kernel that becomes ready while a GEMM holds the SMs, or as one starts, waits for that GEMM
-(`e2e_step.held_back`). This walk is MODEL.md's, plain durations, with one change: a transfer that would start
+(`trace_stats.held_back`). This walk is MODEL.md's, plain durations, with one change: a transfer that would start
 while a GEMM-like compute node runs (or at the instant one starts) starts when that node ends. It prints, for
 the solved order (d) and the captured order (a) of each run's stored graphs, the exposure under both rules.
 It is a model experiment, outside the library: the simulator, bounds and solver keep MODEL.md's rule.

@@ -23,9 +23,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.e2e_step import overlap_with, union  # noqa: E402
 from benchmarks.gpu.kernel_contention import kind_of  # noqa: E402
 from benchmarks.gpu.run_files import run_trace, stored_schedules, trace_kernels, unpack_store  # noqa: E402
+from benchmarks.gpu.trace_stats import overlap_with, union  # noqa: E402
 
 CLASSES = ("gemm", "attention", "copy (Triton, no op)", "other Triton", "other")
 _COPY = re.compile(r"triton_(poi|for)_fused(_view)?(_\d+)?$")

@@ -43,7 +43,7 @@ def measured_us(run: str, cfg: str = "d") -> float:
     p = d["configs"][cfg]["ranks"][0].get("profile", {})
     if "waits_on_nccl_us" in p:
         return p["waits_on_nccl_us"]
-    from benchmarks.gpu.e2e_step import analyse_trace
+    from benchmarks.gpu.trace_stats import analyse_trace
 
     return analyse_trace(run_trace(run, cfg), d["meta"]["args"]["prof_steps"], skip=1)["waits_on_nccl_us"]
 
