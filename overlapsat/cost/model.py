@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import overlapsat.cost.nccl as nccl
 from overlapsat.cost.calibration import Calibration, builtin_calibration, load_calibration
-from overlapsat.cost.hardware import HardwareProfile, load_profile
+from overlapsat.cost.hardware import HardwareProfile, builtin_profiles, load_profile
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node, NodeKind
 
@@ -99,7 +100,30 @@ def cost_model(profile: str | HardwareProfile | None = None, *, dtype: str = "bf
                              f"profile {cal.profile!r}, not {hw.name!r}; pass the profile it belongs to")
         return CalibratedCostModel(base, cal)
     cal = builtin_calibration(hw.calibrated_as or hw.name) if calibrated else None
+    if cal is None and calibrated and hw.calibrated_as is None:
+        _say_untabled_twin(hw)
     return CalibratedCostModel(base, cal) if cal is not None else base
+
+
+_TWINS_SAID: set[str] = set()
+_GPU_FIGURES = ("arch", "peak_flops", "hbm_bw", "nvlink_bw", "net_bw", "gpus_per_node", "nccl_channels",
+                "flops_efficiency", "hbm_efficiency", "link_efficiency", "kernel_floor_us", "pcie")
+
+
+def _say_untabled_twin(hw: HardwareProfile) -> None:
+    """A profile of its own name with a built-in's GPU figures is priced without that GPU's measured tables: said
+    once per name, since the figures suggest the user meant them (`calibrated_as` names them)."""
+    if hw.name in _TWINS_SAID:
+        return
+    for name, b in builtin_profiles().items():
+        if name != hw.name and all(getattr(b, f) == getattr(hw, f) for f in _GPU_FIGURES) and \
+                builtin_calibration(b.calibrated_as or name) is not None:
+            _TWINS_SAID.add(hw.name)
+            logging.getLogger(__name__).warning(
+                "overlapsat: hardware profile %r has built-in %r's GPU figures but is priced without its measured "
+                "tables (they are chosen by a profile's name); add \"calibrated_as\": %r to the profile to use them",
+                hw.name, name, b.calibrated_as or name)
+            return
 
 
 def reprice(graph: Graph, model: CostModel) -> Graph:

@@ -320,3 +320,34 @@ def test_calibrated_as_names_a_profile():
          "net_bw": 1e10, "calibrated_as": ""}
     with pytest.raises(GraphError, match="calibrated_as must be a profile name"):
         profile_from_dict(d)
+
+
+def test_a_built_ins_twin_without_its_tables_is_said_once(tmp_path, caplog):
+    """A profile file with h200's GPU figures under its own name is priced by the analytical model alone (tables go
+    by name): said once, naming the built-in and the field that fixes it; with `calibrated_as`, silent and tabled."""
+    import dataclasses
+    import json
+    import logging
+
+    from overlapsat.cost import cost_model
+    from overlapsat.cost.hardware import load_profile
+    from overlapsat.cost.model import _TWINS_SAID
+
+    d = dataclasses.asdict(load_profile("h200"))
+    d.update(name="my_h200_twin", collective_launch_us=25.0)
+    twin = tmp_path / "twin.json"
+    twin.write_text(json.dumps(d))
+    _TWINS_SAID.discard("my_h200_twin")
+    with caplog.at_level(logging.WARNING, logger="overlapsat.cost.model"):
+        assert type(cost_model(str(twin))).__name__ == "AnalyticalCostModel"
+        cost_model(str(twin))
+    said = [r.getMessage() for r in caplog.records if "my_h200_twin" in r.getMessage()]
+    assert len(said) == 1 and "'h200'" in said[0] and '"calibrated_as": \'h200\'' in said[0]
+    caplog.clear()
+    d.update(name="my_h200_tabled", calibrated_as="h200")
+    tabled = tmp_path / "tabled.json"
+    tabled.write_text(json.dumps(d))
+    with caplog.at_level(logging.WARNING, logger="overlapsat.cost.model"):
+        assert type(cost_model(str(tabled))).__name__ == "CalibratedCostModel"
+        cost_model("h100_sxm")  # no tables ship for it: nothing to miss
+    assert not caplog.records
