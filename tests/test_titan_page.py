@@ -3,7 +3,7 @@ gpu_2026-11-30_dsv3 for DeepSeek-V3), recomputed."""
 
 import os
 
-from benchmarks.gpu.titan_table import best_pass, lacks, load, runs, summary, table
+from benchmarks.gpu.titan_table import best_pass, lacks, load, peaks, runs, summary, table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLAMA = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_titan")
@@ -137,3 +137,27 @@ def test_the_readme_quotes_the_llama3_calls():
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = " ".join(f.read().split())
     assert f"it is {min(margins):.2f} to {max(margins):.2f} % faster over five calls" in readme
+
+
+def test_the_predicted_peaks_are_the_raw_files():
+    """The page's predicted-peak table, and its explanation's figures by hand: the forward-and-loss peak and the
+    step's at 8 layers, the spread of the predictions, and the errors of every configuration but p_co_free."""
+    from benchmarks.gpu.equal_memory import predicted_peak
+
+    assert "\n".join(peaks(CALLS)) in _page()
+    errors, spread = [], 0.0
+    for path in CALLS:
+        d = load(path)
+        real = max(r["peak_memory_bytes"] for v in d["configs"].values() for r in v["ranks"])
+        pred = {c: predicted_peak(d, c) for c in d["configs"]}
+        spread = max(spread, max(pred.values()) - min(pred.values()))
+        errors += [100 * (1 - p / real) for c, p in pred.items() if c != "p_co_free"]
+        if d["meta"]["args"]["layers"] == 8:
+            mem = [v["ranks"][0]["memory"] for v in d["configs"].values()]
+            assert {round(m["forward_peak_bytes"] / 1e9, 2) for m in mem} == {19.04}
+            assert {round((m["step_peak_bytes"] - m["forward_peak_bytes"]) / 1e9, 2) for m in mem} == {6.30}
+    assert (round(min(errors)), round(max(errors))) == (25, 38) and round(spread / 1e9, 2) == 7.91
+    page = " ".join(_page().split())
+    for want in ("**missed** by 25-38 % for every configuration but `p_co_free`", "peak at 19.04 GB at 8 layers",
+                 "the step peaks 6.30 GB higher", "differ by up to 7.91 GB"):
+        assert want in page, want

@@ -22,7 +22,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.equal_memory import compute_floor_ms  # noqa: E402
+from benchmarks.gpu.equal_memory import compute_floor_ms, predicted_peak  # noqa: E402
 
 NAMES = {"a": "no overlap pass (a)", "titan_auto": "torchtitan auto_bucketing (titan_auto)",
          "tbb_torch": "torchtitan transformer_block_bucketing (tbb_torch)",
@@ -112,6 +112,26 @@ def runs(paths: list[str]) -> list[str]:
     return out
 
 
+def peaks(paths: list[str]) -> list[str]:
+    """Each call's measured peak (`torch.cuda.max_memory_allocated`, the larger rank, the largest configuration)
+    beside each configuration's predicted peak and its error: the forward graph's inputs plus the larger graph
+    peak, as `equal_memory.predicted_peak` reads it (MODEL.md's rule; `-` where the run holds no prediction)."""
+    cols = ("a", "titan_auto", "tbb_torch", "p_co", "p_co_free")
+    out = ["| run | measured peak GB | " + " | ".join(f"predicted `{c}` GB (error)" for c in cols) + " |",
+           "| --- | ---: |" + " ---: |" * len(cols)]
+    for path in paths:
+        d = load(path)
+        ran = {c: v for c, v in d["configs"].items() if "ranks" in v}
+        real = max(r["peak_memory_bytes"] for v in ran.values() for r in v["ranks"])
+        cells = []
+        for c in cols:
+            pred = predicted_peak(d, c) if c in ran else None
+            cells.append("not run" if c not in ran else "-" if pred is None
+                         else f"{pred / 1e9:.2f} ({100 * (pred / real - 1):+.1f} %)")
+        out.append(f"| {os.path.basename(path)} | {real / 1e9:.3f} | " + " | ".join(cells) + " |")
+    return out
+
+
 if __name__ == "__main__":
     wheres = sys.argv[1:] or [os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_titan", "titan8_h40")]
     for where in wheres:
@@ -124,3 +144,4 @@ if __name__ == "__main__":
         print("\n" + summary(where) + "\n")
     if len(wheres) > 1:
         print("\n".join(runs(wheres)))
+        print("\n" + "\n".join(peaks(wheres)))
