@@ -111,6 +111,13 @@ def load_calibration(path: str) -> Calibration:
     return calibration_from_dict(read_json(path, "calibration"), path)
 
 
+def shipped_calibrations() -> list[str]:
+    """The profiles whose measured tables ship with overlapsat."""
+    data = os.path.join(os.path.dirname(__file__), "data")
+    return sorted(f[len("calibration_"):-len(".json")] for f in os.listdir(data)
+                  if f.startswith("calibration_") and f.endswith(".json"))
+
+
 def builtin_calibration(profile: str) -> Calibration | None:
     path = os.path.join(os.path.dirname(__file__), "data", f"calibration_{profile}.json")
     return load_calibration(path) if os.path.exists(path) else None

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import overlapsat.cost.nccl as nccl
-from overlapsat.cost.calibration import Calibration, builtin_calibration, load_calibration
+from overlapsat.cost.calibration import Calibration, builtin_calibration, load_calibration, shipped_calibrations
 from overlapsat.cost.hardware import HardwareProfile, builtin_profiles, load_profile
 from overlapsat.errors import GraphError
 from overlapsat.graph import Graph, Node, NodeKind
@@ -100,7 +100,10 @@ def cost_model(profile: str | HardwareProfile | None = None, *, dtype: str = "bf
                              f"profile {cal.profile!r}, not {hw.name!r}; pass the profile it belongs to")
         return CalibratedCostModel(base, cal)
     cal = builtin_calibration(hw.calibrated_as or hw.name) if calibrated else None
-    if cal is None and calibrated and hw.calibrated_as is None:
+    if cal is None and calibrated and hw.calibrated_as is not None:
+        raise GraphError(f"hardware profile {hw.name!r}: calibrated_as {hw.calibrated_as!r} names no calibration "
+                         f"tables that ship with overlapsat (they ship for: {', '.join(shipped_calibrations())})")
+    if cal is None and calibrated:
         _say_untabled_twin(hw)
     return CalibratedCostModel(base, cal) if cal is not None else base
 

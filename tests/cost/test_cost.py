@@ -351,3 +351,15 @@ def test_a_built_ins_twin_without_its_tables_is_said_once(tmp_path, caplog):
         assert type(cost_model(str(tabled))).__name__ == "CalibratedCostModel"
         cost_model("h100_sxm")  # no tables ship for it: nothing to miss
     assert not caplog.records
+
+
+def test_calibrated_as_must_name_shipped_tables():
+    """A profile that asks for tables that do not ship is refused by name, not priced silently without them."""
+    from overlapsat.cost import cost_model
+    from overlapsat.cost.hardware import profile_from_dict
+
+    d = {"name": "x", "arch": "hopper", "peak_flops": {"bf16": 1e15}, "hbm_bw": 1e12, "nvlink_bw": 1e11,
+         "net_bw": 1e10, "calibrated_as": "h20"}
+    with pytest.raises(GraphError, match=r"calibrated_as 'h20' names no calibration tables .*ship for: h200"):
+        cost_model(profile_from_dict(d))
+    assert type(cost_model(profile_from_dict(d), calibrated=False)).__name__ == "AnalyticalCostModel"
