@@ -29,6 +29,7 @@ NAMES = {"a": "no overlap pass (a)", "titan_auto": "torchtitan auto_bucketing (t
          "p_co": "overlapsat plan, default budget, coalesced (p_co)",
          "p_co_free": "overlapsat plan, no budget, coalesced (p_co_free)"}
 PASSES = ("titan_auto", "tbb_torch")
+CONFIGS = tuple(NAMES)  # the columns of the tables that set runs side by side
 
 
 def load(path: str) -> dict:
@@ -105,8 +106,7 @@ def runs(paths: list[str]) -> list[str]:
         nccl = [str(cfgs[c]["ranks"][0]["profile"]["nccl_kernel_count"]) if c in med else "-"
                 for c in ("tbb_torch", "p_co", "p_co_free")]
         out.append(f"| {os.path.basename(path)} | {args['layers']} | {os.path.basename(args['profile'])} | "
-                   + " | ".join(f"{med[c]:.2f}" if c in med else "not run"
-                                for c in ("a", "titan_auto", "tbb_torch", "p_co", "p_co_free"))
+                   + " | ".join(f"{med[c]:.2f}" if c in med else "not run" for c in CONFIGS)
                    + "".join(f" | {100 * (med[c] / med[best] - 1):+.2f} %" for c in ("p_co", "p_co_free"))
                    + f" | {', '.join(nccl)} |")
     return out
@@ -116,15 +116,14 @@ def peaks(paths: list[str]) -> list[str]:
     """Each call's measured peak (`torch.cuda.max_memory_allocated`, the larger rank, the largest configuration)
     beside each configuration's predicted peak and its error: the forward graph's inputs plus the larger graph
     peak, as `equal_memory.predicted_peak` reads it (MODEL.md's rule; `-` where the run holds no prediction)."""
-    cols = ("a", "titan_auto", "tbb_torch", "p_co", "p_co_free")
-    out = ["| run | measured peak GB | " + " | ".join(f"predicted `{c}` GB (error)" for c in cols) + " |",
-           "| --- | ---: |" + " ---: |" * len(cols)]
+    out = ["| run | measured peak GB | " + " | ".join(f"predicted `{c}` GB (error)" for c in CONFIGS) + " |",
+           "| --- | ---: |" + " ---: |" * len(CONFIGS)]
     for path in paths:
         d = load(path)
         ran = {c: v for c, v in d["configs"].items() if "ranks" in v}
         real = max(r["peak_memory_bytes"] for v in ran.values() for r in v["ranks"])
         cells = []
-        for c in cols:
+        for c in CONFIGS:
             pred = predicted_peak(d, c) if c in ran else None
             cells.append("not run" if c not in ran else "-" if pred is None
                          else f"{pred / 1e9:.2f} ({100 * (pred / real - 1):+.1f} %)")

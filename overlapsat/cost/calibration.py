@@ -22,6 +22,7 @@ from overlapsat.errors import GraphError
 from overlapsat.io import atomic_write_text, read_json
 
 FORMAT = "overlapsat-calibration"
+DATA = os.path.join(os.path.dirname(__file__), "data")  # the tables that ship, one file per profile
 
 
 @dataclass(frozen=True)
@@ -113,13 +114,12 @@ def load_calibration(path: str) -> Calibration:
 
 def shipped_calibrations() -> list[str]:
     """The profiles whose measured tables ship with overlapsat."""
-    data = os.path.join(os.path.dirname(__file__), "data")
-    return sorted(f[len("calibration_"):-len(".json")] for f in os.listdir(data)
+    return sorted(f[len("calibration_"):-len(".json")] for f in os.listdir(DATA)
                   if f.startswith("calibration_") and f.endswith(".json"))
 
 
 def builtin_calibration(profile: str) -> Calibration | None:
-    path = os.path.join(os.path.dirname(__file__), "data", f"calibration_{profile}.json")
+    path = os.path.join(DATA, f"calibration_{profile}.json")
     return load_calibration(path) if os.path.exists(path) else None
 
 

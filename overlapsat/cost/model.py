@@ -108,20 +108,21 @@ def cost_model(profile: str | HardwareProfile | None = None, *, dtype: str = "bf
     return CalibratedCostModel(base, cal) if cal is not None else base
 
 
-_TWINS_SAID: set[str] = set()
+_TWINS_CHECKED: set[str] = set()  # profile names already compared with the built-ins, said or not
 _GPU_FIGURES = ("arch", "peak_flops", "hbm_bw", "nvlink_bw", "net_bw", "gpus_per_node", "nccl_channels",
                 "flops_efficiency", "hbm_efficiency", "link_efficiency", "kernel_floor_us", "pcie")
 
 
 def _say_untabled_twin(hw: HardwareProfile) -> None:
     """A profile of its own name with a built-in's GPU figures is priced without that GPU's measured tables: said
-    once per name, since the figures suggest the user meant them (`calibrated_as` names them)."""
-    if hw.name in _TWINS_SAID:
+    once per name, since the figures suggest the user meant them (`calibrated_as` names them). Each name is compared
+    with the built-ins once: `cost_model` is called per graph, and an untabled profile (h100_sxm) is common."""
+    if hw.name in _TWINS_CHECKED:
         return
+    _TWINS_CHECKED.add(hw.name)
     for name, b in builtin_profiles().items():
         if name != hw.name and all(getattr(b, f) == getattr(hw, f) for f in _GPU_FIGURES) and \
                 builtin_calibration(b.calibrated_as or name) is not None:
-            _TWINS_SAID.add(hw.name)
             logging.getLogger(__name__).warning(
                 "overlapsat: hardware profile %r has built-in %r's GPU figures but is priced without its measured "
                 "tables (they are chosen by a profile's name); add \"calibrated_as\": %r to the profile to use them",

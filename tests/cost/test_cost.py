@@ -331,13 +331,13 @@ def test_a_built_ins_twin_without_its_tables_is_said_once(tmp_path, caplog):
 
     from overlapsat.cost import cost_model
     from overlapsat.cost.hardware import load_profile
-    from overlapsat.cost.model import _TWINS_SAID
+    from overlapsat.cost.model import _TWINS_CHECKED
 
     d = dataclasses.asdict(load_profile("h200"))
     d.update(name="my_h200_twin", collective_launch_us=25.0)
     twin = tmp_path / "twin.json"
     twin.write_text(json.dumps(d))
-    _TWINS_SAID.discard("my_h200_twin")
+    _TWINS_CHECKED.discard("my_h200_twin")
     with caplog.at_level(logging.WARNING, logger="overlapsat.cost.model"):
         assert type(cost_model(str(twin))).__name__ == "AnalyticalCostModel"
         cost_model(str(twin))
