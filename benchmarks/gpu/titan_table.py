@@ -43,6 +43,11 @@ def best_pass(d: dict) -> str:
     return min(ran, key=lambda c: d["configs"][c]["ranks"][0]["step_ms_median"])
 
 
+def medians(d: dict) -> dict[str, float]:
+    """Rank 0's median step (ms) of each configuration that ran."""
+    return {c: v["ranks"][0]["step_ms_median"] for c, v in d["configs"].items() if "ranks" in v}
+
+
 def lacks(d: dict) -> list[str]:
     """What the table compares against that this run did not run: `a` (the floor, the losses) and one of
     torchtitan's passes (a run of `p_co` alone, e.g. `--resolve-rounds` after the baselines, has neither)."""
@@ -79,7 +84,7 @@ def summary(path: str) -> str:
     """The page's sentence: the plan against the faster of torchtitan's passes, and the run's floor."""
     d = load(path)
     best, cfgs = best_pass(d), d["configs"]
-    med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items() if "ranks" in v}
+    med = medians(d)
     floor = compute_floor_ms(d)
     slow = [v["ranks"][0]["profile"]["compute_kernels"]["time_us"] / 1e3 / floor for c, v in cfgs.items()
             if c != "a" and "ranks" in v]
@@ -102,7 +107,7 @@ def runs(paths: list[str]) -> list[str]:
     for path in paths:
         d = load(path)
         cfgs, best, args = d["configs"], best_pass(d), d["meta"]["args"]
-        med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items() if "ranks" in v}
+        med = medians(d)
         nccl = [str(cfgs[c]["ranks"][0]["profile"]["nccl_kernel_count"]) if c in med else "-"
                 for c in ("tbb_torch", "p_co", "p_co_free")]
         out.append(f"| {os.path.basename(path)} | {args['layers']} | {os.path.basename(args['profile'])} | "
