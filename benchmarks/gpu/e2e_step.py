@@ -458,6 +458,11 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     else:
         model = build(a.dim, a.heads, a.ffn, a.layers, a.seq, world, device, dtype, a.tp, a.regather)
         x = torch.randn(1, a.seq, a.dim, device=device, dtype=dtype)
+    scored = scored_model(model) if a.loss_in_graph else model  # what torch.compile sees
+
+    def loss_of(f, inp):
+        return f(inp) if a.loss_in_graph else f(inp).float().pow(2).mean()
+
     tbb_passes: list = []  # tbb_torch: what torch's pass did to each graph
     res: dict = {"config": cfg, "rank": rank, "inductor_settings": set_config(cfg, gpu, a.layers, tbb_passes),
                  "torch_tbb": tbb_passes}
@@ -473,8 +478,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         store = os.path.join(store, cfg)
         install_fx("capture", store, profile=a.profile, comm_slowdown=slow, collective_order=a.collective_order)
         t0 = time.monotonic()
-        f = torch.compile(model)
-        f(x).float().pow(2).mean().backward()
+        f = torch.compile(scored)
+        loss_of(f, x).backward()
         res["capture_s"] = time.monotonic() - t0
         del f  # the capture compile's module: nothing of it may stay allocated into the timed steps
         import gc
@@ -527,10 +532,10 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         torch._dynamo.reset()
         for prm in model.parameters():
             prm.grad = None
-    compiled = torch.compile(model)
+    compiled = torch.compile(scored)
 
     def step():
-        loss = compiled(x).float().pow(2).mean()
+        loss = loss_of(compiled, x)
         loss.backward()
         for prm in model.parameters():
             prm.grad = None
@@ -562,7 +567,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         dist.barrier()
         torch._dynamo.reset()  # compiled again: a plan set aside leaves its graph in the captured order
         applied.clear()
-        compiled = torch.compile(model)
+        compiled = torch.compile(scored)
         for _ in range(a.warmup):
             step()
         if not stale[0]:  # nothing was solved again (no plan fits the tighter budget): no more rounds
@@ -587,7 +592,7 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         res["step_ms_all"] = times
         res["peak_memory_bytes"] = torch.cuda.max_memory_allocated()
         try:
-            res["memory"] = memory_phases(compiled, x, model)
+            res["memory"] = memory_phases(compiled, x, model, a.loss_in_graph)
         except Exception as e:  # noqa: BLE001 - the step timings stand without it
             res["memory"] = {"error": f"{type(e).__name__}: {e}"}
         if a.snapshot:  # every rank runs the step (its collectives need the peer); rank 0 keeps the history
@@ -618,11 +623,28 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         res["step_ms_median"] = 1e3 * (time.monotonic() - t0) / a.steps
     ref = model(x).float().pow(2).mean().item()  # eager loss of the same weights: the compiled one must match
     res["loss_eager"] = ref
-    res["loss_compiled"] = compiled(x).float().pow(2).mean().item()
+    res["loss_compiled"] = loss_of(compiled, x).item()
     with open(os.path.join(out, f"res_{cfg}_{rank}.json"), "w", encoding="utf-8") as fo:
         json.dump(res, fo)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def scored_model(model):
+    """--loss-in-graph: the model and its loss as one module, so that torch.compile traces the loss and its
+    backward into the step's two graphs and the whole step's memory is the graphs' (the loss otherwise runs
+    eagerly, holding fp32 logit-sized tensors that no captured graph sees)."""
+    import torch
+
+    class Scored(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, inp):
+            return self.inner(inp).float().pow(2).mean()
+
+    return Scored(model)
 
 
 def after_fusion(nodes, sink: list, save_dir: str | None = None):
@@ -726,7 +748,7 @@ def polish_store(store: str, collective_order: str, cfg: str = "d_hold") -> list
     return out
 
 
-def memory_phases(compiled, x, model) -> dict:
+def memory_phases(compiled, x, model, loss_in_graph: bool = False) -> dict:
     """One more step, its allocator peaks split by phase (after run 33 overshot its budget at `free`,
     benchmarks/results/gpu_runs.md): the forward graph's peak, the whole step's, and the allocator's own peak figures,
     `requested_bytes` (what the kernels asked for, before the allocator rounds a block up or leaves it unsplit)
@@ -736,7 +758,7 @@ def memory_phases(compiled, x, model) -> dict:
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    loss = compiled(x).float().pow(2).mean()
+    loss = compiled(x) if loss_in_graph else compiled(x).float().pow(2).mean()
     torch.cuda.synchronize()
     out = {"forward_peak_bytes": torch.cuda.max_memory_allocated()}
     loss.backward()
@@ -900,6 +922,8 @@ def main() -> None:
     ap.add_argument("--resolve-rounds", type=int, default=0,
                     help="plans under the default budget: up to this many times, solve again the graphs whose plan "
                          "went over its budget after fusion, and compile again (decision 82)")
+    ap.add_argument("--loss-in-graph", action="store_true",
+                    help="compile the loss with the model (its backward joins the backward graph)")
     ap.add_argument("--snapshot", action="store_true",
                     help="rank 0: one more step under the allocator's history, and the imported graphs after fusion")
     ap.add_argument("--no-buffer-reuse", action="store_true",
