@@ -235,11 +235,13 @@ def _block_stacks(graph) -> dict:
     import torch
 
     saved = {}
+    layer = re.compile(r"layers(?:\.|'\]\._modules\[')\d+(?:'\])?$")
     for n in graph.nodes:
         key = "nn_module_stack" if n.meta.get("nn_module_stack") else "fwd_nn_module_stack"
         stack = n.meta.get(key)
         blocks = [path for path, cls in (stack or {}).values()
-                  if getattr(cls, "__name__", "") in ("Block", "TransformerBlock")]  # this file's; torchtitan's
+                  if getattr(cls, "__name__", "") in ("Block", "TransformerBlock")  # this file's; torchtitan's
+                  or layer.search(path)]  # torchtitan's blocks by name, also under --loss-in-graph's wrapper
         digits = re.findall(r"\d+", blocks[-1]) if blocks else []
         if not digits:
             continue
@@ -532,6 +534,14 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         torch._dynamo.reset()
         for prm in model.parameters():
             prm.grad = None
+    elif rank == 0:  # the same reading for the configurations without a store (torch's, `a`): their prediction
+        res["after_fusion_peaks"] = []
+
+        def hook(nodes, prev=icfg._post_fusion_custom_pass, sink=res["after_fusion_peaks"]):
+            after_fusion(nodes, sink)
+            return prev(nodes) if prev is not None else nodes
+
+        icfg._post_fusion_custom_pass = hook
     compiled = torch.compile(scored)
 
     def step():

@@ -79,10 +79,16 @@ def floors(folder: str) -> str:
 
 def after_fusion_peak(d: dict, cfg: str) -> int | None:
     """`predicted_peak` read after Inductor's fusion: the graphs' inputs plus the larger peak of Inductor's nodes
-    in the order it emits them (`after_fusion_peaks`, recorded on rank 0 for overlapsat's configurations)."""
+    in the order it emits them (`after_fusion_peaks`, recorded on rank 0 for overlapsat's configurations, and
+    since 2026-11-30's `titan8_loss` for every configuration). Only the last compile's graphs count: a run that
+    solves again (`--resolve-rounds`) compiles its graphs again, and the step runs the last compile."""
     fused = ((d["configs"].get(cfg) or {}).get("ranks") or [{}])[0].get("after_fusion_peaks") or []
-    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or []
-    if not fused or not gs or any(not isinstance(p, (int, float)) for _, p in fused):
+    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or next(
+        (v["graphs"] for k, v in d.items() if k.startswith("prediction")), [])
+    if not fused or not gs or len(fused) < len(gs):
+        return None
+    fused = fused[-len(gs):]
+    if any(not isinstance(p, (int, float)) for _, p in fused):
         return None
     return max(g.get("primals_bytes") or 0 for g in gs) + max(p for _, p in fused)
 
