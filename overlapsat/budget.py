@@ -38,6 +38,12 @@ class MemoryBudget:
         # exact: the ratio as written (its shortest decimal form), so "1.0x" of a 2^50 B peak is that peak
         return math.floor(peak_memory(graph) * Fraction(repr(float(self.ratio))))  # type: ignore[arg-type]
 
+    def resolve_from(self, peak: int) -> int:
+        """The budget against a known peak (a ratio of it, exactly as `resolve` takes one)."""
+        if self.bytes is not None:
+            return self.bytes
+        return math.floor(int(peak) * Fraction(repr(float(self.ratio))))  # type: ignore[arg-type]
+
     @classmethod
     def parse(cls, text: str) -> MemoryBudget:
         """'1.2x' is a ratio; '40GiB', '5e9B' or '123B' are sizes; a bare number is refused as ambiguous.

@@ -77,8 +77,17 @@ def fused_record(store: str, fp: str) -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {"captured_peak_after_fusion": rec["captured_peak_after_fusion"]}
     over = rec.get("over")
-    if _positive(rec.get("next_fx_budget")) and isinstance(over, list) and all(map(_positive, over)):
+    good_over = isinstance(over, list) and all(map(_positive, over))
+    if _positive(rec.get("next_fx_budget")) and good_over:
         out.update(next_fx_budget=rec["next_fx_budget"], over=over)
+    for key in ("targets", "next_by_target"):  # a given budget's (decision 86): keyed by FX budget, by target
+        val = rec.get(key)
+        if isinstance(val, dict) and val and all(k.isdigit() and _positive(v) for k, v in val.items()):
+            out[key] = val
+    if "next_by_target" in out and good_over:
+        out["over"] = over
+    else:
+        out.pop("next_by_target", None)
     return out
 
 
@@ -97,11 +106,11 @@ def record_fused_peak(store: str, fp: str, peak: int) -> None:
         atomic_write_text(fused_path(store, fp), json.dumps({"captured_peak_after_fusion": int(peak)}))
 
 
-def record_over(store: str, fp: str, fx_budget: int, excess: int) -> int | None:
-    """A plan solved under the FX budget `fx_budget` went `excess` bytes over the captured order's peak after
-    fusion: that schedule is stale, and the next solve of `fp` under the default budget takes `fx_budget -
-    excess` (or less, if an earlier record asks less). Returns that next FX budget; None without a captured
-    record to add it to."""
+def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | None = None) -> int | None:
+    """A plan solved under the FX budget `fx_budget` went `excess` bytes over its budget after fusion (`target`;
+    None: the default, the captured order's peak there): that schedule is stale, and the next solve of `fp` under
+    the same budget takes `fx_budget - excess` (or less, if an earlier record asks less). Returns that next FX
+    budget; None without a captured record to add it to."""
     import json
 
     from overlapsat.io import atomic_write_text
@@ -110,11 +119,46 @@ def record_over(store: str, fp: str, fx_budget: int, excess: int) -> int | None:
     if not rec:
         return None
     nxt = max(1, int(fx_budget) - int(excess))
-    if "next_fx_budget" in rec:
-        nxt = min(nxt, rec["next_fx_budget"])
-    rec.update(next_fx_budget=nxt, over=sorted({*rec.get("over", []), int(fx_budget)}))
+    default = target is None or int(target) == rec["captured_peak_after_fusion"]
+    if default:
+        nxt = min(nxt, rec.get("next_fx_budget", nxt))
+        rec["next_fx_budget"] = nxt
+    else:
+        by = rec.setdefault("next_by_target", {})
+        nxt = by[str(int(target))] = min(nxt, by.get(str(int(target)), nxt))
+    rec["over"] = sorted({*rec.get("over", []), int(fx_budget)})
     atomic_write_text(fused_path(store, fp), json.dumps(rec))
     return nxt
+
+
+def after_fusion_budget(store: str, fp: str, graph: Any, budget: Any) -> tuple[int, int, bool] | None:
+    """Decision 86: a budget given for a graph whose captured order's peak after fusion is recorded bounds the
+    graph as Inductor emits it. Returns (`target`, the bytes after fusion: a ratio of the recorded peak, or the
+    size given; the FX budget to solve under: the target plus what fusion removed from the captured order, or
+    the tighter one recorded after a plan went over that target; whether it is that tighter one). None where the
+    budget stays the FX model's: no record, no budget given, or "none"."""
+    import json
+
+    from overlapsat.budget import MemoryBudget, is_none_said
+    from overlapsat.io import atomic_write_text
+    from overlapsat.simulate import peak_memory
+
+    rec = fused_record(store, fp)
+    if not rec or budget is None or is_none_said(budget):
+        return None
+    mb = budget if isinstance(budget, MemoryBudget) else MemoryBudget.parse(budget) if isinstance(budget, str) \
+        else MemoryBudget(bytes=budget)
+    fused = rec["captured_peak_after_fusion"]
+    target = mb.bytes if mb.bytes is not None else MemoryBudget(ratio=mb.ratio).resolve_from(fused)
+    if target == fused:
+        later = rec.get("next_fx_budget")
+    else:
+        later = rec.get("next_by_target", {}).get(str(target))
+    fx = later if later is not None else max(1, target + peak_memory(graph) - fused)
+    if str(fx) not in rec.get("targets", {}):  # what apply holds a plan solved under `fx` to, after fusion
+        rec.setdefault("targets", {})[str(fx)] = target
+        atomic_write_text(fused_path(store, fp), json.dumps(rec))
+    return target, fx, later is not None
 
 
 def recorded_pricings(store: str, most: int = 3) -> set[str]:
@@ -182,8 +226,13 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
         return None, f"invalid schedule: {vs[0]}"
     rec = fused_record(store, fp)
     if sched.metrics.get("memory_budget") in rec.get("over", ()):
+        fx = sched.metrics["memory_budget"]
+        target = rec.get("targets", {}).get(str(fx))
+        if target is not None and target != rec["captured_peak_after_fusion"]:
+            return None, (f"{OVER} after Inductor's fusion ({target} B); solve-cache solves it again under "
+                          f"{rec['next_by_target'].get(str(target), fx)} B (decision 86)")
         return None, (f"{OVER} after Inductor's fusion; solve-cache solves it again "
-                      f"under {rec['next_fx_budget']} B (decision 82)")
+                      f"under {rec.get('next_fx_budget', fx)} B (decision 82)")
     return sched, "ok"
 
 
@@ -290,9 +339,12 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                             f"solve-cache --plans {priced}, or capture again with profile={profile!r}")
                 log.warning("overlapsat: graph %s (%s) %s", g.name, fp[:12], mismatch)
             extra = recorded_orders(g)
-            tightened = None
-            if opts.get("memory_budget") is None and "next_fx_budget" in (rec := fused_record(store, fp)):
+            tightened, asked = None, opts.get("memory_budget")
+            if asked is None and "next_fx_budget" in (rec := fused_record(store, fp)):
                 tightened = opts["memory_budget"] = rec["next_fx_budget"]  # the default, less what fusion added
+            elif (fused := after_fusion_budget(store, fp, g, asked)) is not None:  # decision 86
+                target, opts["memory_budget"], again = fused
+                tightened = opts["memory_budget"] if again else None
             try:
                 if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
                     from overlapsat.cost import cost_model
@@ -311,7 +363,9 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                     raise
                 out.outcome = "kept_captured"
                 out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over the captured "
-                               f"order's peak (decision 82), so the captured order stays: {e}")
+                               f"order's peak (decision 82), so the captured order stays: {e}" if asked is None else
+                               f"no plan fits the FX budget of {tightened} B set after fusion went over the budget of "
+                               f"{target} B after fusion (decision 86), so the captured order stays: {e}")
                 return out
             r.save(schedule_path(store, fp))
             out.outcome = ("solved" if why == "no schedule" else "replaced_over_budget" if why.startswith(OVER)

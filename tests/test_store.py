@@ -389,3 +389,53 @@ def test_a_plan_over_its_default_budget_after_fusion_is_set_aside_and_solved_aga
         with open(fused_path(str(store), fp), "w") as f:
             f.write(bad)
         assert fused_record(str(store), fp) == {}
+
+
+def test_a_given_budget_bounds_the_graph_after_fusion_and_is_tightened_as_the_default_is(tmp_path):
+    """Decision 86: with the captured order's peak after fusion recorded, a budget given to solve-cache bounds the
+    graph as Inductor emits it: a ratio is of that recorded peak, a size is those bytes. It is solved under an FX
+    budget of the target plus what fusion removed from the captured order (hand-computed here), apply holds the
+    plan to the target, and a plan over it is set aside and solved again tighter, as the default is (decision
+    82). "none" and a store without the record keep the FX model's budget."""
+    from overlapsat.simulate import peak_memory
+    from overlapsat.store import after_fusion_budget, fused_record, record_fused_peak, record_over, usable_stored
+    from overlapsat.torch.fx_apply import _budget_of
+
+    store = tmp_path / "store"
+    (fp,) = make_store(store, ("moe_small",))
+    g = load_graph(str(store / f"{fp}.graph.json"))
+    fx_peak = peak_memory(g)  # the captured order's peak by the FX model
+    assert after_fusion_budget(str(store), fp, g, "1.2x") is None  # no record: the FX model's budget stands
+    fused = fx_peak * 3 // 4  # fusion removed a quarter of the captured order's peak
+    record_fused_peak(str(store), fp, fused)
+    assert after_fusion_budget(str(store), fp, g, "none") is None and after_fusion_budget(str(store), fp, g, None) is None
+    target = int(fused * 1.5)
+    assert after_fusion_budget(str(store), fp, g, "1.5x") == (target, target + fx_peak - fused, False)
+    assert after_fusion_budget(str(store), fp, g, f"{target}B") == (target, target + fx_peak - fused, False)
+    assert after_fusion_budget(str(store), fp, g, "1x") == (fused, fx_peak, False)  # the default's figures
+    (out,) = solve_store(str(store), time_limit=2, plans="h200", memory_budget="1.5x")
+    assert out.outcome == "solved", out
+    metrics = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]
+    fx = target + fx_peak - fused
+    assert metrics["memory_budget"] == fx and metrics["peak_memory"] <= fx
+    rec = fused_record(str(store), fp)
+    held = _budget_of(fp, metrics, rec, str(store))
+    assert (held.budget, held.fx_budget, held.store) == (target, fx, str(store))  # apply holds it to the target
+    # found over its target after fusion: set aside, and solved again under the FX budget less the excess
+    excess = fx // 40
+    assert record_over(str(store), fp, fx, excess, target) == fx - excess
+    assert "next_fx_budget" not in fused_record(str(store), fp)  # the default's record is untouched
+    sched, why = usable_stored(str(store), fp, g, "group", plans=True)
+    assert sched is None and f"({target} B)" in why and f"under {fx - excess} B (decision 86)" in why
+    assert after_fusion_budget(str(store), fp, g, "1.5x") == (target, fx - excess, True)
+    (out,) = solve_store(str(store), time_limit=2, plans="h200", memory_budget="1.5x")
+    assert out.outcome == "replaced_over_budget", out
+    metrics = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]
+    assert metrics["memory_budget"] == fx - excess and metrics["peak_memory"] <= fx - excess
+    held = _budget_of(fp, metrics, fused_record(str(store), fp), str(store))
+    assert (held.budget, held.fx_budget) == (target, fx - excess)
+    assert usable_stored(str(store), fp, g, "group", plans=True)[1] == "ok"
+    # a tightened FX budget that no plan reaches: the captured order stays, and says which budget it was
+    record_over(str(store), fp, fx - excess, fx, target)
+    (out,) = solve_store(str(store), time_limit=2, plans="h200", memory_budget="1.5x")
+    assert out.outcome == "kept_captured" and f"budget of {target} B after fusion (decision 86)" in out.message, out

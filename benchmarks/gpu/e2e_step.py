@@ -554,8 +554,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     for _ in range(a.warmup):
         step()
     res["resolved"] = []
-    default_budget = cfg in ("p", "p_co", "p_ce") and a.plan_budget is None
-    for _ in range(a.resolve_rounds if default_budget and not a.store_from else 0):
+    rounds_apply = (cfg in ("p", "p_co", "p_ce") and a.plan_budget is None) or cfg in ("p_mem", "p_co_mem")
+    for _ in range(a.resolve_rounds if rounds_apply and not a.store_from else 0):
         # decision 82: a plan found over its default budget after fusion is set aside; solve-cache solves it again
         # under a tighter FX budget, and the step compiles again (what a user's next run does)
         stale = [0]
@@ -569,7 +569,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         if not stale[0]:
             break
         if rank == 0:
-            tie = {"plans": a.profile, **({"bucket_layout": "coalesced"} if cfg in COALESCED else {})}
+            tie = {"plans": a.profile, **({"bucket_layout": "coalesced"} if cfg in COALESCED else {}),
+                   **({"memory_budget": f"{a.memory_budget!r}x"} if cfg in BUDGETED else {})}  # decision 86
             res["resolved"].append([o.as_dict() for o in solve_store(store, time_limit=a.solve_s,
                                                                      collective_order=a.collective_order, **tie)])
             stale = [sum(o["outcome"] == "replaced_over_budget" for o in res["resolved"][-1])]

@@ -22,7 +22,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.equal_memory import compute_floor_ms, predicted_peak  # noqa: E402
+from benchmarks.gpu.equal_memory import after_fusion_peak, compute_floor_ms, predicted_peak  # noqa: E402
 
 NAMES = {"a": "no overlap pass (a)", "titan_auto": "torchtitan auto_bucketing (titan_auto)",
          "tbb_torch": "torchtitan transformer_block_bucketing (tbb_torch)",
@@ -30,6 +30,7 @@ NAMES = {"a": "no overlap pass (a)", "titan_auto": "torchtitan auto_bucketing (t
          "p_co_free": "overlapsat plan, no budget, coalesced (p_co_free)"}
 PASSES = ("titan_auto", "tbb_torch")
 CONFIGS = tuple(NAMES)  # the columns of the tables that set runs side by side
+NAMES["p_co_mem"] = "overlapsat plan, a given budget after fusion, coalesced (p_co_mem)"  # decision 86
 
 
 def load(path: str) -> dict:
@@ -133,6 +134,52 @@ def peaks(paths: list[str]) -> list[str]:
             cells.append("not run" if c not in ran else "-" if pred is None
                          else f"{pred / 1e9:.2f} ({100 * (pred / real - 1):+.1f} %)")
         out.append(f"| {os.path.basename(path)} | {real / 1e9:.3f} | " + " | ".join(cells) + " |")
+    return out
+
+
+def measured_peak(d: dict, cfg: str) -> int:
+    """`torch.cuda.max_memory_allocated` of a configuration, the larger rank."""
+    return max(r["peak_memory_bytes"] for r in d["configs"][cfg]["ranks"])
+
+
+def unbucketed(d: dict, cfg: str) -> bool:
+    """torch's block bucketing left every collective of every graph as it was (titan8_loss: it matched no block
+    under the loss's wrapper, fixed before titan8_loss2)."""
+    passes = (d["configs"].get(cfg) or {}).get("ranks", [{}])[0].get("torch_tbb") or []
+    return bool(passes) and all(t["collectives_after"] == t["collectives_before"] for t in passes)
+
+
+def in_graph(paths: list[str]) -> list[str]:
+    """Calls whose loss is compiled with the model (`--loss-in-graph`), side by side: each configuration's median
+    and measured peak, and the plans' margins and extra peak against the faster of torchtitan's passes. Here the
+    configurations' peaks differ, so the memory is part of the verdict."""
+    out = ["| call | model | " + " | ".join(f"`{c}` ms, GB" for c in CONFIGS)
+           + " | `p_co` vs faster pass | `p_co_free` vs faster pass |",
+           "| --- | --- |" + " ---: |" * (len(CONFIGS) + 2)]
+    for path in paths:
+        d = load(path)
+        best, med, args = best_pass(d), medians(d), d["meta"]["args"]
+        cells = [f"{med[c]:.2f}, {measured_peak(d, c) / 1e9:.2f}" + (" (did not bucket)" if unbucketed(d, c) else "")
+                 if c in med else "not run" for c in CONFIGS]
+        vs = [f"{100 * (med[c] / med[best] - 1):+.2f} %, {(measured_peak(d, c) - measured_peak(d, best)) / 1e9:+.3f} GB"
+              if c in med else "not run" for c in ("p_co", "p_co_free")]
+        out.append(f"| {os.path.basename(path)} | {args['titan']}, {args['layers']} layers | " + " | ".join(cells)
+                   + f" | {vs[0]} | {vs[1]} |")
+    return out
+
+
+def fused_peaks(paths: list[str]) -> list[str]:
+    """Each configuration's peak predicted from its graphs as Inductor emits them (the forward graph's inputs plus
+    the larger graph peak after fusion, `equal_memory.after_fusion_peak`), against its own measured peak."""
+    out = ["| call | " + " | ".join(f"`{c}`: predicted GB (error)" for c in CONFIGS) + " |",
+           "| --- |" + " ---: |" * len(CONFIGS)]
+    for path in paths:
+        d, cells = load(path), []
+        for c in CONFIGS:
+            pred = after_fusion_peak(d, c) if c in medians(d) else None
+            cells.append("not run" if c not in medians(d) else "-" if pred is None else
+                         f"{pred / 1e9:.2f} ({100 * (pred / measured_peak(d, c) - 1):+.1f} %)")
+        out.append(f"| {os.path.basename(path)} | " + " | ".join(cells) + " |")
     return out
 
 

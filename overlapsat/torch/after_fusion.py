@@ -251,7 +251,8 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
         try:
             from overlapsat.store import record_over
 
-            return record_over(pending.store, pending.fingerprint, pending.fx_budget, done.before - done.budget)
+            return record_over(pending.store, pending.fingerprint, pending.fx_budget, done.before - done.budget,
+                               pending.budget)
         except Exception as e:  # noqa: BLE001 - the report still says what happened
             log.debug("overlapsat: could not record graph %s as over its budget: %s", pending.fingerprint, e)
             return None

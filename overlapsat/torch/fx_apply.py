@@ -323,7 +323,8 @@ class _Pending:
 def _budget_of(fp: str, metrics: dict[str, Any], record: dict[str, Any], store: str) -> Expected | None:
     """What the after-fusion check holds a schedule solved under a memory budget (its metrics) to, else None.
     A default budget (the captured order's peak, or the tighter FX budget a record set after a plan went over)
-    is, after fusion, the captured order's own peak there where the store recorded it (decision 82): the FX
+    is, after fusion, the captured order's own peak there where the store recorded it (decision 82), and a given
+    budget is the bytes after fusion that solve-cache recorded for the FX budget it solved under (decision 86): the FX
     model counts what fusion removes by another amount for each order, so its bytes are not the bytes the
     replaced order allocates; a plan found over it is recorded, so the next solve tightens its FX budget."""
     b = metrics.get("memory_budget")
@@ -334,6 +335,9 @@ def _budget_of(fp: str, metrics: dict[str, Any], record: dict[str, Any], store: 
     fused = record.get("captured_peak_after_fusion")
     if fused is not None and (b == base or b == record.get("next_fx_budget")):
         return Expected(fp, int(fused), model_peak, store, int(b))
+    target = record.get("targets", {}).get(str(int(b)))
+    if fused is not None and target is not None:  # a given budget, set after fusion by solve-cache (decision 86)
+        return Expected(fp, int(target), model_peak, store, int(b))
     return Expected(fp, int(b), model_peak, fx_budget=int(b))
 
 
