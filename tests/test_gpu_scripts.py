@@ -805,12 +805,13 @@ def test_torchs_ordering_wrappers_are_put_back_as_their_operations():
 
 
 def test_the_readme_quotes_the_gpu_page_figures_only():
-    """#52: every GPU percentage the README quotes is one docs/gpu_results.md prints (and the tests above hold
-    that page to its raw files); the README names the baseline torch version."""
+    """#52: every GPU percentage the README quotes is one docs/gpu_results.md or docs/sim_vs_gpu.md prints (and the
+    tests above hold those pages to their raw files); the README names the baseline torch version."""
     import re
 
     readme = " ".join((ROOT / "README.md").read_text().split())
-    page = " ".join((ROOT / "docs" / "gpu_results.md").read_text().split())
+    page = " ".join((ROOT / "docs" / "gpu_results.md").read_text().split()
+                    + (ROOT / "docs" / "sim_vs_gpu.md").read_text().split())  # its section on the baselines
     start = readme.index("**On GPUs**")
     gpu = readme[start:readme.index("## ", start)]
     quoted = re.findall(r"-?\d+\.\d+(?:-\d+\.\d+)? %", gpu)

@@ -101,13 +101,13 @@ def test_the_decisions_list_names_every_recorded_decision():
 
 
 def test_the_baseline_table_is_the_raw_files():
-    """#52: docs/gpu_results.md's table of what torch bucketed gains over its starting order, on the GPU and in
+    """#52: docs/sim_vs_gpu.md's table of what torch bucketed gains over its starting order, on the GPU and in
     simulation, is what the raw files give, and the prose's ranges and counts are the table's."""
     from benchmarks.gpu.equal_memory import baselines
 
     res = os.path.join(ROOT, "benchmarks", "results")
     rows = baselines(os.path.join(res, "gpu_2026-11-28"), os.path.join(res, "bench_plan_torch_budget_2026-11-28.md"))
-    with open(os.path.join(ROOT, "docs", "gpu_results.md")) as f:
+    with open(os.path.join(ROOT, "docs", "sim_vs_gpu.md")) as f:
         page = f.read()
     assert "\n".join(rows) in page
     gain = {r.split("|")[2].strip(): float(r.split("|")[5].strip(" %")) for r in rows[2:]}

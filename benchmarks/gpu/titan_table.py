@@ -149,36 +149,37 @@ def unbucketed(d: dict, cfg: str) -> bool:
     return bool(passes) and all(t["collectives_after"] == t["collectives_before"] for t in passes)
 
 
+IN_GRAPH = ("a", "titan_auto", "tbb_torch", "p_co", "p_co_mem", "p_co_free")  # the loss-in-graph calls' columns
+PLANS = ("p_co", "p_co_mem", "p_co_free")
+
+
 def in_graph(paths: list[str]) -> list[str]:
     """Calls whose loss is compiled with the model (`--loss-in-graph`), side by side: each configuration's median
-    and measured peak, and the plans' margins and extra peak against the faster of torchtitan's passes. Here the
-    configurations' peaks differ, so the memory is part of the verdict."""
-    out = ["| call | model | " + " | ".join(f"`{c}` ms, GB" for c in CONFIGS)
-           + " | `p_co` vs faster pass | `p_co_free` vs faster pass |",
-           "| --- | --- |" + " ---: |" * (len(CONFIGS) + 2)]
+    (ms) and measured peak (GB), and each plan's margin and extra peak against the faster of torchtitan's passes.
+    Here the configurations' peaks differ, so the memory is part of the verdict."""
+    out = ["| call | model | " + " | ".join(f"`{c}`" for c in IN_GRAPH) + " | plans vs faster pass (peak above it) |",
+           "| --- | --- |" + " ---: |" * len(IN_GRAPH) + " --- |"]
     for path in paths:
         d = load(path)
         best, med, args = best_pass(d), medians(d), d["meta"]["args"]
         cells = [f"{med[c]:.2f}, {measured_peak(d, c) / 1e9:.2f}" + (" (did not bucket)" if unbucketed(d, c) else "")
-                 if c in med else "not run" for c in CONFIGS]
-        vs = [f"{100 * (med[c] / med[best] - 1):+.2f} %, {(measured_peak(d, c) - measured_peak(d, best)) / 1e9:+.3f} GB"
-              if c in med else "not run" for c in ("p_co", "p_co_free")]
+                 if c in med else "-" for c in IN_GRAPH]
+        vs = [f"`{c}` {100 * (med[c] / med[best] - 1):+.2f} % ({(measured_peak(d, c) - measured_peak(d, best)) / 1e9:+.3f}"
+              " GB)" for c in PLANS if c in med]
         out.append(f"| {os.path.basename(path)} | {args['titan']}, {args['layers']} layers | " + " | ".join(cells)
-                   + f" | {vs[0]} | {vs[1]} |")
+                   + f" | {'; '.join(vs)} |")
     return out
 
 
 def fused_peaks(paths: list[str]) -> list[str]:
     """Each configuration's peak predicted from its graphs as Inductor emits them (the forward graph's inputs plus
     the larger graph peak after fusion, `equal_memory.after_fusion_peak`), against its own measured peak."""
-    out = ["| call | " + " | ".join(f"`{c}`: predicted GB (error)" for c in CONFIGS) + " |",
-           "| --- |" + " ---: |" * len(CONFIGS)]
+    out = ["| call | " + " | ".join(f"`{c}`" for c in IN_GRAPH) + " |", "| --- |" + " ---: |" * len(IN_GRAPH)]
     for path in paths:
         d, cells = load(path), []
-        for c in CONFIGS:
+        for c in IN_GRAPH:
             pred = after_fusion_peak(d, c) if c in medians(d) else None
-            cells.append("not run" if c not in medians(d) else "-" if pred is None else
-                         f"{pred / 1e9:.2f} ({100 * (pred / measured_peak(d, c) - 1):+.1f} %)")
+            cells.append("-" if pred is None else f"{pred / 1e9:.2f} ({100 * (pred / measured_peak(d, c) - 1):+.1f} %)")
         out.append(f"| {os.path.basename(path)} | " + " | ".join(cells) + " |")
     return out
 
