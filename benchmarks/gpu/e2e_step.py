@@ -478,7 +478,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
 
         slow = a.comm_slowdown if cfg == "d_int" else 1.0
         store = os.path.join(store, cfg)
-        install_fx("capture", store, profile=a.profile, comm_slowdown=slow, collective_order=a.collective_order)
+        install_fx("capture", store, profile=a.profile, comm_slowdown=slow, collective_order=a.collective_order,
+                   inline=a.fx_inline)
         t0 = time.monotonic()
         f = torch.compile(scored)
         loss_of(f, x).backward()
@@ -518,7 +519,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             res["solve_s"] = time.monotonic() - t0
         dist.barrier()
         p = install_fx("apply", store, profile=a.profile, pin=a.pin, comm_slowdown=slow,
-                       collective_order=a.collective_order, buffer_reuse=not a.no_buffer_reuse, plans=cfg in PLANS)
+                       collective_order=a.collective_order, buffer_reuse=not a.no_buffer_reuse, plans=cfg in PLANS,
+                       inline=a.fx_inline)
         p.on_apply = lambda g, order: applied.append(len(order))
         if rank == 0:  # Inductor's peak after fusion, per graph (after run 33),
             # then the library's own check (decisions.md 21), which install_fx put there
@@ -933,6 +935,8 @@ def main() -> None:
     ap.add_argument("--resolve-rounds", type=int, default=0,
                     help="plans under the default budget: up to this many times, solve again the graphs whose plan "
                          "went over its budget after fusion, and compile again (decision 82)")
+    ap.add_argument("--fx-inline", action="store_true",
+                    help="capture and apply with install_fx(inline=True): fused pointwise ops hold no FX memory")
     ap.add_argument("--loss-in-graph", action="store_true",
                     help="compile the loss with the model (its backward joins the backward graph)")
     ap.add_argument("--snapshot", action="store_true",

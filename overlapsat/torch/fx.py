@@ -407,10 +407,13 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
 
 def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
     """Ops whose output Inductor never allocates (decision 82): a pointwise op it lowers itself, whose output
-    is read, through views, by exactly one op, itself a pointwise op or a reduction Inductor lowers and whose
-    inputs it need not realize, and is no graph output. Inductor then computes the value inside the reader's
-    kernel. Only one reader, because Inductor may store a value read twice (`realize_reads_threshold`); the
-    rule misses those, so it can only leave the model high, never low."""
+    is read, through views, by ops that are all pointwise ops or reductions Inductor lowers and whose inputs it
+    need not realize, and is no graph output. Inductor then computes the value inside its readers' kernels. With
+    one reader, always; with more (decision 87), only while Inductor would not store the value on reuse
+    (`should_realize_on_reuse`): it reads at most `realize_reads_threshold` tensors, through the ops inlined
+    into it, and it and those ops are fewer than `_SMALL_INNER` ops, below Inductor's own size for a large
+    inner function. What the rule misses leaves the model high; where Inductor stores a value the rule inlined,
+    the check after fusion holds the plan to its budget."""
     import torch
     from torch._inductor import lowering
 
@@ -422,9 +425,13 @@ def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
                 and t not in lowering.fallbacks and pkt not in lowering.fallbacks
                 and t not in lowering.needs_realized_inputs and pkt not in lowering.needs_realized_inputs)
 
+    from torch._inductor import config as icfg
+
     pointwise = (torch.Tag.pointwise,)
     fusing = (torch.Tag.pointwise, torch.Tag.reduction)
     out: set[Any] = set()
+    reads: dict[Any, set[Any]] = {}  # an inlined op's tensors read, through the ops inlined into it
+    size: dict[Any, int] = {}  # an inlined op's count of ops, itself and those inlined into it
     for n in calls:
         if not lowered(n, pointwise):
             continue
@@ -437,9 +444,28 @@ def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
                 stack.extend(u.users)
             elif not _metadata_only(u):
                 readers.add(u)
-        if ok and len(readers) == 1 and lowered(next(iter(readers)), fusing):
+        if not (ok and readers and all(lowered(r, fusing) for r in readers)):
+            continue
+        mine: set[Any] = set()
+        ops = 1
+        for a in n.all_input_nodes:
+            while _is_view(a) and a.all_input_nodes:
+                a = a.all_input_nodes[0]
+            if a in out:
+                mine |= reads[a]
+                ops += size[a]
+            elif _tensors(a.meta.get("val")):
+                mine.add(a)
+        heavy = any(str(getattr(x, "device", "")) == "cpu" for x in _tensors(n.meta.get("val"))) and any(
+            h in str(n.target) for h in _CPU_HEAVY)  # stored on reuse on CPU whatever its size
+        if len(readers) == 1 or (len(mine) <= icfg.realize_reads_threshold and ops < _SMALL_INNER and not heavy):
             out.add(n)
+            reads[n], size[n] = mine, ops
     return out
+
+
+_SMALL_INNER = 10  # ops: well below Inductor's `realize_opcount_threshold` (30) for a large inner function
+_CPU_HEAVY = ("exp", "log", "sigmoid", "tanh")  # what Inductor's CPU heuristic stores when read twice
 
 
 def _kernels_of(n: Any, gone: set[Any]) -> list[Any]:

@@ -84,8 +84,11 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
     def __init__(self, store: str, *, mode: str = "apply", time_limit: float = 10.0, collective_order: str = "group",
                  profile: str = "h200", pin: str = "compute", comm_slowdown: float = 1.0,
                  on_apply: Callable[[Graph, list[str]], None] | None = None, agree_timeout: float = 1800.0,
-                 plans: bool = False, torch_order: bool = True) -> None:
+                 plans: bool = False, torch_order: bool = True, inline: bool = False) -> None:
         check_pass_options(store, mode, collective_order, levels=FX_LEVELS)
+        if not isinstance(inline, bool):
+            raise GraphError(f"inline must be True or False, got {inline!r}")
+        self.inline = inline
         if pin not in PINS:
             raise GraphError(f"pin must be one of {', '.join(PINS)}, got {pin!r}")
         self.store, self.mode, self.time_limit = os.path.abspath(store), mode, float(time_limit)
@@ -186,7 +189,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         # store's tables tell a step's two graphs apart (the name is not in the fingerprint)
         part = "backward" if any(n.op == "placeholder" and n.name.startswith("tangents")
                                  for n in fx_graph.nodes) else "forward"
-        return import_fx(fx_graph, name=f"fx {part} graph", profile=self.profile).with_structural_groups()
+        return import_fx(fx_graph, name=f"fx {part} graph", profile=self.profile,
+                         inline=self.inline).with_structural_groups()
 
     def _dry_run(self, graph: Any, g: Graph, plan: Plan, budget: int | None = None) -> _Pending:
         """Merge, order and move to the copy engine a copy of the graph: what the plan would make, checked before
@@ -423,7 +427,8 @@ def add_torch_order(graph: Any, g: Graph) -> None:
 def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time_limit: float = 10.0,
                collective_order: str = "group", profile: str = "h200", pin: str = "compute",
                comm_slowdown: float = 1.0, agree_timeout: float = 1800.0,
-               buffer_reuse: bool = True, plans: bool = False, torch_order: bool = True) -> FxSchedulePass:
+               buffer_reuse: bool = True, plans: bool = False, torch_order: bool = True,
+               inline: bool = False) -> FxSchedulePass:
     """Schedule at the FX level, on every rank: the post-grad pass, with Inductor's re-sorting passes off.
 
     collective_order="free" lets the order change the collective sequence: each graph's order then stands
@@ -444,6 +449,10 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     the search as a candidate, so a stored order or plan is never longer than torch's own where that is valid
     under the budget. It costs that scheduler's time once per new graph; torch_order=False skips it.
 
+    inline=True imports each graph with `import_fx(inline=True)` (decisions 82 and 87): a pointwise op that
+    Inductor computes inside its readers' kernels holds no memory, so the FX budget is nearer the bytes after
+    fusion. Give capture and apply the same value: it is part of each graph's fingerprint.
+
     A post-grad pass already set runs first, then this one. `uninstall()` (or `installed_fx(...)` as a
     context manager) puts Inductor's settings back."""
     from overlapsat.torch.need import torch_module
@@ -460,7 +469,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
     open_store(store)
     p = FxSchedulePass(store, mode=mode, time_limit=time_limit, collective_order=collective_order, profile=profile,
                        pin=pin, comm_slowdown=comm_slowdown, agree_timeout=agree_timeout, plans=plans,
-                       torch_order=torch_order)
+                       torch_order=torch_order, inline=inline)
     changes: dict[str, Any] = {"post_grad_custom_post_pass": chained(icfg.post_grad_custom_post_pass, p),
                                "reorder_for_peak_memory": False, "reorder_for_compute_comm_overlap": False}
     if not buffer_reuse:

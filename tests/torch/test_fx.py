@@ -492,3 +492,36 @@ def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
     real = max(e.cpu_memory_usage for e in events)  # the one allocation: the (64, 64) result
     assert real == 64 * 64 * 4 and got["model"] == real, (got, real)
     assert got["counted"] >= 64 * 64 * 64 * 4  # the product counted, 64 times what is held
+
+
+def test_a_value_read_twice_is_inlined_where_inductor_recomputes_it():
+    """Decision 87, against the CPU allocator: a broadcast product (1 MiB) read by two pointwise ops, whose
+    product a reduction reads, reads two tensors and is small, so Inductor recomputes it in its readers' kernel
+    instead of storing it; the rule inlines it, and the model's peak is what the allocator holds. Under the
+    one-reader rule the product was counted (1 MiB high)."""
+    import torch._inductor.config as icfg
+    from torch.profiler import ProfilerActivity, profile
+
+    from overlapsat.simulate import peak_memory
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, y):
+        p = x.unsqueeze(1) * y.unsqueeze(0)  # (64, 64, 64) fp32, read by the two ops below
+        return ((p + 1.0) * (p * 2.0)).sum(1)
+
+    got = {}
+
+    def grab(graph):
+        inputs = sum(n.meta["val"].nbytes for n in graph.nodes if n.op == "placeholder")
+        got["model"] = peak_memory(import_fx(graph, inline=True)) - inputs
+        got["counted"] = peak_memory(import_fx(graph)) - inputs
+
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):
+        fc = torch.compile(f)
+        fc(x, y)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fc(x, y)
+    real = max(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
+    assert real == 64 * 64 * 4 and got["model"] == real, (got, real)
+    assert got["counted"] >= 64 * 64 * 64 * 4
