@@ -417,10 +417,15 @@ def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
     import torch
     from torch._inductor import lowering
 
+    def complex_(x: Any) -> bool:  # Inductor generates no code for complex values: it calls eager, which stores
+        return any(getattr(t, "dtype", None) is not None and t.dtype.is_complex
+                   for a in (x, *x.all_input_nodes) for t in _tensors(a.meta.get("val")))
+
     def lowered(x: Any, tags: tuple[Any, ...]) -> bool:
         t = x.target
         pkt = getattr(t, "overloadpacket", None)
         return (kind.get(x) is NodeKind.COMPUTE and not _is_view(x) and any(tag in getattr(t, "tags", ()) for tag in tags)
+                and not complex_(x)
                 and (t in lowering.lowerings or pkt in lowering.lowerings)
                 and t not in lowering.fallbacks and pkt not in lowering.fallbacks
                 and t not in lowering.needs_realized_inputs and pkt not in lowering.needs_realized_inputs)

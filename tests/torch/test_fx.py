@@ -525,3 +525,33 @@ def test_a_value_read_twice_is_inlined_where_inductor_recomputes_it():
     real = max(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
     assert real == 64 * 64 * 4 and got["model"] == real, (got, real)
     assert got["counted"] >= 64 * 64 * 64 * 4
+
+
+def test_a_complex_value_is_never_inlined():
+    """Inductor generates no code for complex operators (it calls eager, which stores each result): on the CPU
+    allocator a complex product read twice is held (512 KiB). The rule inlines no op with a complex input or
+    output, so the model is not low (before, it read 8 B: torchtitan's rotary tables, 2026-11-30)."""
+    import torch._inductor.config as icfg
+    from torch.profiler import ProfilerActivity, profile
+
+    from overlapsat.simulate import peak_memory
+    from overlapsat.torch.fx import import_fx
+
+    def f(x, y):
+        c = torch.view_as_complex(x) * torch.view_as_complex(y)  # (256, 256) complex64, read twice
+        return torch.view_as_real(c * 2.0).sum() + torch.view_as_real(c.conj() + 1.0).sum()
+
+    got = {}
+
+    def grab(graph):
+        inputs = sum(n.meta["val"].nbytes for n in graph.nodes if n.op == "placeholder")
+        got["model"] = peak_memory(import_fx(graph, inline=True)) - inputs
+
+    x, y = torch.randn(256, 256, 2), torch.randn(256, 256, 2)
+    with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):
+        fc = torch.compile(f)
+        fc(x, y)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fc(x, y)
+    real = max(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
+    assert real >= 256 * 256 * 8 and got["model"] >= real, (got, real)
