@@ -238,3 +238,18 @@ def test_the_loss_in_graph_tables_are_the_raw_files():
     moe = [e for k, e in fused if k == "dsv3_loss"]
     assert (round(min(moe), 1), round(max(moe), 1)) == (-9.2, -6.1)
     assert "within 0.4 % of its measured peak" in flat and "4.7-24.4 % high" in flat and "6.1-9.2 % low" in flat
+
+
+def test_the_inlining_call_is_the_raw_file():
+    """titan8_inline: the FX model's captured peaks against the fused ones, the plan's excess and the step."""
+    d = load(os.path.join(LLAMA, "titan8_inline"))
+    r0 = d["configs"]["p_co"]["ranks"][0]
+    fused = r0["after_fusion_peaks"]
+    graphs = {g["file"][:4]: g for g in d["prediction_p_co"]["graphs"]}
+    assert graphs["ee58"]["captured"]["peak_bytes"] == 11_276_804_228 and fused[3][1] == 11_276_804_224
+    assert fused[1][1] - fused[3][1] == 6_291_456 and round(100 * 6_291_456 / fused[3][1], 2) == 0.06
+    assert r0["resolved"][0][1]["outcome"] == "kept_captured" and round(r0["step_ms_median"], 2) == 130.13
+    page = " ".join(_page().split())
+    for want in ("reads the captured backward order at 11,276,804,228 B, 4 B from the 11,276,804,224 B after fusion",
+                 "went over by only 6,291,456 B (0.06 %)", "the step took 130.13 ms"):
+        assert want in page, want
