@@ -302,7 +302,9 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--memory-budget", metavar="X",
                     help="bytes ('40GiB'), a ratio of the input order's peak ('1.2x'), or 'none'. Plans (plan, "
                          "compare --plans, solve-cache --plans) default to the input order's peak (1.0x): a plan "
-                         "never peaks above the order it replaces unless told so; orders default to none")
+                         "never peaks above the order it replaces unless told so; orders default to none. In "
+                         "solve-cache, a graph the torch bridge captured is held to it after Inductor's fusion "
+                         "(a ratio of the captured order's peak there, decisions 82 and 86)")
     sp.add_argument("--collective-order", choices=list(COLLECTIVE_ORDERS), default="group",
                     help="which collective reorderings are allowed, strictest first: chain (Inductor's: one in flight), "
                          "global, group (default: each process group's input order), free (only when every rank "
