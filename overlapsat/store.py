@@ -230,7 +230,7 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
         target = rec.get("targets", {}).get(str(fx))
         if target is not None and target != rec["captured_peak_after_fusion"]:
             return None, (f"{OVER} after Inductor's fusion ({target} B); solve-cache solves it again under "
-                          f"{rec['next_by_target'].get(str(target), fx)} B (decision 86)")
+                          f"{rec.get('next_by_target', {}).get(str(target), fx)} B (decision 86)")
         return None, (f"{OVER} after Inductor's fusion; solve-cache solves it again "
                       f"under {rec.get('next_fx_budget', fx)} B (decision 82)")
     return sched, "ok"
