@@ -463,17 +463,14 @@ def test_an_output_inductor_computes_inside_its_readers_kernel_holds_no_memory()
     assert len(import_fx(gm).buffers) == len(g.buffers) + 3  # the default counts every output
 
 
-def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
-    """Against the CPU allocator, independent of the model: a broadcast product (1 MiB) that Inductor computes
-    inside the reduction reading it is never allocated; counting it (the default) reads the peak 1 MiB high."""
+def _model_against_allocator(f, *args) -> tuple[int, int, int]:
+    """`f` compiled on CPU: MODEL.md's peak of its post-grad graph above its inputs with `inline=True` and
+    without, and the CPU allocator's largest holding while the compiled `f` runs (its own events)."""
     import torch._inductor.config as icfg
     from torch.profiler import ProfilerActivity, profile
 
     from overlapsat.simulate import peak_memory
     from overlapsat.torch.fx import import_fx
-
-    def f(x, y):
-        return (x.unsqueeze(1) * y.unsqueeze(0)).sum(1)  # (64, 64, 64) fp32 product, (64, 64) result
 
     got = {}
 
@@ -482,16 +479,25 @@ def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
         got["model"] = peak_memory(import_fx(graph, inline=True)) - inputs
         got["counted"] = peak_memory(import_fx(graph)) - inputs
 
-    x, y = torch.randn(64, 64), torch.randn(64, 64)
     with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):
         fc = torch.compile(f)
-        fc(x, y)
+        fc(*args)
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fc(x, y)
-    events = [e for e in prof.events() if e.cpu_memory_usage > 0]
-    real = max(e.cpu_memory_usage for e in events)  # the one allocation: the (64, 64) result
-    assert real == 64 * 64 * 4 and got["model"] == real, (got, real)
-    assert got["counted"] >= 64 * 64 * 64 * 4  # the product counted, 64 times what is held
+        fc(*args)
+    real = max(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
+    return got["model"], got["counted"], real
+
+
+def test_an_inlined_product_is_not_counted_where_the_allocator_never_holds_it():
+    """Against the CPU allocator, independent of the model: a broadcast product (1 MiB) that Inductor computes
+    inside the reduction reading it is never allocated; counting it (the default) reads the peak 1 MiB high."""
+
+    def f(x, y):
+        return (x.unsqueeze(1) * y.unsqueeze(0)).sum(1)  # (64, 64, 64) fp32 product, (64, 64) result
+
+    model, counted, real = _model_against_allocator(f, torch.randn(64, 64), torch.randn(64, 64))
+    assert real == 64 * 64 * 4 and model == real, (model, real)  # the one allocation: the (64, 64) result
+    assert counted >= 64 * 64 * 64 * 4  # the product counted, 64 times what is held
 
 
 def test_a_value_read_twice_is_inlined_where_inductor_recomputes_it():
@@ -499,59 +505,24 @@ def test_a_value_read_twice_is_inlined_where_inductor_recomputes_it():
     product a reduction reads, reads two tensors and is small, so Inductor recomputes it in its readers' kernel
     instead of storing it; the rule inlines it, and the model's peak is what the allocator holds. Under the
     one-reader rule the product was counted (1 MiB high)."""
-    import torch._inductor.config as icfg
-    from torch.profiler import ProfilerActivity, profile
-
-    from overlapsat.simulate import peak_memory
-    from overlapsat.torch.fx import import_fx
 
     def f(x, y):
         p = x.unsqueeze(1) * y.unsqueeze(0)  # (64, 64, 64) fp32, read by the two ops below
         return ((p + 1.0) * (p * 2.0)).sum(1)
 
-    got = {}
-
-    def grab(graph):
-        inputs = sum(n.meta["val"].nbytes for n in graph.nodes if n.op == "placeholder")
-        got["model"] = peak_memory(import_fx(graph, inline=True)) - inputs
-        got["counted"] = peak_memory(import_fx(graph)) - inputs
-
-    x, y = torch.randn(64, 64), torch.randn(64, 64)
-    with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):
-        fc = torch.compile(f)
-        fc(x, y)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fc(x, y)
-    real = max(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
-    assert real == 64 * 64 * 4 and got["model"] == real, (got, real)
-    assert got["counted"] >= 64 * 64 * 64 * 4
+    model, counted, real = _model_against_allocator(f, torch.randn(64, 64), torch.randn(64, 64))
+    assert real == 64 * 64 * 4 and model == real, (model, real)
+    assert counted >= 64 * 64 * 64 * 4
 
 
 def test_a_complex_value_is_never_inlined():
     """Inductor generates no code for complex operators (it calls eager, which stores each result): on the CPU
     allocator a complex product read twice is held (512 KiB). The rule inlines no op with a complex input or
     output, so the model is not low (before, it read 8 B: torchtitan's rotary tables, 2026-11-30)."""
-    import torch._inductor.config as icfg
-    from torch.profiler import ProfilerActivity, profile
-
-    from overlapsat.simulate import peak_memory
-    from overlapsat.torch.fx import import_fx
 
     def f(x, y):
         c = torch.view_as_complex(x) * torch.view_as_complex(y)  # (256, 256) complex64, read twice
         return torch.view_as_real(c * 2.0).sum() + torch.view_as_real(c.conj() + 1.0).sum()
 
-    got = {}
-
-    def grab(graph):
-        inputs = sum(n.meta["val"].nbytes for n in graph.nodes if n.op == "placeholder")
-        got["model"] = peak_memory(import_fx(graph, inline=True)) - inputs
-
-    x, y = torch.randn(256, 256, 2), torch.randn(256, 256, 2)
-    with icfg.patch(post_grad_custom_post_pass=grab, force_disable_caches=True):
-        fc = torch.compile(f)
-        fc(x, y)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fc(x, y)
-    real = max(e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0)
-    assert real >= 256 * 256 * 8 and got["model"] >= real, (got, real)
+    model, _, real = _model_against_allocator(f, torch.randn(256, 256, 2), torch.randn(256, 256, 2))
+    assert real >= 256 * 256 * 8 and model >= real, (model, real)
