@@ -558,8 +558,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     res["resolved"] = []
     rounds_apply = (cfg in ("p", "p_co", "p_ce") and a.plan_budget is None) or cfg in ("p_mem", "p_co_mem")
     for _ in range(a.resolve_rounds if rounds_apply and not a.store_from else 0):
-        # decision 82: a plan found over its default budget after fusion is set aside; solve-cache solves it again
-        # under a tighter FX budget, and the step compiles again (what a user's next run does)
+        # decisions 82 and 86: a plan found over its budget after fusion (the default, or --memory-budget's ratio
+        # for p_mem and p_co_mem) is set aside; solve-cache solves it again under a tighter FX budget, and the step
+        # compiles again (what a user's next run does)
         stale = [0]
         if rank == 0:
             from overlapsat.io import load_graph
