@@ -253,3 +253,28 @@ def test_the_inlining_call_is_the_raw_file():
     for want in ("reads the captured backward order at 11,276,804,228 B, 4 B from the 11,276,804,224 B after fusion",
                  "went over by only 6,291,456 B (0.06 %)", "the step took 130.13 ms"):
         assert want in page, want
+
+
+def test_every_raw_run_gets_its_table_or_a_message_and_the_in_graph_tables_print():
+    """The script on each raw run of both folders: a table, or (a run without its baselines) a message naming what
+    it lacks; never a traceback (titan8_mem, with no p_co, raised KeyError before). `--in-graph` prints the page's
+    two tables."""
+    import glob
+    import subprocess
+    import sys
+
+    from benchmarks.gpu.titan_table import fused_peaks, in_graph
+
+    script = os.path.join(ROOT, "benchmarks", "gpu", "titan_table.py")
+    for res in sorted(glob.glob(os.path.join(LLAMA, "*", "results.json")) + glob.glob(os.path.join(MOE, "**",
+                                                                                                      "results.json"),
+                                                                                         recursive=True)):
+        out = subprocess.run([sys.executable, script, os.path.dirname(res)], capture_output=True, text=True,
+                             timeout=120)
+        assert "Traceback" not in out.stderr, (res, out.stderr[-400:])
+        assert (out.returncode == 0 and "| configuration |" in out.stdout) or (
+            out.returncode == 1 and "no table: the run lacks" in out.stderr), (res, out.returncode)
+    out = subprocess.run([sys.executable, script, "--in-graph", *LOSS_CALLS], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "\n".join(in_graph(LOSS_CALLS)) + "\n\n" + "\n".join(
+        fused_peaks(LOSS_CALLS))

@@ -1,6 +1,7 @@
 """torchtitan's Llama3 or DeepSeek-V3 on 2 H200s (issue "torchtitan, for real"): the table, from the raw files.
 
     python benchmarks/gpu/titan_table.py [RUN ...]   (default: benchmarks/results/gpu_2026-11-30_titan/titan8_h40)
+    python benchmarks/gpu/titan_table.py --in-graph RUN ...   (runs with the loss compiled in, side by side)
 
 Reads one `results.json` of `benchmarks/gpu/titan_gpu.sh` (`e2e_step.py --titan 8B` or `--titan dsv3-16B`, each configuration in a
 process of its own, `a` first). Per configuration: rank 0's median step and interquartile range, the step against
@@ -89,12 +90,15 @@ def summary(path: str) -> str:
     floor = compute_floor_ms(d)
     slow = [v["ranks"][0]["profile"]["compute_kernels"]["time_us"] / 1e3 / floor for c, v in cfgs.items()
             if c != "a" and "ranks" in v]
-    return (f"The plan under the default budget (`p_co`) takes {med['p_co']:.2f} ms, "
-            f"{100 * (med['p_co'] / med[best] - 1):+.1f} % against torchtitan's faster pass (`{best}`, "
-            f"{med[best]:.2f} ms)"
+    plan = "p_co" if "p_co" in med else "p_co_mem" if "p_co_mem" in med else None
+    lead = "" if plan is None else (
+        f"The plan under {'the default budget' if plan == 'p_co' else 'a given budget after fusion'} (`{plan}`) takes "
+        f"{med[plan]:.2f} ms, {100 * (med[plan] / med[best] - 1):+.1f} % against torchtitan's faster pass (`{best}`, "
+        f"{med[best]:.2f} ms)")
+    return (lead
             + (f"; unbudgeted (`p_co_free`) {100 * (med['p_co_free'] / med[best] - 1):+.1f} %" if "p_co_free" in med
-               else "") + ". "
-            f"The compute floor is {floor:.2f} ms, {100 * floor / med['a']:.0f} % of `a`'s step. Beside NCCL the compute "
+               else "") + (". " if lead else "")
+            + f"The compute floor is {floor:.2f} ms, {100 * floor / med['a']:.0f} % of `a`'s step. Beside NCCL the compute "
             f"kernels take {min(slow):.3f}-{max(slow):.3f} x that floor in the configurations that overlap, so part "
             "of what an order hides is paid back in slower kernels.")
 
@@ -185,6 +189,11 @@ def fused_peaks(paths: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--in-graph"]:  # the calls with the loss compiled in, side by side (docs/torchtitan.md)
+        if not sys.argv[2:]:
+            sys.exit("--in-graph: give the runs to set side by side")
+        print("\n".join(in_graph(sys.argv[2:])) + "\n\n" + "\n".join(fused_peaks(sys.argv[2:])))
+        sys.exit(0)
     wheres = sys.argv[1:] or [os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_titan", "titan8_h40")]
     for where in wheres:
         run = load(where)
