@@ -35,13 +35,13 @@ class MemoryBudget:
             return self.bytes
         from overlapsat.simulate import peak_memory
 
-        # exact: the ratio as written (its shortest decimal form), so "1.0x" of a 2^50 B peak is that peak
-        return math.floor(peak_memory(graph) * Fraction(repr(float(self.ratio))))  # type: ignore[arg-type]
+        return self.resolve_from(peak_memory(graph))
 
     def resolve_from(self, peak: int) -> int:
-        """The budget against a known peak (a ratio of it, exactly as `resolve` takes one)."""
+        """The budget against a known peak (the input order's, or the captured order's after fusion)."""
         if self.bytes is not None:
             return self.bytes
+        # exact: the ratio as written (its shortest decimal form), so "1.0x" of a 2^50 B peak is that peak
         return math.floor(int(peak) * Fraction(repr(float(self.ratio))))  # type: ignore[arg-type]
 
     @classmethod
@@ -88,14 +88,20 @@ def resolve_budget(graph: Graph, budget: BudgetLike) -> int | None:
 
     A float is refused: `1` (bytes) and `1.0` (once a ratio) differed by a dot. A ratio is written '1.2x' or
     MemoryBudget(ratio=1.2), as on the command line."""
+    mb = as_budget(budget)
+    return None if mb is None else mb.resolve(graph)
+
+
+def as_budget(budget: BudgetLike) -> MemoryBudget | None:
+    """`budget` as a MemoryBudget, None for no budget; what `resolve_budget` accepts, refused alike."""
     if budget is None or is_none_said(budget):
         return None
     if isinstance(budget, MemoryBudget):
-        return budget.resolve(graph)
+        return budget
     if isinstance(budget, str):
-        return MemoryBudget.parse(budget).resolve(graph)
+        return MemoryBudget.parse(budget)
     if isinstance(budget, int) and not isinstance(budget, bool):
-        return MemoryBudget(bytes=budget).resolve(graph)
+        return MemoryBudget(bytes=budget)
     if isinstance(budget, float):
         raise GraphError(f"memory budget {budget!r}: a float is ambiguous; write '{budget}x' or "
                          f"MemoryBudget(ratio={budget}) for a ratio of the input order's peak, or an int of bytes")

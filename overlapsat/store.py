@@ -139,17 +139,16 @@ def after_fusion_budget(store: str, fp: str, graph: Any, budget: Any) -> tuple[i
     budget stays the FX model's: no record, no budget given, or "none"."""
     import json
 
-    from overlapsat.budget import MemoryBudget, is_none_said
+    from overlapsat.budget import as_budget
     from overlapsat.io import atomic_write_text
     from overlapsat.simulate import peak_memory
 
     rec = fused_record(store, fp)
-    if not rec or budget is None or is_none_said(budget):
+    mb = as_budget(budget)
+    if not rec or mb is None:
         return None
-    mb = budget if isinstance(budget, MemoryBudget) else MemoryBudget.parse(budget) if isinstance(budget, str) \
-        else MemoryBudget(bytes=budget)
     fused = rec["captured_peak_after_fusion"]
-    target = mb.bytes if mb.bytes is not None else MemoryBudget(ratio=mb.ratio).resolve_from(fused)
+    target = mb.resolve_from(fused)
     if target == fused:
         later = rec.get("next_fx_budget")
     else:

@@ -41,13 +41,17 @@ def predicted_peak(d: dict, cfg: str) -> int | None:
             return None
         return max(gr.get("primals_bytes") or 0 for gr in torch_graphs) + max(gr["peak_bytes"] for gr in torch_graphs)
     if cfg == "a":
-        gs = next((v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
-        label = "captured"
+        gs, label = _any_prediction(d), "captured"
     else:
         gs, label = (d.get(f"prediction_{cfg}") or {}).get("graphs"), "solved"
     if not gs or any(label not in g for g in gs):  # a graph with no schedule solved (none within the budget)
         return None
     return max(g.get("primals_bytes") or 0 for g in gs) + max(g[label]["peak_bytes"] for g in gs)
+
+
+def _any_prediction(d: dict) -> list[dict] | None:
+    """The graphs of a run's first plan prediction: each holds its captured order's figures, the same in all."""
+    return next((v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
 
 
 def compute_floor_ms(d: dict) -> float:
@@ -83,8 +87,7 @@ def after_fusion_peak(d: dict, cfg: str) -> int | None:
     since 2026-11-30's `titan8_loss` for every configuration). Only the last compile's graphs count: a run that
     solves again (`--resolve-rounds`) compiles its graphs again, and the step runs the last compile."""
     fused = ((d["configs"].get(cfg) or {}).get("ranks") or [{}])[0].get("after_fusion_peaks") or []
-    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or next(
-        (v["graphs"] for k, v in d.items() if k.startswith("prediction")), [])
+    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or _any_prediction(d) or []
     if not fused or not gs or len(fused) < len(gs):
         return None
     fused = fused[-len(gs):]

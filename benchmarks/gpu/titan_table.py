@@ -50,6 +50,11 @@ def medians(d: dict) -> dict[str, float]:
     return {c: v["ranks"][0]["step_ms_median"] for c, v in d["configs"].items() if "ranks" in v}
 
 
+def measured_peak(d: dict, cfg: str) -> int:
+    """`torch.cuda.max_memory_allocated` of a configuration, the larger rank."""
+    return max(r["peak_memory_bytes"] for r in d["configs"][cfg]["ranks"])
+
+
 def lacks(d: dict) -> list[str]:
     """What the table compares against that this run did not run: `a` (the floor, the losses) and one of
     torchtitan's passes (a run of `p_co` alone, e.g. `--resolve-rounds` after the baselines, has neither)."""
@@ -61,7 +66,7 @@ def table(path: str) -> list[str]:
     d = load(path)
     cfgs, best = d["configs"], best_pass(d)
     ref = cfgs[best]["ranks"][0]["step_ms_median"]
-    ref_peak = max(r["peak_memory_bytes"] for r in cfgs[best]["ranks"])
+    ref_peak = measured_peak(d, best)
     a0, floor = cfgs["a"]["ranks"][0], compute_floor_ms(d)
     out = [f"| configuration | step ms, median (IQR) | vs `{best}` | over the compute floor | measured peak GB "
            f"(bytes above `{best}`) | NCCL kernels/step | waits on NCCL ms/step | loss - a's |",
@@ -74,7 +79,7 @@ def table(path: str) -> list[str]:
         r0 = v["ranks"][0]
         q = statistics.quantiles(r0["step_ms_all"], n=4)
         med, prof = r0["step_ms_median"], r0["profile"]
-        peak = max(r["peak_memory_bytes"] for r in v["ranks"])
+        peak = measured_peak(d, c)
         vs = "-" if c == best else f"{100 * (med / ref - 1):+.1f} %"
         out.append(f"| {NAMES.get(c, c)} | {med:.2f} ({q[0]:.2f}-{q[2]:.2f}) | {vs} | {100 * (med / floor - 1):+.1f} % | "
                    f"{peak / 1e9:.3f} ({peak - ref_peak:+,}) | {prof['nccl_kernel_count']} | "
@@ -141,11 +146,6 @@ def peaks(paths: list[str]) -> list[str]:
     return out
 
 
-def measured_peak(d: dict, cfg: str) -> int:
-    """`torch.cuda.max_memory_allocated` of a configuration, the larger rank."""
-    return max(r["peak_memory_bytes"] for r in d["configs"][cfg]["ranks"])
-
-
 def unbucketed(d: dict, cfg: str) -> bool:
     """torch's block bucketing left every collective of every graph as it was (titan8_loss: it matched no block
     under the loss's wrapper, fixed before titan8_loss2)."""
@@ -181,8 +181,9 @@ def fused_peaks(paths: list[str]) -> list[str]:
     out = ["| call | " + " | ".join(f"`{c}`" for c in IN_GRAPH) + " |", "| --- |" + " ---: |" * len(IN_GRAPH)]
     for path in paths:
         d, cells = load(path), []
+        ran = medians(d)
         for c in IN_GRAPH:
-            pred = after_fusion_peak(d, c) if c in medians(d) else None
+            pred = after_fusion_peak(d, c) if c in ran else None
             cells.append("-" if pred is None else f"{pred / 1e9:.2f} ({100 * (pred / measured_peak(d, c) - 1):+.1f} %)")
         out.append(f"| {os.path.basename(path)} | " + " | ".join(cells) + " |")
     return out

@@ -415,6 +415,7 @@ def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
     inner function. What the rule misses leaves the model high; where Inductor stores a value the rule inlined,
     the check after fusion holds the plan to its budget."""
     import torch
+    from torch._inductor import config as icfg
     from torch._inductor import lowering
 
     def complex_(x: Any) -> bool:  # Inductor generates no code for complex values: it calls eager, which stores
@@ -429,8 +430,6 @@ def inlined(calls: list[Any], kind: dict[Any, NodeKind]) -> set[Any]:
                 and (t in lowering.lowerings or pkt in lowering.lowerings)
                 and t not in lowering.fallbacks and pkt not in lowering.fallbacks
                 and t not in lowering.needs_realized_inputs and pkt not in lowering.needs_realized_inputs)
-
-    from torch._inductor import config as icfg
 
     pointwise = (torch.Tag.pointwise,)
     fusing = (torch.Tag.pointwise, torch.Tag.reduction)
