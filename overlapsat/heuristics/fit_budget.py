@@ -7,6 +7,9 @@ the moves that promise most there:
 
 - *postpone* a node whose outputs are live at that step but not yet read, to just before its first reader (or the
   next collective its level keeps after it);
+- *postpone a chain*: a node read before that step only by its own descendants, with those descendants, to just
+  before the first node after the step that reads one of them (Inductor's fused nodes: a clone feeding an in-place
+  view, both placed before a peak their output is not read at; 6 MiB over a GPU budget, 2026-11-30);
 - *hoist* the last reader of a buffer live at that step, with the ancestors it still waits for, to just before it.
 
 A move is kept only if it lowers the bytes over the budget summed over every step, so the pass ends; it stops when
@@ -26,7 +29,8 @@ from overlapsat.heuristics.base import PassResult
 from overlapsat.simulate import arrays, memory_curve_array
 from overlapsat.validate import constraint_edges
 
-HOIST_NODES = 16  # a hoist moves at most this many nodes (the reader and the ancestors it waits for)
+HOIST_NODES = 16  # a hoist or a chain moves at most this many nodes
+CHAINS = 64  # nodes tried as the head of a postponed chain at one step, nearest first (a count: deterministic)
 PATIENCE = 8  # kept moves in a row that may leave the peak unchanged
 
 
@@ -119,6 +123,17 @@ def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int
         saving = int(alloc[u]) - _freed_by(g, u, pos)
         if q > t and saving > 0:
             found.append(_Move(saving, t - int(pos[u]), (u,), q - 1))
+    succ = _successors(g, src, dst)
+    heads = before[(first_reader[before] < t) & (alloc[before] > 0)][::-1][:CHAINS]
+    for u in heads.tolist():  # postpone a chain, nearest head first
+        chain = _descendants_before(g, u, pos, t, succ)
+        if chain is None:
+            continue
+        inside = set(chain)
+        q = min((int(pos[w]) for x in chain for w in succ[x] if w not in inside), default=len(ids))
+        saving = int(alloc[list(chain)].sum()) - sum(_freed_by(g, x, pos) for x in chain)
+        if q > t and saving > 0:
+            found.append(_Move(saving, t - int(pos[u]), chain, q - len(chain)))
     at_t = int(alloc[ids[t]])  # a node allocates before its step frees: hoisting saves at most the difference
     hoists = []
     for v in _last_readers_after(g, ids, pos, t):
@@ -165,6 +180,38 @@ def _ancestors_after(g: Graph, v: int, pos: np.ndarray, t: int, prev: dict[int, 
             if int(pos[p]) > t and p not in seen:
                 seen.add(p)
                 todo.append(p)
+                if len(seen) > HOIST_NODES:
+                    return None
+    return tuple(sorted(seen, key=lambda x: int(pos[x])))
+
+
+def _successors(g: Graph, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
+    """Each node's successors under every ordering constraint (constraint_edges), the lists cached per graph."""
+    key = "fit_budget:succ"
+    if key not in g._cache:
+        succ: list[list[int]] = [[] for _ in g.nodes]
+        for a, b in zip(src.tolist(), dst.tolist()):
+            succ[a].append(b)
+        g._cache[key] = succ
+    return g._cache[key]
+
+
+def _descendants_before(g: Graph, u: int, pos: np.ndarray, t: int,
+                        succ: list[list[int]]) -> tuple[int, ...] | None:
+    """`u` and its descendants placed before step t, in their order: what must move with `u` past t. None if one
+    of them is read at t, is a collective, a wait or an atomic group's member (the collective sequence stays as
+    it is), or there are more than HOIST_NODES."""
+    todo, seen = [u], {u}
+    while todo:
+        x = todo.pop()
+        if g.atomic_of[x] >= 0 or g.kind[x] in (COLLECTIVE, WAIT):
+            return None
+        for w in succ[x]:
+            if int(pos[w]) == t:
+                return None
+            if int(pos[w]) < t and w not in seen:
+                seen.add(w)
+                todo.append(w)
                 if len(seen) > HOIST_NODES:
                     return None
     return tuple(sorted(seen, key=lambda x: int(pos[x])))

@@ -62,6 +62,46 @@ def test_a_hoisted_reader_brings_the_ancestors_it_waits_for():
     assert moves == {("k0",): 2, ("view", "free"): 1}  # k0 before its reader; "free" with the view it reads
 
 
+def test_a_chain_read_only_by_its_own_descendants_is_postponed_whole():
+    """Inductor's fused nodes, 2026-11-30: a clone and the view that reads it placed before a peak their value is
+    not read at. The clone cannot move alone (its reader is before the peak), the view alone keeps the clone's
+    4 B live across it, and no hoist helps: the two move together, to just before their reader."""
+    b = GraphBuilder("chain")
+    b.compute("clone", 1, writes={"C": 4})
+    b.compute("view", 1, reads=["C"], writes={"V": 2})
+    b.compute("big", 1, writes={"Y": 100})
+    b.compute("shrink", 1, reads=["Y"], writes={"Z": 1})
+    b.compute("use", 1, reads=["V", "Z"], writes={"out": 1}, outputs=["out"])
+    g = b.build()  # as built: 4, 6 -> 2, 102, 103 -> 3, 4 B
+    ids = list(range(5))
+    assert peak_memory(g, ids) == 103
+    moves = {tuple(g.names[v] for v in m.nodes): m.dest
+             for m in _candidates(g, ids, 2, _next_in_sequence(g, "global"), {}, "global", 8)}
+    assert moves == {("clone", "view"): 2}  # the view alone would save nothing: it frees the clone's 4 B
+    r = fit_budget(g, ids, 101, "global")
+    assert [g.names[v] for v in r.order] == ["big", "shrink", "clone", "view", "use"]  # 100, 101 -> 1, 5, 7 -> 3, 4
+    assert peak_memory(g, r.order) == 101 and r.stats["fits"] and r.stats["moves"] == 1
+
+
+def test_the_gpu_plan_that_went_6_mib_over_after_fusion_fits_the_captured_peak():
+    """The backward plan of benchmarks/results/gpu_2026-11-30_titan/titan8_inl2 (p_co), as Inductor fused it:
+    11,283,095,680 B against the captured order's 11,276,804,224 B after fusion (the run's log). Before the chain
+    move no move lowered it, and the plan was set aside; now one move fits it exactly, keeping every rule."""
+    from pathlib import Path
+
+    from overlapsat import load_graph
+
+    run = Path(__file__).parents[2] / "benchmarks/results/gpu_2026-11-30_titan/titan8_inl2/after_fusion_p_co"
+    g = load_graph(run / "after_fusion_6.graph.json")
+    captured = load_graph(run / "after_fusion_75.graph.json")
+    as_fused = list(range(len(g.nodes)))
+    assert peak_memory(g, as_fused) == 11_283_095_680
+    assert peak_memory(captured, list(range(len(captured.nodes)))) == 11_276_804_224
+    r = fit_budget(g, as_fused, 11_276_804_224, "global")
+    assert r.stats["fits"] and r.stats["moves"] == 1 and peak_memory(g, r.order) == 11_276_804_224
+    assert validate(Problem.of(g, None, "global"), r.order) == []
+
+
 def test_the_portfolio_fits_an_over_budget_pass_and_ranks_it():
     g = _prefetch_graph()  # as built: 100, 110, 60, 60, 61 B; raise_comms puts the gather first (160 B)
     rows = {h.name: h for h in run_all(g, memory_budget="1.0x")}
