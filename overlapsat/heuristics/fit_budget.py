@@ -43,33 +43,40 @@ class _Move:
 
 
 def fit_budget(g: Graph, order: Sequence[int], budget: int, collective_order: str = "group",
-               max_moves: int = 1000, tries: int = 8, patience: int = PATIENCE) -> PassResult:
+               max_moves: int = 1000, tries: int = 8, patience: int = PATIENCE, chains: bool = False) -> PassResult:
     """`order` (ids of `g`) with nodes moved until its peak is within `budget`, or as near as moves get it.
 
     Of the moves at the first step over the budget, the `tries` that promise most are tried in turn; the first
     that lowers the summed excess is kept. The pass gives up once `patience` kept moves in a row leave the peak
-    where it was (an order far over the budget is not one a few moves fit)."""
+    where it was (an order far over the budget is not one a few moves fit). `chains=True` also postpones chains
+    whole where no other move helps: the check after Inductor's fusion asks for them (its fused nodes), the
+    plan search's portfolio does not (its fits, and so its plans, stay as they were)."""
     ids = list(order)
     seq = _next_in_sequence(g, collective_order)
     prev = {b: a for a, b in enumerate(seq) if b >= 0}
     excess, t, peak = _excess(g, ids, budget)
     moves = tried = flat = 0
     while excess > 0 and moves < max_moves and flat < patience:
-        for m in _candidates(g, ids, t, seq, prev, collective_order, tries):
-            tried += 1
-            moving = set(m.nodes)
-            cand = [v for v in ids if v not in moving]
-            cand[m.dest:m.dest] = m.nodes
-            if _splits_atomic(g, cand, m.dest, len(m.nodes)):
-                continue
-            after, t_after, peak_after = _excess(g, cand, budget)
-            if after < excess:
-                flat = flat + 1 if peak_after >= peak else 0
-                ids, excess, t, peak = cand, after, t_after, peak_after
-                moves += 1
+        kept = None
+        for whole in (False, True) if chains else (False,):  # chains where no single move or hoist helps
+            for m in _candidates(g, ids, t, seq, prev, collective_order, tries, whole):
+                tried += 1
+                moving = set(m.nodes)
+                cand = [v for v in ids if v not in moving]
+                cand[m.dest:m.dest] = m.nodes
+                if _splits_atomic(g, cand, m.dest, len(m.nodes)):
+                    continue
+                after, t_after, peak_after = _excess(g, cand, budget)
+                if after < excess:
+                    kept = cand, after, t_after, peak_after
+                    break
+            if kept is not None:
                 break
-        else:
+        if kept is None:
             break
+        flat = flat + 1 if kept[3] >= peak else 0
+        ids, excess, t, peak = kept
+        moves += 1
     return PassResult("fit_budget", ids, {"moves": moves, "tried": tried, "work_steps": tried * len(ids),
                                           "fits": excess == 0}, graph=g)
 
@@ -102,8 +109,9 @@ def _next_in_sequence(g: Graph, level: str) -> list[int]:
 
 
 def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int, int], level: str,
-                limit: int) -> list[_Move]:
-    """Up to `limit` moves that may lower the live bytes at step t, the largest promised saving first."""
+                limit: int, chains: bool = False) -> list[_Move]:
+    """Up to `limit` moves that may lower the live bytes at step t, the largest promised saving first: postpones
+    and hoists, or with `chains` the chains postponed whole (tried only where none of the others helps)."""
     src, dst = constraint_edges(g)  # every ordering constraint, as the validator reads them
     alloc = _allocations(g)
     pos = np.empty(len(g.nodes), dtype=np.int64)
@@ -112,6 +120,8 @@ def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int
     np.minimum.at(first_reader, src, pos[dst])
     found: list[_Move] = []
     before = np.asarray(ids[:t], dtype=np.int64)
+    if chains:
+        return _chains(g, ids, t, pos, first_reader, before, alloc, _successors(g, src, dst))[:limit]
     for u in before[(first_reader[before] > t) & (alloc[before] > 0)][::-1].tolist():  # postpone, nearest first
         if g.atomic_of[u] >= 0:
             continue
@@ -123,17 +133,6 @@ def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int
         saving = int(alloc[u]) - _freed_by(g, u, pos)
         if q > t and saving > 0:
             found.append(_Move(saving, t - int(pos[u]), (u,), q - 1))
-    succ = _successors(g, src, dst)
-    heads = before[(first_reader[before] < t) & (alloc[before] > 0)][::-1][:CHAINS]
-    for u in heads.tolist():  # postpone a chain, nearest head first
-        chain = _descendants_before(g, u, pos, t, succ)
-        if chain is None:
-            continue
-        inside = set(chain)
-        q = min((int(pos[w]) for x in chain for w in succ[x] if w not in inside), default=len(ids))
-        saving = int(alloc[list(chain)].sum()) - sum(_freed_by(g, x, pos) for x in chain)
-        if q > t and saving > 0:
-            found.append(_Move(saving, t - int(pos[u]), chain, q - len(chain)))
     at_t = int(alloc[ids[t]])  # a node allocates before its step frees: hoisting saves at most the difference
     hoists = []
     for v in _last_readers_after(g, ids, pos, t):
@@ -150,6 +149,26 @@ def _candidates(g: Graph, ids: list[int], t: int, seq: list[int], prev: dict[int
             found.append(_Move(saving, int(pos[v]) - t, moved, t))
     found.sort(key=lambda m: (-m.saving, m.distance, m.nodes))
     return found[:limit]
+
+
+def _chains(g: Graph, ids: list[int], t: int, pos: np.ndarray, first_reader: np.ndarray, before: np.ndarray,
+            alloc: np.ndarray, succ: list[list[int]]) -> list[_Move]:
+    """Chains postponed whole past step t: a node that allocates and is read before t, with its descendants
+    before t, to just before the first node after t that reads one of them; nearest head first, the largest
+    promised saving first."""
+    found: list[_Move] = []
+    heads = before[(first_reader[before] < t) & (alloc[before] > 0)][::-1][:CHAINS]
+    for u in heads.tolist():
+        chain = _descendants_before(g, u, pos, t, succ)
+        if chain is None:
+            continue
+        inside = set(chain)
+        q = min((int(pos[w]) for x in chain for w in succ[x] if w not in inside), default=len(ids))
+        saving = int(alloc[list(chain)].sum()) - sum(_freed_by(g, x, pos) for x in chain)
+        if q > t and saving > 0:
+            found.append(_Move(saving, t - int(pos[u]), chain, q - len(chain)))
+    found.sort(key=lambda m: (-m.saving, m.distance, m.nodes))
+    return found
 
 
 def _allocations(g: Graph) -> np.ndarray:

@@ -157,7 +157,7 @@ def refit(nodes: list[Any], budget: int, max_moves: int = MAX_MOVES) -> tuple[li
     before = peak_of(g, ids)
     if before <= budget:
         return nodes, Refit(before, before, budget, 0)
-    res = fit_budget(g, ids, budget, collective_order="global", max_moves=max_moves)
+    res = fit_budget(g, ids, budget, collective_order="global", max_moves=max_moves, chains=True)
     after = peak_of(g, res.order)
     moved = [by_name[g.names[i]] for i in res.order]
     why = _refused(moved, preds, nodes) if after < before else "no move lowers the peak"

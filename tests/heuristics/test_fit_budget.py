@@ -75,10 +75,12 @@ def test_a_chain_read_only_by_its_own_descendants_is_postponed_whole():
     g = b.build()  # as built: 4, 6 -> 2, 102, 103 -> 3, 4 B
     ids = list(range(5))
     assert peak_memory(g, ids) == 103
-    moves = {tuple(g.names[v] for v in m.nodes): m.dest
-             for m in _candidates(g, ids, 2, _next_in_sequence(g, "global"), {}, "global", 8)}
-    assert moves == {("clone", "view"): 2}  # the view alone would save nothing: it frees the clone's 4 B
-    r = fit_budget(g, ids, 101, "global")
+    seq = _next_in_sequence(g, "global")
+    assert _candidates(g, ids, 2, seq, {}, "global", 8) == []  # the view alone would free the clone's 4 B: no saving
+    moves = {tuple(g.names[v] for v in m.nodes): m.dest for m in _candidates(g, ids, 2, seq, {}, "global", 8, True)}
+    assert moves == {("clone", "view"): 2}
+    assert not fit_budget(g, ids, 101, "global").stats["fits"]  # the portfolio's fit: no chains
+    r = fit_budget(g, ids, 101, "global", chains=True)  # the check after fusion's
     assert [g.names[v] for v in r.order] == ["big", "shrink", "clone", "view", "use"]  # 100, 101 -> 1, 5, 7 -> 3, 4
     assert peak_memory(g, r.order) == 101 and r.stats["fits"] and r.stats["moves"] == 1
 
@@ -97,7 +99,8 @@ def test_the_gpu_plan_that_went_6_mib_over_after_fusion_fits_the_captured_peak()
     as_fused = list(range(len(g.nodes)))
     assert peak_memory(g, as_fused) == 11_283_095_680
     assert peak_memory(captured, list(range(len(captured.nodes)))) == 11_276_804_224
-    r = fit_budget(g, as_fused, 11_276_804_224, "global")
+    assert not fit_budget(g, as_fused, 11_276_804_224, "global").stats["fits"]
+    r = fit_budget(g, as_fused, 11_276_804_224, "global", chains=True)  # as `after_fusion.refit` calls it
     assert r.stats["fits"] and r.stats["moves"] == 1 and peak_memory(g, r.order) == 11_276_804_224
     assert validate(Problem.of(g, None, "global"), r.order) == []
 
