@@ -728,8 +728,8 @@ def cmd_solve_cache(args: argparse.Namespace) -> int:
     lines += [f"error {o.fingerprint[:12]}: {o.message}" for o in errors]
     lines += [f"{o.fingerprint[:12]}: {o.message}" for o in outs if o.outcome != "error" and o.message]
     tally = {k: sum(o.outcome == k for o in outs)
-             for k in ("solved", "replaced_corrupt", "replaced_over_budget", "kept_captured", "has_schedule", "locked",
-                       "error")}
+             for k in ("solved", "replaced_corrupt", "replaced_over_budget", "kept_captured", "kept_moved",
+                       "has_schedule", "locked", "error")}
     lines.append(", ".join(f"{v} {k}" for k, v in tally.items() if v) or "no recorded graphs")
     _emit(args, {"store": args.store, "graphs": [o.as_dict() for o in outs], "summary": tally}, lines)
     return EXIT_BAD_INPUT if errors else EXIT_OK

@@ -64,8 +64,10 @@ def fused_record(store: str, fp: str) -> dict[str, Any]:
     """What the store knows of `fp` after Inductor's fusion (decision 82): `captured_peak_after_fusion` (the
     captured order's peak there, Inductor's own estimate on its fused nodes), and, once a plan under the default
     budget went over that peak after fusion, `over` (the FX budgets such plans were solved under) and
-    `next_fx_budget` (the FX budget the next solve takes: the last one less the excess). Empty when none was
-    recorded, or when the file does not read as one (the FX budget then stands alone, as before the record)."""
+    `next_fx_budget` (the FX budget the next solve takes: the last one less the excess); `moved`, the FX budgets
+    of those plans that nodes moved after fusion brought back within it, and `kept`, those of them kept because
+    no plan fits the tighter budget (decision 88). Empty when none was recorded, or when the file does not read
+    as one (the FX budget then stands alone, as before the record)."""
     import json
 
     try:
@@ -88,6 +90,10 @@ def fused_record(store: str, fp: str) -> dict[str, Any]:
         out["over"] = over
     else:
         out.pop("next_by_target", None)
+    for key in ("moved", "kept"):  # decision 88: FX budgets whose plan the moves after fusion fitted, and kept
+        val = rec.get(key)
+        if "over" in out and isinstance(val, list) and all(map(_positive, val)):
+            out[key] = val
     return out
 
 
@@ -106,17 +112,19 @@ def record_fused_peak(store: str, fp: str, peak: int) -> None:
         atomic_write_text(fused_path(store, fp), json.dumps({"captured_peak_after_fusion": int(peak)}))
 
 
-def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | None = None) -> int | None:
+def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | None = None,
+                moved: bool = False) -> int | None:
     """A plan solved under the FX budget `fx_budget` went `excess` bytes over its budget after fusion (`target`;
     None: the default, the captured order's peak there): that schedule is stale, and the next solve of `fp` under
-    the same budget takes `fx_budget - excess` (or less, if an earlier record asks less). Returns that next FX
-    budget; None without a captured record to add it to."""
+    the same budget takes `fx_budget - excess` (or less, if an earlier record asks less). `moved`: nodes moved
+    after fusion brought it back within the budget, so where no plan fits the tighter one it is kept (decision
+    88). Returns that next FX budget; None without a captured record to add it to, or for a plan kept so."""
     import json
 
     from overlapsat.io import atomic_write_text
 
     rec = fused_record(store, fp)
-    if not rec:
+    if not rec or int(fx_budget) in rec.get("kept", ()):
         return None
     nxt = max(1, int(fx_budget) - int(excess))
     default = target is None or int(target) == rec["captured_peak_after_fusion"]
@@ -127,8 +135,25 @@ def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | 
         by = rec.setdefault("next_by_target", {})
         nxt = by[str(int(target))] = min(nxt, by.get(str(int(target)), nxt))
     rec["over"] = sorted({*rec.get("over", []), int(fx_budget)})
+    if moved:
+        rec["moved"] = sorted({*rec.get("moved", []), int(fx_budget)})
     atomic_write_text(fused_path(store, fp), json.dumps(rec))
     return nxt
+
+
+def keep_moved(store: str, fp: str, fx_budget: int) -> bool:
+    """Decision 88: where no plan fits the tighter FX budget, the plan solved under `fx_budget` stays if the moves
+    after fusion fitted it (`record_over(..., moved=True)`); True if it does."""
+    import json
+
+    from overlapsat.io import atomic_write_text
+
+    rec = fused_record(store, fp)
+    if int(fx_budget) not in rec.get("moved", ()):
+        return False
+    rec["kept"] = sorted({*rec.get("kept", []), int(fx_budget)})
+    atomic_write_text(fused_path(store, fp), json.dumps(rec))
+    return True
 
 
 def after_fusion_budget(store: str, fp: str, graph: Any, budget: Any) -> tuple[int, int, bool] | None:
@@ -224,7 +249,8 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
     if vs:
         return None, f"invalid schedule: {vs[0]}"
     rec = fused_record(store, fp)
-    if sched.metrics.get("memory_budget") in rec.get("over", ()):
+    fx = sched.metrics.get("memory_budget")
+    if fx in rec.get("over", ()) and fx not in rec.get("kept", ()):
         fx = sched.metrics["memory_budget"]
         target = rec.get("targets", {}).get(str(fx))
         if target is not None and target != rec["captured_peak_after_fusion"]:
@@ -233,6 +259,18 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
         return None, (f"{OVER} after Inductor's fusion; solve-cache solves it again "
                       f"under {rec.get('next_fx_budget', fx)} B (decision 82)")
     return sched, "ok"
+
+
+def _stale_budget(store: str, fp: str) -> int | None:
+    """The FX budget the stored schedule of `fp` was solved under (None: none readable)."""
+    import json
+
+    try:
+        with open(schedule_path(store, fp), encoding="utf-8") as f:
+            fx = json.load(f)["metrics"]["memory_budget"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return fx if _positive(fx) else None
 
 
 def usable_schedule(store: str, fp: str, graph: Any, collective_order: str | None = None, *,
@@ -289,7 +327,8 @@ class Outcome:
 
     fingerprint: str
     graph: str = ""  # the graph's name, once loaded
-    outcome: str = ""  # solved | replaced_corrupt | replaced_over_budget | kept_captured | has_schedule | locked | error
+    outcome: str = ""  # solved | replaced_corrupt | replaced_over_budget | kept_captured | kept_moved | has_schedule
+    # | locked | error
     status: str = ""  # the solver's status when solved
     exposed_us: float | None = None
     input_exposed_us: float | None = None
@@ -360,6 +399,13 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
             except (InfeasibleBudgetError, NoValidOrderError) as e:  # proven, or none found in the time
                 if tightened is None:
                     raise
+                stale = _stale_budget(store, fp)
+                if stale is not None and keep_moved(store, fp, stale):  # decision 88
+                    out.outcome = "kept_moved"
+                    out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over its "
+                                   f"budget, so the plan stays as the moves after Inductor's fusion fitted it "
+                                   f"(decision 88): {e}")
+                    return out
                 out.outcome = "kept_captured"
                 out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over the captured "
                                f"order's peak (decision 82), so the captured order stays: {e}" if asked is None else

@@ -391,6 +391,38 @@ def test_a_plan_over_its_default_budget_after_fusion_is_set_aside_and_solved_aga
         assert fused_record(str(store), fp) == {}
 
 
+def test_a_plan_the_moves_after_fusion_fitted_stays_where_no_tighter_plan_is_found(tmp_path):
+    """Decision 88: a plan over its budget after fusion that the moves there brought back is still solved again
+    tighter first; where nothing fits the tighter budget, it stays (`kept_moved`) and apply uses it, and its next
+    compile does not record it over again. Without the moves' fit, the captured order stays (decision 82)."""
+    from overlapsat.store import fused_record, record_fused_peak, record_over, usable_stored
+
+    store = tmp_path / "store"
+    (fp,) = make_store(store, ("moe_small",))
+    g = load_graph(str(store / f"{fp}.graph.json"))
+    record_fused_peak(str(store), fp, 1000)
+    assert [o.outcome for o in solve_store(str(store), time_limit=2, plans="h200")] == ["solved"]
+    budget = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]["memory_budget"]
+    nxt = record_over(str(store), fp, budget, budget // 2, moved=True)  # half the peak: no order reaches it
+    assert nxt == budget - budget // 2 and fused_record(str(store), fp)["moved"] == [budget]
+    assert usable_stored(str(store), fp, g, "group", plans=True)[0] is None  # set aside until solved again
+    (out,) = solve_store(str(store), time_limit=2, plans="h200")
+    assert out.outcome == "kept_moved" and "decision 88" in out.message, out
+    sched, why = usable_stored(str(store), fp, g, "group", plans=True)
+    assert why == "ok" and sched.metrics["memory_budget"] == budget
+    assert record_over(str(store), fp, budget, 10, moved=True) is None  # kept: not set aside again
+    assert fused_record(str(store), fp)["next_fx_budget"] == nxt and fused_record(str(store), fp)["kept"] == [budget]
+    assert [o.outcome for o in solve_store(str(store), time_limit=2, plans="h200")] == ["has_schedule"]
+    # the same without the moves' fit: the captured order stays, the plan aside
+    other = tmp_path / "other"
+    (fp2,) = make_store(other, ("moe_small",))
+    record_fused_peak(str(other), fp2, 1000)
+    solve_store(str(other), time_limit=2, plans="h200")
+    record_over(str(other), fp2, budget, budget // 2)
+    (out,) = solve_store(str(other), time_limit=2, plans="h200")
+    assert out.outcome == "kept_captured" and usable_stored(str(other), fp2, g, "group", plans=True)[0] is None
+
+
 def test_a_given_budget_bounds_the_graph_after_fusion_and_is_tightened_as_the_default_is(tmp_path):
     """Decision 86: with the captured order's peak after fusion recorded, a budget given to solve-cache bounds the
     graph as Inductor emits it: a ratio is of that recorded peak, a size is those bytes. It is solved under an FX

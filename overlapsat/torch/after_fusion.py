@@ -252,7 +252,7 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
             from overlapsat.store import record_over
 
             return record_over(pending.store, pending.fingerprint, pending.fx_budget, done.before - done.budget,
-                               pending.budget)
+                               pending.budget, moved=done.fits)
         except Exception as e:  # noqa: BLE001 - the report still says what happened
             log.debug("overlapsat: could not record graph %s as over its budget: %s", pending.fingerprint, e)
             return None

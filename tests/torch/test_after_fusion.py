@@ -309,3 +309,18 @@ def test_buffer_reuse_off_is_validated_and_frees_at_last_use(fake_world):
     for on, off in zip(codes[True], codes[False]):
         assert off.count("# reuse") < on.count("# reuse")
         assert walk(off) <= walk(on)
+
+
+def test_the_check_records_whether_its_moves_fitted_the_plan(tmp_path, monkeypatch):
+    """Decision 88: a plan over its budget after fusion is recorded over either way (solved again tighter first);
+    whether the moves brought it back is recorded beside, for solve-cache to keep it where nothing tighter fits."""
+    from overlapsat import store as st
+
+    calls = []
+    monkeypatch.setattr(st, "record_over", lambda *a, **k: calls.append((a, k)) or 7)
+    pending = af.Expected("fp", 100, 98, store=str(tmp_path), fx_budget=120)
+    assert af.AfterFusionCheck._record_over(af.Refit(103, 100, 100, 2), pending) == 7  # moved back within
+    assert af.AfterFusionCheck._record_over(af.Refit(103, 103, 100, 0), pending) == 7  # not
+    assert af.AfterFusionCheck._record_over(af.Refit(100, 100, 100, 0), pending) is None  # within as fused
+    assert [(a[1:], k) for a, k in calls] == [(("fp", 120, 3, 100), {"moved": True}),
+                                              (("fp", 120, 3, 100), {"moved": False})]
