@@ -165,11 +165,12 @@ def in_graph(paths: list[str]) -> list[str]:
            "| --- | --- |" + " ---: |" * len(IN_GRAPH) + " --- |"]
     for path in paths:
         d = load(path)
-        best, med, args = best_pass(d), medians(d), d["meta"]["args"]
+        med, args = medians(d), d["meta"]["args"]
+        best = best_pass(d) if any(c in med for c in PASSES) else None
         cells = [f"{med[c]:.2f}, {measured_peak(d, c) / 1e9:.2f}" + (" (did not bucket)" if unbucketed(d, c) else "")
                  if c in med else "-" for c in IN_GRAPH]
         vs = [f"`{c}` {100 * (med[c] / med[best] - 1):+.2f} % ({(measured_peak(d, c) - measured_peak(d, best)) / 1e9:+.3f}"
-              " GB)" for c in PLANS if c in med]
+              " GB)" for c in PLANS if c in med] if best else ["no torchtitan pass ran in this call"]
         out.append(f"| {os.path.basename(path)} | {args['titan']}, {args['layers']} layers | " + " | ".join(cells)
                    + f" | {'; '.join(vs)} |")
     return out
