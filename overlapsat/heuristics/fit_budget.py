@@ -7,9 +7,10 @@ the moves that promise most there:
 
 - *postpone* a node whose outputs are live at that step but not yet read, to just before its first reader (or the
   next collective its level keeps after it);
-- *postpone a chain*: a node read before that step only by its own descendants, with those descendants, to just
-  before the first node after the step that reads one of them (Inductor's fused nodes: a clone feeding an in-place
-  view, both placed before a peak their output is not read at; 6 MiB over a GPU budget, 2026-11-30);
+- *postpone a chain* (asked for by the check after Inductor's fusion): a node read before that step only by its own
+  descendants, with those descendants, to just before the first node after the step that reads one of them
+  (Inductor's fused nodes: clones and the views reading them placed before a peak their values are not read at;
+  6 MiB over a GPU budget, 2026-11-30);
 - *hoist* the last reader of a buffer live at that step, with the ancestors it still waits for, to just before it.
 
 A move is kept only if it lowers the bytes over the budget summed over every step, so the pass ends; it stops when

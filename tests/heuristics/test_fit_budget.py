@@ -114,8 +114,9 @@ def test_the_portfolio_fits_an_over_budget_pass_and_ranks_it():
     assert all(FITTED not in name for name in (h.name for h in run_all(g)))  # no budget: nothing to fit
 
 
+@pytest.mark.parametrize("chains", [False, True])
 @pytest.mark.parametrize("level", ["chain", "global", "group", "free"])
-def test_fitted_orders_keep_every_rule_and_never_add_excess(level):
+def test_fitted_orders_keep_every_rule_and_never_add_excess(level, chains):
     """On random graphs (memory, atomic pairs, several groups and waits), from random valid orders, under
     budgets between the least and the largest peak seen: the fitted order breaks no rule but, at most, the
     budget, its excess over the budget summed over the steps is no larger, and "fits" is true exactly when its
@@ -130,7 +131,7 @@ def test_fitted_orders_keep_every_rule_and_never_add_excess(level):
             continue
         budget = rng.randint(peaks[0], peaks[-1] - 1)
         for o in orders:
-            r = fit_budget(g, o, budget, level)
+            r = fit_budget(g, o, budget, level, chains=chains)
             assert sorted(r.order) == list(range(len(g.nodes)))
             p = Problem.of(g, None, level)
             assert validate(p, r.order) == [], (seed, level)
