@@ -31,14 +31,20 @@ class TitanPass:
     __name__ = "overlapsat_pass"
 
     def __init__(self, store: str = "overlapsat-schedules", *, mode: str = "apply", plans: bool = True,
-                 profile: str = "h200", collective_order: str = "group", agree_timeout: float = 1800.0) -> None:
+                 profile: str = "h200", collective_order: str = "group", agree_timeout: float = 1800.0,
+                 inline: bool = False) -> None:
+        """inline=True where graph_trainer compiles the whole traced graph with Inductor
+        (`--compile.inductor_compilation full`): the FX memory model then holds no memory for a pointwise op that
+        Inductor computes inside its readers' kernels (decision 87), as `install_fx(inline=True)` does. The
+        default suits graph_trainer's regional compilation, which runs most nodes one by one, each allocating
+        its output. Give capture and apply the same value: it is part of each graph's fingerprint."""
         if mode not in ("capture", "apply"):
             raise GraphError(f"mode must be 'capture' or 'apply', got {mode!r} (plans are made offline: "
                              "overlapsat solve-cache STORE --plans PROFILE)")
         open_store(store)
         # graph_trainer runs the graph as FX: its node order is the schedule, so nothing needs pinning
         self.fx = FxSchedulePass(store, mode=mode, collective_order=collective_order, profile=profile, pin="none",
-                                 agree_timeout=agree_timeout, plans=plans)
+                                 agree_timeout=agree_timeout, plans=plans, inline=inline)
 
     def __call__(self, gm: Any, example_inputs: Any = None, **_: Any) -> Any:
         self.fx(gm.graph)  # never raises: a failure keeps the graph's order, with one warning

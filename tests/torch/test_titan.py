@@ -122,3 +122,15 @@ def test_the_pipeline_is_registered_and_takes_the_place_of_torchtitans_bucketing
     assert tp._get_pass_name(the_pass) == "overlapsat_pass"
     with pytest.raises(Exception, match="mode must be"):
         titan.TitanPass(str(tmp_path / "s"), mode="solve")
+
+
+def test_the_pass_takes_the_fx_models_inlining_and_refuses_anything_but_a_bool(tmp_path):
+    """For graph_trainer's whole-graph Inductor compilation: TitanPass(inline=True) imports each graph as
+    install_fx(inline=True) does (decision 87); off by default, as its regional compilation runs nodes one by one."""
+    from overlapsat.torch import titan
+
+    assert titan.TitanPass(str(tmp_path / "s"), mode="capture", inline=True).fx.inline
+    assert not titan.TitanPass(str(tmp_path / "s"), mode="capture").fx.inline
+    with pytest.raises(Exception, match="inline must be True or False, got 'yes'"):
+        titan.TitanPass(str(tmp_path / "s"), mode="capture", inline="yes")
+
