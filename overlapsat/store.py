@@ -101,15 +101,20 @@ def _positive(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-def record_fused_peak(store: str, fp: str, peak: int) -> None:
-    """Keep the captured order's peak after Inductor's fusion, once: every rank compiles the same graph, and the
-    first record stays."""
+def _write_fused(store: str, fp: str, rec: dict[str, Any]) -> None:
+    """Write `fp`'s record after fusion whole (atomically: a reader sees the old record or the new one)."""
     import json
 
     from overlapsat.io import atomic_write_text
 
+    atomic_write_text(fused_path(store, fp), json.dumps(rec))
+
+
+def record_fused_peak(store: str, fp: str, peak: int) -> None:
+    """Keep the captured order's peak after Inductor's fusion, once: every rank compiles the same graph, and the
+    first record stays."""
     if not fused_record(store, fp):
-        atomic_write_text(fused_path(store, fp), json.dumps({"captured_peak_after_fusion": int(peak)}))
+        _write_fused(store, fp, {"captured_peak_after_fusion": int(peak)})
 
 
 def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | None = None,
@@ -119,10 +124,6 @@ def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | 
     the same budget takes `fx_budget - excess` (or less, if an earlier record asks less). `moved`: nodes moved
     after fusion brought it back within the budget, so where no plan fits the tighter one it is kept (decision
     88). Returns that next FX budget; None without a captured record to add it to, or for a plan kept so."""
-    import json
-
-    from overlapsat.io import atomic_write_text
-
     rec = fused_record(store, fp)
     if not rec or int(fx_budget) in rec.get("kept", ()):
         return None
@@ -137,22 +138,18 @@ def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | 
     rec["over"] = sorted({*rec.get("over", []), int(fx_budget)})
     if moved:
         rec["moved"] = sorted({*rec.get("moved", []), int(fx_budget)})
-    atomic_write_text(fused_path(store, fp), json.dumps(rec))
+    _write_fused(store, fp, rec)
     return nxt
 
 
 def keep_moved(store: str, fp: str, fx_budget: int) -> bool:
     """Decision 88: where no plan fits the tighter FX budget, the plan solved under `fx_budget` stays if the moves
     after fusion fitted it (`record_over(..., moved=True)`); True if it does."""
-    import json
-
-    from overlapsat.io import atomic_write_text
-
     rec = fused_record(store, fp)
     if int(fx_budget) not in rec.get("moved", ()):
         return False
     rec["kept"] = sorted({*rec.get("kept", []), int(fx_budget)})
-    atomic_write_text(fused_path(store, fp), json.dumps(rec))
+    _write_fused(store, fp, rec)
     return True
 
 
@@ -162,10 +159,7 @@ def after_fusion_budget(store: str, fp: str, graph: Any, budget: Any) -> tuple[i
     size given; the FX budget to solve under: the target plus what fusion removed from the captured order, or
     the tighter one recorded after a plan went over that target; whether it is that tighter one). None where the
     budget stays the FX model's: no record, no budget given, or "none"."""
-    import json
-
     from overlapsat.budget import as_budget
-    from overlapsat.io import atomic_write_text
     from overlapsat.simulate import peak_memory
 
     rec = fused_record(store, fp)
@@ -181,7 +175,7 @@ def after_fusion_budget(store: str, fp: str, graph: Any, budget: Any) -> tuple[i
     fx = later if later is not None else max(1, target + peak_memory(graph) - fused)
     if str(fx) not in rec.get("targets", {}):  # what apply holds a plan solved under `fx` to, after fusion
         rec.setdefault("targets", {})[str(fx)] = target
-        atomic_write_text(fused_path(store, fp), json.dumps(rec))
+        _write_fused(store, fp, rec)
     return target, fx, later is not None
 
 
@@ -251,7 +245,6 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
     rec = fused_record(store, fp)
     fx = sched.metrics.get("memory_budget")
     if fx in rec.get("over", ()) and fx not in rec.get("kept", ()):
-        fx = sched.metrics["memory_budget"]
         target = rec.get("targets", {}).get(str(fx))
         if target is not None and target != rec["captured_peak_after_fusion"]:
             return None, (f"{OVER} after Inductor's fusion ({target} B); solve-cache solves it again under "
@@ -261,14 +254,13 @@ def usable_stored(store: str, fp: str, graph: Any, collective_order: str | None 
     return sched, "ok"
 
 
-def _stale_budget(store: str, fp: str) -> int | None:
-    """The FX budget the stored schedule of `fp` was solved under (None: none readable)."""
-    import json
+def _stale_budget(store: str, fp: str, graph: Any) -> int | None:
+    """The FX budget the stored schedule of `fp` (`graph`'s) was solved under (None: none readable)."""
+    from overlapsat.schedules import load_schedule
 
     try:
-        with open(schedule_path(store, fp), encoding="utf-8") as f:
-            fx = json.load(f)["metrics"]["memory_budget"]
-    except (OSError, ValueError, KeyError, TypeError):
+        fx = load_schedule(schedule_path(store, fp), graph).metrics.get("memory_budget")
+    except (GraphError, OSError):
         return None
     return fx if _positive(fx) else None
 
@@ -399,7 +391,7 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
             except (InfeasibleBudgetError, NoValidOrderError) as e:  # proven, or none found in the time
                 if tightened is None:
                     raise
-                stale = _stale_budget(store, fp)
+                stale = _stale_budget(store, fp, g)
                 if stale is not None and keep_moved(store, fp, stale):  # decision 88
                     out.outcome = "kept_moved"
                     out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over its "
