@@ -153,6 +153,22 @@ def test_the_coalesced_gpu_table_is_the_raw_files():
     assert "eqshape_co: `p_co_mem` found no plan within its budget (0.9835 x)" in verdict
 
 
+def test_the_gpu_table_of_2026_11_30_is_the_raw_files():
+    """plans.md's repeat of 2026-11-30 (the new shape, no re-gather, the library after decisions 82-88)."""
+    from benchmarks.gpu.equal_memory import coalesced_verdict
+
+    folder = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_eq")
+    page = " ".join(_page().split())
+    assert "\n".join(table(folder)) in _page()
+    assert floors(folder) in page
+    verdict = coalesced_verdict(folder)
+    assert verdict in page
+    # by hand from results.json: 35.14 / 40.28 - 1 = -12.7 %, 35.14 / 36.52 - 1 = -3.8 %; c_bkt's peak over a's
+    assert "`p_co` 35.14 ms, -12.7 % against torch bucketed and -3.8 % against TBB" in verdict
+    assert "`p_co_mem` found no plan within its budget (0.9842 x)" in verdict
+    assert "12.7 % faster than torch bucketed and 3.8 % faster than TBB" in page
+
+
 def test_the_gpu_pages_pointer_quotes_the_coalesced_verdict():
     """docs/gpu_results.md's paragraph on the coalesced runs quotes coalesced_verdict's figures."""
     from benchmarks.gpu.equal_memory import coalesced_verdict
