@@ -45,6 +45,7 @@ from overlapsat.errors import GraphError
 from overlapsat.graph import Buffer, Graph, Node, NodeKind
 from overlapsat.torch.importer import REDUCE_OPS, group_size_of, key_text
 from overlapsat.torch.need import torch_module
+from overlapsat.torch.routed import expected_sizes, priced_at, value
 
 log = logging.getLogger(__name__)
 
@@ -113,21 +114,24 @@ def _tensors(val: Any) -> list[Any]:
 
 def _storage(t: Any) -> tuple[int, int]:
     """(identity, bytes) of a tensor's storage; a size that depends on the data (an all_to_all's received tokens,
-    traced with unbacked symbols) counts 0 bytes, as `_tensor_bytes` counts it, and `unknown_size` says so."""
+    traced with unbacked symbols) is its expectation under balanced routing where the graph's all_to_alls give
+    one (`routed`, decision 89), else 0 bytes, as `_tensor_bytes` counts it, and `unknown_size` says so."""
     st = t.untyped_storage()
-    try:
-        return st._cdata, int(st.nbytes())
-    except Exception:  # noqa: BLE001 - torch raises its own guard errors for data-dependent sizes
-        return st._cdata, 0
+    return st._cdata, value(st.nbytes()) or 0
 
 
 def unknown_size(t: Any) -> bool:
-    """Whether a tensor's size depends on the data (not known when the graph is traced)."""
+    """Whether a tensor's size depends on the data and has no expectation either (counted 0 bytes)."""
+    return value(t.untyped_storage().nbytes()) is None
+
+
+def expected_size(t: Any) -> bool:
+    """Whether a tensor's size depends on the data and is priced at its expectation (decision 89)."""
     try:
         int(t.untyped_storage().nbytes())
         return False
-    except Exception:  # noqa: BLE001
-        return True
+    except Exception:  # noqa: BLE001 - torch raises its own guard errors for data-dependent sizes
+        return value(t.untyped_storage().nbytes()) is not None
 
 
 def _bucket_key(n: Any, op: str) -> str | None:
@@ -141,10 +145,8 @@ def _bucket_key(n: Any, op: str) -> str | None:
 
 
 def _tensor_bytes(t: Any) -> int:
-    try:
-        return int(t.numel()) * t.element_size()
-    except Exception:  # noqa: BLE001 - symbolic sizes: unknown
-        return 0
+    """A tensor's bytes; a data-dependent size at its expectation (decision 89), else 0."""
+    return (value(t.numel()) or 0) * t.element_size()
 
 
 def _group(n: Any, name: str, group_sizes: dict[str, int] | None) -> tuple[str, int]:
@@ -223,6 +225,15 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     graph = gm.graph if hasattr(gm, "graph") else gm
     if not isinstance(graph, fx.Graph):
         raise GraphError(f"import_fx: expected a GraphModule or fx.Graph, got {type(gm).__name__}")
+    with priced_at(expected_sizes(list(graph.nodes), lambda n: _functional_name(n) == "all_to_all_single")):
+        return _import_fx(graph, name=name, durations=durations, group_sizes=group_sizes, profile=profile,
+                          launch_us=launch_us, wait_us=wait_us, fusion=fusion, workspaces=workspaces, inline=inline)
+
+
+def _import_fx(graph: Any, *, name: str, durations: FxDurationFn | str | None, group_sizes: dict[str, int] | None,
+               profile: str, launch_us: float | None, wait_us: float | None, fusion: bool,
+               workspaces: WorkspaceFn | None, inline: bool) -> Graph:
+    """`import_fx` inside `priced_at` (data-dependent sizes at their expectation)."""
     fx_nodes = list(graph.nodes)
     calls = [n for n in fx_nodes if n.op == "call_function"]
     kind: dict[Any, NodeKind] = {}
@@ -398,10 +409,13 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
             # what priced it: a plan for it must price merged collectives alike (store.solve_one checks)
             "pricing": profile if durations is None else durations if isinstance(durations, str) else "your durations"}
     unknown = sum(unknown_size(t) for n in calls for t in _tensors(n.meta.get("val")))
-    if unknown:  # said, not silent: the memory model counts these outputs as 0 bytes
-        meta["data_dependent_outputs"] = unknown
+    expected = sum(expected_size(t) for n in calls for t in _tensors(n.meta.get("val")))
+    if unknown or expected:  # said, not silent: what the memory model makes of sizes the data decides
+        meta["data_dependent_outputs"] = unknown + expected
+        meta["data_dependent_expected"] = expected
         log.info("overlapsat: %d output(s) of graph %r have data-dependent sizes (e.g. all_to_all's received "
-                 "tokens); the memory model counts them as 0 bytes", unknown, name)
+                 "tokens): %d priced at balanced routing (decision 89), %d counted as 0 bytes", unknown + expected,
+                 name, expected, unknown)
     return Graph(nodes, buffers, edges, (), name, meta)
 
 
