@@ -170,8 +170,9 @@ def _imported(nodes: list[Any]) -> tuple[Any, dict[str, list[str]]]:
     """Inductor's fused nodes as an overlapsat Graph (memory only) and each node's predecessors in Inductor's
     memory-planning info, leaving the nodes' planning info as it found it."""
     from overlapsat.torch.importer import import_snodes
+    from overlapsat.torch.routed import inductor_sizes_bound
 
-    with planning_info_restored(nodes):
+    with planning_info_restored(nodes), inductor_sizes_bound():  # data-dependent sizes as the FX model has them
         plan_memory(nodes)
         g = import_snodes(nodes, durations=lambda _nd: 1.0)  # durations are not read: only memory moves
         preds = {nd.get_name(): [p.get_name() for p in nd.mpi_node.pred_nodes] for nd in nodes}

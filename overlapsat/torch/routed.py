@@ -8,7 +8,8 @@ Counted as 0 bytes (decision 70) the memory model read torchtitan's DeepSeek-V3 
 Priced at their expectation under balanced routing instead, each split of an all_to_all whose input rows are
 known is that many rows over the group's size: every rank sends as many rows as it has, spread evenly, so it
 receives as many. The forward graph binds the symbols; the backward graph, traced with the same symbols and
-the same ShapeEnv, reads them from it (`_SEEN`). A size still unknown after that counts 0 bytes, as before.
+the same ShapeEnv, reads them from it (`_SEEN`), and so does the reading of Inductor's nodes after fusion
+(`inductor_sizes_bound`). A size still unknown after that counts 0 bytes, as before.
 A plan's peak is then the expected one: a step whose routing is skewed can hold more.
 """
 
@@ -90,6 +91,43 @@ def expected_sizes(fx_nodes: list[Any], is_all_to_all: Any) -> dict[Any, int]:
     return bound
 
 
+def bound_in(shape_env: Any) -> dict[Any, int]:
+    """What the FX imports of this ShapeEnv bound (empty if none): Inductor's buffers after fusion carry the
+    same symbols, so the reading after fusion prices them alike."""
+    try:
+        return _SEEN.get(shape_env, {}) if shape_env is not None else {}
+    except TypeError:
+        return {}
+
+
+@contextlib.contextmanager
+def inductor_sizes_bound() -> Iterator[None]:
+    """Inside: Inductor's size hints (`V.graph.sizevars.optimization_hint`, which its memory planning reads for
+    each buffer) put in what the FX imports of this graph's ShapeEnv bound, so that the reading after fusion
+    prices data-dependent buffers as the FX model does. Nothing changes where nothing was bound."""
+    from torch._inductor.virtualized import V
+
+    sizevars = V.graph.sizevars
+    bound = bound_in(getattr(sizevars, "shape_env", None))
+    if not bound:
+        yield
+        return
+    own = sizevars.__dict__.get("optimization_hint")
+    hint = sizevars.optimization_hint
+
+    def bound_hint(expr: Any, *args: Any, **kwargs: Any) -> Any:
+        return hint(expr.xreplace(bound) if hasattr(expr, "xreplace") else expr, *args, **kwargs)
+
+    sizevars.optimization_hint = bound_hint
+    try:
+        yield
+    finally:
+        if own is None:
+            del sizevars.optimization_hint
+        else:
+            sizevars.optimization_hint = own
+
+
 @contextlib.contextmanager
 def priced_at(bound: dict[Any, int]) -> Iterator[None]:
     """Inside: `value` puts `bound`'s symbols into the sizes it reads (an import's expected sizes)."""
@@ -100,4 +138,4 @@ def priced_at(bound: dict[Any, int]) -> Iterator[None]:
         _EXPECTED.reset(token)
 
 
-__all__ = ["expected_sizes", "priced_at", "value"]
+__all__ = ["bound_in", "expected_sizes", "inductor_sizes_bound", "priced_at", "value"]

@@ -84,3 +84,54 @@ def test_a_size_with_no_routing_to_read_still_counts_zero_bytes_and_says_so():
     sizes = _sizes(g)
     assert sizes["index#0"] == 0 and sizes["mul#0"] == 0
     assert g.meta["data_dependent_outputs"] == 2 and g.meta["data_dependent_expected"] == 0
+
+
+def _fused_sizes(bind: bool) -> list[dict[str, int]]:
+    """The buffers Inductor's fused nodes hold (the check after fusion's reading), per graph, for the routed
+    step compiled by Inductor on the fake process group; `bind`: the FX import runs first, as install_fx's does."""
+    import tempfile
+
+    import torch._dynamo
+    import torch._inductor.config as icfg
+    import torch.distributed._functional_collectives as funcol
+
+    from overlapsat.torch.after_fusion import _imported
+
+    world = _world()
+    grp = torch.distributed.group.WORLD
+    fused: list[dict[str, int]] = []
+
+    def post(gm):
+        if bind:
+            import_fx(gm, name="routed")
+
+    def after(nodes):
+        fused.append(_sizes(_imported(nodes)[0]))
+        return nodes
+
+    def step(x, w, counts):
+        send, recv = counts[:world].tolist(), counts[world:].tolist()
+        y = funcol.all_to_all_single_autograd(x, recv, send, grp)
+        return funcol.all_to_all_single_autograd(torch.relu(y @ w), send, recv, grp).sum()
+
+    x, w = torch.randn(8, 4, requires_grad=True), torch.randn(4, 16, requires_grad=True)
+    torch._dynamo.reset()
+    with tempfile.TemporaryDirectory() as cache, torch._dynamo.config.patch(capture_scalar_outputs=True), \
+            icfg.patch(post_grad_custom_post_pass=post, _post_fusion_custom_pass=after, force_disable_caches=True), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHINDUCTOR_CACHE_DIR", cache)
+        torch.compile(step, fullgraph=True)(x, w, torch.tensor([4] * 2 * world)).backward()
+    torch._dynamo.reset()
+    return fused
+
+
+def test_the_reading_after_fusion_prices_routed_buffers_as_the_fx_model_does():
+    """Inductor's buffers carry the same symbols: with the FX import's binding they hold the expected bytes (the
+    received tokens' matmul output and its ReLU, 8 x 16 fp32 = 512 B, by hand); without it, 0, as before."""
+    bound, unbound = _fused_sizes(True), _fused_sizes(False)
+    assert len(bound) == len(unbound) == 2  # forward and backward
+    for b, u in zip(bound, unbound):
+        assert sorted(b) == sorted(u)  # the same buffers, only their sizes differ
+        assert max(b.values()) == 8 * 16 * 4 and sum(b.values()) > sum(u.values())
+    # unbound, most routed buffers count 0 bytes: fewer buffers hold any
+    assert all(sum(v > 0 for v in u.values()) < sum(v > 0 for v in b.values()) for b, u in zip(bound, unbound))
