@@ -363,3 +363,23 @@ def test_every_raw_run_gets_its_table_or_a_message_and_the_in_graph_tables_print
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "\n".join(in_graph(LOSS_CALLS)) + "\n\n" + "\n".join(
         fused_peaks(LOSS_CALLS))
+
+
+def test_the_routed_pricing_calls_are_what_the_readme_and_the_page_say():
+    """Decision 89 on the GPU (`dsv3_dd`, `dsv3_dd2`): `a`'s FX prediction against its measured peak, by hand
+    (11,378,987,972 / 11,044,239,360 - 1 = +3.0 %), and the reading after fusion, unchanged at -6.1 %."""
+    import json
+
+    from benchmarks.gpu.equal_memory import after_fusion_peak, predicted_peak
+
+    for run in ("dsv3_dd", "dsv3_dd2"):
+        with open(os.path.join(MOE, run, "results.json"), encoding="utf-8") as f:
+            d = json.load(f)
+        real = max(r["peak_memory_bytes"] for r in d["configs"]["a"]["ranks"])
+        assert real == 11_044_239_360 and predicted_peak(d, "a") == 11_378_987_972
+        assert round(100 * (after_fusion_peak(d, "a") / real - 1), 1) == -6.1
+    page = " ".join(_readme(MOE).split())
+    assert "is now 11.379 GB against 11.044 measured, **+3.0 %** (-5.4 % in `dsv3_inl`" in page
+    assert "`a` reads 10,375,104,448 B (-6.1 %) in both calls" in page
+    with open(os.path.join(ROOT, "docs", "torchtitan.md"), encoding="utf-8") as f:
+        assert "+3.0 % of measured; the reading after fusion still reads it -6.1 %" in " ".join(f.read().split())
