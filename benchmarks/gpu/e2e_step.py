@@ -544,6 +544,8 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             return prev(nodes) if prev is not None else nodes
 
         icfg._post_fusion_custom_pass = hook
+        if icfg.post_grad_custom_post_pass is None:  # `a`: no FX pass binds routed sizes (decision 89), so bind
+            icfg.post_grad_custom_post_pass = bind_routed_sizes
     compiled = torch.compile(scored)
 
     def step():
@@ -661,6 +663,19 @@ def scored_model(model):
     return Scored(model)
 
 
+def bind_routed_sizes(gm) -> None:
+    """A post-grad pass that changes nothing: it binds the graph's routed sizes at balanced routing (decision 89),
+    as the FX pass's import does, so that the reading after fusion of a configuration without that pass (`a`)
+    prices them alike."""
+    from overlapsat.torch.routed import expected_sizes
+
+    try:
+        expected_sizes(list(gm.nodes if hasattr(gm, "nodes") else gm.graph.nodes),
+                       lambda n: "all_to_all_single" in str(n.target))
+    except Exception:  # noqa: BLE001 - a measurement aid: the compile goes on unbound
+        pass
+
+
 def after_fusion(nodes, sink: list, save_dir: str | None = None):
     """Inductor's `_post_fusion_custom_pass`: the peak of its nodes after fusion, in the order it will emit them
     (scheduler-level import), appended to `sink` as (collectives, peak bytes); the nodes go on unchanged.
@@ -669,9 +684,10 @@ def after_fusion(nodes, sink: list, save_dir: str | None = None):
     from overlapsat import save_graph, simulate
     from overlapsat.torch.after_fusion import plan_memory, planning_info_restored
     from overlapsat.torch.importer import import_snodes
+    from overlapsat.torch.routed import inductor_sizes_bound
 
     try:  # a measurement: it must never cost the compile, nor change it (planning info restored after)
-        with planning_info_restored(nodes):
+        with planning_info_restored(nodes), inductor_sizes_bound():  # routed sizes as bound (decision 89)
             plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
             g = import_snodes(nodes, durations=lambda _nd: 1.0)
         sink.append((len(g.coll_seq), simulate(g).peak_memory))

@@ -102,30 +102,36 @@ def bound_in(shape_env: Any) -> dict[Any, int]:
 
 @contextlib.contextmanager
 def inductor_sizes_bound() -> Iterator[None]:
-    """Inside: Inductor's size hints (`V.graph.sizevars.optimization_hint`, which its memory planning reads for
-    each buffer) put in what the FX imports of this graph's ShapeEnv bound, so that the reading after fusion
-    prices data-dependent buffers as the FX model does. Nothing changes where nothing was bound."""
+    """Inside: Inductor's size hints (`V.graph.sizevars`, which its memory planning reads for each buffer: by
+    `optimization_hint` in torch 2.13, by `size_hint` in older releases) put in what the FX imports of this
+    graph's ShapeEnv bound, so that the reading after fusion prices data-dependent buffers as the FX model does.
+    Nothing changes where nothing was bound."""
     from torch._inductor.virtualized import V
 
     sizevars = V.graph.sizevars
     bound = bound_in(getattr(sizevars, "shape_env", None))
-    if not bound:
-        yield
-        return
-    own = sizevars.__dict__.get("optimization_hint")
-    hint = sizevars.optimization_hint
-
-    def bound_hint(expr: Any, *args: Any, **kwargs: Any) -> Any:
-        return hint(expr.xreplace(bound) if hasattr(expr, "xreplace") else expr, *args, **kwargs)
-
-    sizevars.optimization_hint = bound_hint
+    names = [n for n in _HINTS if callable(getattr(sizevars, n, None))] if bound else []
+    own = {n: sizevars.__dict__.get(n) for n in names}
+    for n in names:
+        setattr(sizevars, n, _bound_hint(getattr(sizevars, n), bound))
     try:
         yield
     finally:
-        if own is None:
-            del sizevars.optimization_hint
-        else:
-            sizevars.optimization_hint = own
+        for n in names:
+            if own[n] is None:
+                delattr(sizevars, n)
+            else:
+                setattr(sizevars, n, own[n])
+
+
+_HINTS = ("optimization_hint", "size_hint", "size_hint_or_throw")
+
+
+def _bound_hint(hint: Any, bound: dict[Any, int]) -> Any:
+    def bound_hint(expr: Any, *args: Any, **kwargs: Any) -> Any:
+        return hint(expr.xreplace(bound) if hasattr(expr, "xreplace") else expr, *args, **kwargs)
+
+    return bound_hint
 
 
 @contextlib.contextmanager

@@ -135,3 +135,35 @@ def test_the_reading_after_fusion_prices_routed_buffers_as_the_fx_model_does():
         assert max(b.values()) == 8 * 16 * 4 and sum(b.values()) > sum(u.values())
     # unbound, most routed buffers count 0 bytes: fewer buffers hold any
     assert all(sum(v > 0 for v in u.values()) < sum(v > 0 for v in b.values()) for b, u in zip(bound, unbound))
+
+
+def test_both_of_inductors_size_hints_see_the_binding_and_are_restored():
+    """torch 2.13's memory planning sizes buffers with `optimization_hint`, torch 2.11's (the GPU machines') with
+    `size_hint`: both read the bound symbols inside overlapsat's reading, and are Inductor's own again after."""
+    import sympy
+    from torch._inductor.virtualized import V
+
+    from overlapsat.torch import routed
+
+    class Env:  # a ShapeEnv stand-in: what the FX import bound is keyed by it
+        pass
+
+    class SizeVars:
+        def __init__(self, env):
+            self.shape_env = env
+
+        def size_hint(self, expr, *, fallback=None):
+            return int(expr) if expr.is_number else fallback
+
+        def optimization_hint(self, expr, fallback=None):
+            return int(expr) if expr.is_number else fallback
+
+    env, u0, u1 = Env(), sympy.Symbol("u0"), sympy.Symbol("u1")
+    routed._SEEN[env] = {u0: 4, u1: 4}
+    sv = SizeVars(env)
+    with V.set_graph_handler(type("G", (), {"sizevars": sv})()):
+        with routed.inductor_sizes_bound():
+            assert sv.size_hint(16 * u0 + 16 * u1, fallback=0) == 128
+            assert sv.optimization_hint(16 * u0 + 16 * u1, fallback=0) == 128
+        assert sv.size_hint(16 * u0, fallback=0) == 0 and sv.optimization_hint(16 * u0, fallback=0) == 0
+        assert "size_hint" not in vars(sv) and "optimization_hint" not in vars(sv)
