@@ -136,16 +136,22 @@ def test_the_after_fusion_readings_are_the_raw_files():
     assert "4.535 GB against 4.905 GB (-7.5 %), where its FX graph read +47.2 %" in sentence
 
 
-def test_the_coalesced_gpu_table_is_the_raw_files():
-    """plans.md's runs of 2026-11-29 (coalesced plans at equal memory): the table, floors and verdict."""
+def _coalesced_run_on_the_page(run: str) -> tuple[str, str]:
+    """A coalesced run's table, floors and verdict (`equal_memory`) as plans.md quotes them: (verdict, page)."""
     from benchmarks.gpu.equal_memory import coalesced_verdict
 
-    folder = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-29")
+    folder = os.path.join(ROOT, "benchmarks", "results", run)
     page = " ".join(_page().split())
     assert "\n".join(table(folder)) in _page()
     assert floors(folder) in page
     verdict = coalesced_verdict(folder)
     assert verdict in page
+    return verdict, page
+
+
+def test_the_coalesced_gpu_table_is_the_raw_files():
+    """plans.md's runs of 2026-11-29 (coalesced plans at equal memory): the table, floors and verdict."""
+    verdict, _ = _coalesced_run_on_the_page("gpu_2026-11-29")
     # by hand from the medians and peaks: the re-gather run's plan within torch bucketed's peak meets both targets,
     # the default-budget plan there measures above its budget (a's peak), and the other run's p_co_mem ran no plan
     assert "eqshape_regather_co: `p_co_mem` 36.58 ms, -16.0 % against torch bucketed and -6.8 % against TBB" in verdict
@@ -155,14 +161,7 @@ def test_the_coalesced_gpu_table_is_the_raw_files():
 
 def test_the_gpu_table_of_2026_11_30_is_the_raw_files():
     """plans.md's repeat of 2026-11-30 (the new shape, no re-gather, the library after decisions 82-88)."""
-    from benchmarks.gpu.equal_memory import coalesced_verdict
-
-    folder = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_eq")
-    page = " ".join(_page().split())
-    assert "\n".join(table(folder)) in _page()
-    assert floors(folder) in page
-    verdict = coalesced_verdict(folder)
-    assert verdict in page
+    verdict, page = _coalesced_run_on_the_page("gpu_2026-11-30_eq")
     # by hand from results.json: 35.14 / 40.28 - 1 = -12.7 %, 35.14 / 36.52 - 1 = -3.8 %; c_bkt's peak over a's
     assert "`p_co` 35.14 ms, -12.7 % against torch bucketed and -3.8 % against TBB" in verdict
     assert "`p_co_mem` found no plan within its budget (0.9842 x)" in verdict
