@@ -218,6 +218,9 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     holds no memory (`inlined`, decision 82); off by default, since the FX
     budget it loosens let a coalesced plan allocate 8.5 % over the captured
     order on the CPU allocator, where the fused reading under-read it.
+    A size the data decides (expert parallelism's routed tokens) is priced
+    at balanced routing where an all_to_all's input rows give it, else 0
+    bytes; `meta` counts both kinds (`overlapsat.torch.routed`, decision 89).
     """
     torch_module()
     import torch.fx as fx
