@@ -15,8 +15,12 @@ above the budget moves nodes until it fits (`refit`: overlapsat's
 `fit_budget` on the fused nodes). The moves keep every dependency
 Inductor's own memory reordering keeps and the whole collective sequence,
 so the ranks, which agreed on that sequence before lowering, still issue
-the same one. Where no moves fit the budget, the lower of the two orders
-stands and one warning names the peak and the budget. What it leaves for
+the same one. Where no moves fit the budget, the nodes are sorted
+least-peak-first under the same dependencies and collective sequence
+(decision 90), and that order is emitted if it fits: the plan's overlap is
+given up for this compile, and one warning says so. Where that does not
+fit either, the lower of the two orders stands and one warning names the
+peak and the budget. What it leaves for
 every graph is the memory-planning info Inductor's own buffer reuse reads
 (`inform_reuse`, decisions.md 22).
 """
@@ -136,6 +140,7 @@ class Refit:
     budget: int
     moves: int
     why_kept: str = ""  # where moves were found but not taken: the check that refused them
+    resorted: bool = False  # no moves fitted: the nodes were sorted memory-first in the agreed collective sequence
 
     @property
     def fits(self) -> bool:
@@ -161,9 +166,29 @@ def refit(nodes: list[Any], budget: int, max_moves: int = MAX_MOVES) -> tuple[li
     after = peak_of(g, res.order)
     moved = [by_name[g.names[i]] for i in res.order]
     why = _refused(moved, preds, nodes) if after < before else "no move lowers the peak"
+    if after > budget or why:  # no moves fit: a memory-first order of the same nodes, if it fits, this compile
+        order = _memory_first(g)
+        if order is not None and peak_of(g, order) <= budget:
+            sorted_nodes = [by_name[g.names[i]] for i in order]
+            if not _refused(sorted_nodes, preds, nodes):
+                return sorted_nodes, Refit(before, peak_of(g, order), budget, 0, resorted=True)
     if why:
         return nodes, Refit(before, before, budget, 0, why)
     return moved, Refit(before, after, budget, int(res.stats.get("moves", 0)))
+
+
+def _memory_first(g: Any) -> list[int] | None:
+    """The fused nodes in Inductor's least-peak-memory-first sort (`topological_sort_lpmf`), under every
+    dependency and the collective sequence the ranks agreed on (chained as edges): deterministic, so every rank
+    that falls back emits the same order. None where the sequence cannot be chained on these nodes."""
+    from overlapsat.errors import GraphError
+    from overlapsat.heuristics.memory_sorts import topological_sort_lpmf
+
+    try:
+        chained = g.with_collective_chain("global")
+    except GraphError:
+        return None
+    return list(topological_sort_lpmf(chained).order)  # chaining adds edges only: the node ids are g's
 
 
 def _imported(nodes: list[Any]) -> tuple[Any, dict[str, list[str]]]:
@@ -253,7 +278,7 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
             from overlapsat.store import record_over
 
             return record_over(pending.store, pending.fingerprint, pending.fx_budget, done.before - done.budget,
-                               pending.budget, moved=done.fits)
+                               pending.budget, moved=done.fits and not done.resorted)
         except Exception as e:  # noqa: BLE001 - the report still says what happened
             log.debug("overlapsat: could not record graph %s as over its budget: %s", pending.fingerprint, e)
             return None
@@ -278,7 +303,11 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
                  if getattr(icfg, "allow_buffer_reuse", False) else "")
         moved = (f"; fusion had put it at {done.before} B (%+.1f %%), and {done.moves} moved nodes brought it back"
                  % (100 * (done.before / done.budget - 1))) if done.moves else ""
-        log.log(logging.WARNING if again else logging.INFO,
+        if done.resorted:  # the plan's overlap is given up for this compile: said, as a warning
+            moved = (f"; fusion had put it at {done.before} B (%+.1f %%), no move fitted it, so this compile emits "
+                     "its nodes memory-first in the agreed collective sequence (the plan's order is given up)"
+                     % (100 * (done.before / done.budget - 1)))
+        log.log(logging.WARNING if again or done.resorted else logging.INFO,
                 "overlapsat: graph %s: peak after fusion %d B by MODEL.md's rule on Inductor's fused nodes, which "
                 "counts no kernel workspace and no input held by the caller, within its "
                 "budget of %d B%s%s%s", fp, done.after, done.budget, moved, reuse, again)

@@ -215,6 +215,73 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
     assert len(fitted) == 1 and f"peak after fusion {bwd['after']} B" in fitted[0], msgs
 
 
+def test_where_no_move_fits_the_nodes_are_sorted_memory_first_within_the_same_compile(fake_world, caplog,
+                                                                                     monkeypatch):
+    """The backward graph of the step above with its budget one byte below its peak after fusion, and no move
+    found (`fit_budget` made to move nothing): the check emits the fused nodes in the least-peak-first sort under
+    the agreed collective sequence, in this compile. Checked independently: the emitted order is valid on the
+    fused graph as imported before (every dependency and the global collective sequence), its peak by the
+    scheduler-level importer is within the budget, and one warning says the plan's order was given up."""
+    import torch._inductor.config as icfg
+    from torch._inductor.utils import run_and_get_code
+
+    from benchmarks.gpu.e2e_step import after_fusion, build
+    from overlapsat import validate
+    from overlapsat.heuristics import fit_budget as fb
+    from overlapsat.heuristics.base import PassResult
+    from overlapsat.store import solve_store
+    from overlapsat.torch.fx_apply import install_fx
+    from overlapsat.torch.importer import import_snodes
+
+    monkeypatch.setattr(fb, "fit_budget", lambda g, order, budget, **kw: PassResult("fit_budget", list(order),
+                                                                                   {"moves": 0}, graph=g))
+    torch.manual_seed(0)
+    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
+    x = torch.randn(1, 256, 512)
+    store = tempfile.mkdtemp()
+    with graph_caches_off(), icfg.patch(_post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
+                    reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False):
+        torch._dynamo.reset()
+        install_fx("capture", store, collective_order="free")
+        torch.compile(model)(x).sum().backward()
+        solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.5x")
+        torch._dynamo.reset()
+        install_fx("apply", store, collective_order="free", pin="compute")
+        seen = []
+
+        class Watching(af.AfterFusionCheck):
+            def __call__(self, nodes):
+                ref: list = []
+                after_fusion(nodes, ref)
+                pending = af._PENDING.value
+                if not seen:  # the forward graph: left alone
+                    seen.append(None)
+                    return super().__call__(nodes)
+                budget = ref[-1][1] - 1
+                af._PENDING.value = af.Expected(pending.fingerprint, budget, pending.model_peak)
+                with af.planning_info_restored(nodes):
+                    af.plan_memory(nodes)
+                    before = import_snodes(nodes, durations=lambda _nd: 1.0)
+                out = super().__call__(nodes)
+                names = [n.get_name() for n in out]
+                after: list = []
+                after_fusion(out, after)
+                seen.append({"budget": budget, "before": ref[-1][1], "after": after[-1][1],
+                             "moved": names != [n.get_name() for n in nodes],
+                             "valid": validate(before, names, collective_order="global")})
+                return out
+
+        icfg._post_fusion_custom_pass = Watching()
+        with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
+            run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
+        torch._dynamo.reset()
+    bwd = seen[1]
+    assert bwd["moved"] and bwd["valid"] == [] and bwd["after"] <= bwd["budget"] < bwd["before"], bwd
+    warned = [r.getMessage() for r in caplog.records
+              if r.name == "overlapsat.torch.after_fusion" and r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "memory-first in the agreed collective sequence" in warned[0], warned
+
+
 def test_a_moved_order_that_breaks_a_dependency_or_the_collective_sequence_is_refused(monkeypatch):
     """refit's last guard, on stand-in nodes: a node before one it depends on (by Inductor's planning info), a
     lost node, or another collective sequence, each named; a valid order passes."""
