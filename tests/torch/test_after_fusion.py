@@ -5,6 +5,7 @@ check must warn exactly then, by a peak an independent import of the fused nodes
 the nodes or the code Inductor emits from them, and never touch a pass it did not install.
 """
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -146,6 +147,59 @@ def fake_world():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = old
 
 
+@contextlib.contextmanager
+def _applied_regather_step():
+    """The small re-gather step at `free`, captured, solved under 1.5 x the captured peak (a work limit and a fixed
+    worker count: the same orders on every machine) and applied: inside, (model, input) compile with the plans and
+    the check after fusion, graph caches off; Inductor's peak-memory reordering on, its overlap reordering off."""
+    import torch._inductor.config as icfg
+
+    from benchmarks.gpu.e2e_step import build
+    from overlapsat.store import solve_store
+    from overlapsat.torch.fx_apply import install_fx
+
+    torch.manual_seed(0)
+    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
+    x = torch.randn(1, 256, 512)
+    store = tempfile.mkdtemp()
+    with graph_caches_off(), icfg.patch(_post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
+                    reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False):
+        torch._dynamo.reset()
+        install_fx("capture", store, collective_order="free")
+        torch.compile(model)(x).sum().backward()
+        solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.5x")
+        torch._dynamo.reset()
+        install_fx("apply", store, collective_order="free", pin="compute")
+        yield model, x
+        torch._dynamo.reset()
+
+
+def _checked(check, nodes, budget_of) -> tuple[list, dict]:
+    """Runs the check after fusion (`check`) on `nodes` with the budget `budget_of(peak)` in place of the pending
+    one, and reads what it emitted independently (the harness's scheduler-level import): the budget, the peaks
+    before and after, whether the order changed, and the validator's complaints on the fused graph as imported
+    before the check."""
+    from benchmarks.gpu.e2e_step import after_fusion
+    from overlapsat import validate
+    from overlapsat.torch.importer import import_snodes
+
+    ref: list = []
+    after_fusion(nodes, ref)
+    budget = budget_of(ref[-1][1])
+    pending = af._PENDING.value
+    af._PENDING.value = af.Expected(pending.fingerprint, budget, pending.model_peak)
+    with af.planning_info_restored(nodes):
+        af.plan_memory(nodes)
+        before = import_snodes(nodes, durations=lambda _nd: 1.0)
+    out = check(nodes)
+    names = [n.get_name() for n in out]
+    after: list = []
+    after_fusion(out, after)
+    return out, {"budget": budget, "before": ref[-1][1], "after": after[-1][1],
+                 "moved": names != [n.get_name() for n in nodes],
+                 "valid": validate(before, names, collective_order="global")}
+
+
 def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fake_world, caplog):
     """The re-gather step, small, at `free` under 1.5 x the captured peak (the CPU check of
     docs/gpu_results.md), with each graph's budget set below what fusion leaves, by an independent import of the
@@ -157,53 +211,23 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.e2e_step import after_fusion, build
-    from overlapsat import validate
-    from overlapsat.store import solve_store
-    from overlapsat.torch.fx_apply import install_fx
-    from overlapsat.torch.importer import import_snodes
 
-    torch.manual_seed(0)
-    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
-    x = torch.randn(1, 256, 512)
-    store = tempfile.mkdtemp()
-    with graph_caches_off(), icfg.patch(_post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
-                    reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False):
-        torch._dynamo.reset()
-        install_fx("capture", store, collective_order="free")
-        torch.compile(model)(x).sum().backward()
-        # a work limit, not the clock, and a fixed worker count: the same orders on every machine
-        solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.5x")
-        torch._dynamo.reset()
-        install_fx("apply", store, collective_order="free", pin="compute")
+    with _applied_regather_step() as (model, x):
         assert isinstance(icfg._post_fusion_custom_pass, af.AfterFusionCheck)
         seen = []
 
         class Watching(af.AfterFusionCheck):
             def __call__(self, nodes):
-                ref: list = []
-                after_fusion(nodes, ref)
-                pending = af._PENDING.value
-                budget = ref[-1][1] - 1 if seen else 1  # backward: one byte short; forward: out of reach
-                assert af.fused_peak(nodes) == ref[-1][1]  # what refit reads is the same rule's
-                af._PENDING.value = af.Expected(pending.fingerprint, budget, pending.model_peak)
-                with af.planning_info_restored(nodes):
-                    af.plan_memory(nodes)
-                    before = import_snodes(nodes, durations=lambda _nd: 1.0)
-                out = super().__call__(nodes)
-                names = [n.get_name() for n in out]
-                after: list = []
-                after_fusion(out, after)
-                seen.append({"budget": budget, "before": ref[-1][1], "after": after[-1][1],
-                             "moved": names != [n.get_name() for n in nodes],
-                             "valid": validate(before, names, collective_order="global") == [],
-                             "reuse": _reuse_estimate(out)})
+                peak = af.fused_peak(nodes)
+                budget = peak - 1 if seen else 1  # backward: one byte short; forward: out of reach
+                out, rec = _checked(super().__call__, nodes, lambda _peak: budget)
+                assert rec["before"] == peak  # what refit reads is the same rule's
+                seen.append({**rec, "valid": rec["valid"] == [], "reuse": _reuse_estimate(out)})
                 return out
 
         icfg._post_fusion_custom_pass = Watching()
         with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
             run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
-        torch._dynamo.reset()
     fwd, bwd = seen
     assert all(s["valid"] and s["reuse"] == s["after"] for s in seen), seen
     assert bwd["moved"] and bwd["after"] <= bwd["budget"] < bwd["before"], bwd
@@ -225,56 +249,26 @@ def test_where_no_move_fits_the_nodes_are_sorted_memory_first_within_the_same_co
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.e2e_step import after_fusion, build
-    from overlapsat import validate
     from overlapsat.heuristics import fit_budget as fb
     from overlapsat.heuristics.base import PassResult
-    from overlapsat.store import solve_store
-    from overlapsat.torch.fx_apply import install_fx
-    from overlapsat.torch.importer import import_snodes
 
     monkeypatch.setattr(fb, "fit_budget", lambda g, order, budget, **kw: PassResult("fit_budget", list(order),
                                                                                    {"moves": 0}, graph=g))
-    torch.manual_seed(0)
-    model = build(512, 8, 1376, 2, 256, 2, "cpu", torch.float32, 1, True)
-    x = torch.randn(1, 256, 512)
-    store = tempfile.mkdtemp()
-    with graph_caches_off(), icfg.patch(_post_fusion_custom_pass=None, post_grad_custom_post_pass=None,
-                    reorder_for_peak_memory=True, reorder_for_compute_comm_overlap=False):
-        torch._dynamo.reset()
-        install_fx("capture", store, collective_order="free")
-        torch.compile(model)(x).sum().backward()
-        solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.5x")
-        torch._dynamo.reset()
-        install_fx("apply", store, collective_order="free", pin="compute")
+    with _applied_regather_step() as (model, x):
         seen = []
 
         class Watching(af.AfterFusionCheck):
             def __call__(self, nodes):
-                ref: list = []
-                after_fusion(nodes, ref)
-                pending = af._PENDING.value
                 if not seen:  # the forward graph: left alone
                     seen.append(None)
                     return super().__call__(nodes)
-                budget = ref[-1][1] - 1
-                af._PENDING.value = af.Expected(pending.fingerprint, budget, pending.model_peak)
-                with af.planning_info_restored(nodes):
-                    af.plan_memory(nodes)
-                    before = import_snodes(nodes, durations=lambda _nd: 1.0)
-                out = super().__call__(nodes)
-                names = [n.get_name() for n in out]
-                after: list = []
-                after_fusion(out, after)
-                seen.append({"budget": budget, "before": ref[-1][1], "after": after[-1][1],
-                             "moved": names != [n.get_name() for n in nodes],
-                             "valid": validate(before, names, collective_order="global")})
+                out, rec = _checked(super().__call__, nodes, lambda peak: peak - 1)
+                seen.append(rec)
                 return out
 
         icfg._post_fusion_custom_pass = Watching()
         with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
             run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
-        torch._dynamo.reset()
     bwd = seen[1]
     assert bwd["moved"] and bwd["valid"] == [] and bwd["after"] <= bwd["budget"] < bwd["before"], bwd
     warned = [r.getMessage() for r in caplog.records
