@@ -70,7 +70,7 @@ def expected_sizes(fx_nodes: list[Any], is_all_to_all: Any) -> dict[Any, int]:
         env = next((_shape_env(s) for s in splits if _shape_env(s) is not None), None)
         if env is not None and env not in envs:
             envs.append(env)
-            bound.update({k: v for k, v in _SEEN.get(env, {}).items() if k not in bound})
+            bound.update({k: v for k, v in bound_in(env).items() if k not in bound})
     for n in fx_nodes:
         if n.op != "call_function" or not is_all_to_all(n) or len(n.args) < 3:
             continue
