@@ -667,11 +667,10 @@ def bind_routed_sizes(gm) -> None:
     """A post-grad pass that changes nothing: it binds the graph's routed sizes at balanced routing (decision 89),
     as the FX pass's import does, so that the reading after fusion of a configuration without that pass (`a`)
     prices them alike."""
-    from overlapsat.torch.routed import expected_sizes
+    from overlapsat.torch.fx import bind_routed_sizes as bind
 
     try:
-        expected_sizes(list(gm.nodes if hasattr(gm, "nodes") else gm.graph.nodes),
-                       lambda n: "all_to_all_single" in str(n.target))
+        bind(gm if hasattr(gm, "nodes") else gm.graph)
     except Exception:  # noqa: BLE001 - a measurement aid: the compile goes on unbound
         pass
 

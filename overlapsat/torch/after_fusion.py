@@ -168,10 +168,11 @@ def refit(nodes: list[Any], budget: int, max_moves: int = MAX_MOVES) -> tuple[li
     why = _refused(moved, preds, nodes) if after < before else "no move lowers the peak"
     if after > budget or why:  # no moves fit: a memory-first order of the same nodes, if it fits, this compile
         order = _memory_first(g)
-        if order is not None and peak_of(g, order) <= budget:
+        peak = peak_of(g, order) if order is not None else None
+        if peak is not None and peak <= budget:
             sorted_nodes = [by_name[g.names[i]] for i in order]
             if not _refused(sorted_nodes, preds, nodes):
-                return sorted_nodes, Refit(before, peak_of(g, order), budget, 0, resorted=True)
+                return sorted_nodes, Refit(before, peak, budget, 0, resorted=True)
     if why:
         return nodes, Refit(before, before, budget, 0, why)
     return moved, Refit(before, after, budget, int(res.stats.get("moves", 0)))

@@ -127,11 +127,14 @@ def unknown_size(t: Any) -> bool:
 
 def expected_size(t: Any) -> bool:
     """Whether a tensor's size depends on the data and is priced at its expectation (decision 89)."""
-    try:
-        int(t.untyped_storage().nbytes())
-        return False
-    except Exception:  # noqa: BLE001 - torch raises its own guard errors for data-dependent sizes
-        return value(t.untyped_storage().nbytes()) is not None
+    nbytes = t.untyped_storage().nbytes()
+    return value(nbytes, {}) is None and value(nbytes) is not None  # {}: no symbol bound, only what is known
+
+
+def bind_routed_sizes(graph: Any) -> dict[Any, int]:
+    """The expected value of each routed split size of an FX graph (decision 89), kept for the graphs of its
+    ShapeEnv that follow (its backward graph, its nodes after fusion): what `import_fx` prices sizes with."""
+    return expected_sizes(list(graph.nodes), lambda n: _functional_name(n) == "all_to_all_single")
 
 
 def _bucket_key(n: Any, op: str) -> str | None:
@@ -228,7 +231,7 @@ def import_fx(gm: Any, *, name: str = "fx", durations: FxDurationFn | str | None
     graph = gm.graph if hasattr(gm, "graph") else gm
     if not isinstance(graph, fx.Graph):
         raise GraphError(f"import_fx: expected a GraphModule or fx.Graph, got {type(gm).__name__}")
-    with priced_at(expected_sizes(list(graph.nodes), lambda n: _functional_name(n) == "all_to_all_single")):
+    with priced_at(bind_routed_sizes(graph)):
         return _import_fx(graph, name=name, durations=durations, group_sizes=group_sizes, profile=profile,
                           launch_us=launch_us, wait_us=wait_us, fusion=fusion, workspaces=workspaces, inline=inline)
 

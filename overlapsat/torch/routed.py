@@ -26,19 +26,20 @@ _EXPECTED: contextvars.ContextVar[dict[Any, int] | None] = contextvars.ContextVa
 _SEEN: weakref.WeakKeyDictionary[Any, dict[Any, int]] = weakref.WeakKeyDictionary()
 
 
-def _expr(v: Any) -> Any:
-    """The sympy expression of a SymInt (or of an FX node holding one), or None for anything else."""
+def _sym_node(v: Any) -> Any:
+    """The SymNode of a SymInt, or of an FX node holding one; None for anything else."""
     if hasattr(v, "meta"):
         v = v.meta.get("val")
-    node = getattr(v, "node", None)
-    return getattr(node, "expr", None) if node is not None else None
+    return getattr(v, "node", None)
+
+
+def _expr(v: Any) -> Any:
+    """The sympy expression of a SymInt (or of an FX node holding one), or None for anything else."""
+    return getattr(_sym_node(v), "expr", None)
 
 
 def _shape_env(v: Any) -> Any:
-    if hasattr(v, "meta"):
-        v = v.meta.get("val")
-    node = getattr(v, "node", None)
-    return getattr(node, "shape_env", None)
+    return getattr(_sym_node(v), "shape_env", None)
 
 
 def value(v: Any, bound: dict[Any, int] | None = None) -> int | None:
@@ -63,17 +64,14 @@ def expected_sizes(fx_nodes: list[Any], is_all_to_all: Any) -> dict[Any, int]:
     what earlier graphs of the same ShapeEnv bound. `is_all_to_all(node)` says which nodes to read."""
     bound: dict[Any, int] = {}
     envs = []
-    for n in fx_nodes:
-        if n.op != "call_function" or not is_all_to_all(n) or len(n.args) < 3:
-            continue
+    a2as = [n for n in fx_nodes if n.op == "call_function" and is_all_to_all(n) and len(n.args) >= 3]
+    for n in a2as:
         splits = [s for arg in (n.args[1], n.args[2]) if isinstance(arg, (list, tuple)) for s in arg]
         env = next((_shape_env(s) for s in splits if _shape_env(s) is not None), None)
         if env is not None and env not in envs:
             envs.append(env)
             bound.update({k: v for k, v in bound_in(env).items() if k not in bound})
-    for n in fx_nodes:
-        if n.op != "call_function" or not is_all_to_all(n) or len(n.args) < 3:
-            continue
+    for n in a2as:
         t = n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None
         rows = value(t.shape[0], bound) if t is not None and getattr(t, "dim", lambda: 0)() > 0 else None
         for arg in (n.args[1], n.args[2]):
