@@ -213,3 +213,19 @@ def test_the_table_by_time_limit_is_the_raw_files():
     from benchmarks.bench_plan import by_time_limit
 
     assert "\n".join(by_time_limit(RAW_10, RAW_60)) in _page()
+
+
+def test_the_4_gpu_table_of_2026_11_30_is_the_raw_files():
+    """plans.md's 4-GPU runs of 2026-11-30 (the 8-layer step and the new shape, FSDP x 4 and 2-way TP x 2-way FSDP)."""
+    from benchmarks.gpu.equal_memory import fusion_readings
+
+    verdict, page = _coalesced_run_on_the_page("gpu_2026-11-30_w4")
+    assert fusion_readings(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_w4")) in page
+    # by hand from results.json: 26.77 / 40.71 - 1 = -34.2 %, 26.77 / 31.54 - 1 = -15.1 %, 2.422 GB < c_bkt's 2.949
+    assert "`p_co_mem` 26.77 ms, -34.2 % against torch bucketed and -15.1 % against TBB, at 2.422 GB" in verdict
+    # 44.85 / 50.06 - 1 = -10.4 %, 44.85 / 47.11 - 1 = -4.8 %: TBB missed by 0.2 points, and 6.606 > 6.597 GB
+    assert "eq_w4: `p_co` 44.85 ms, -10.4 % against torch bucketed and -4.8 % against TBB" in verdict
+    assert "eqshape_w4: `p_co_mem` found no plan within its budget (0.9821 x)" in verdict
+    assert verdict.count("targets met") == 1
+    assert "34.2 % faster than it and 15.1 % faster than TBB" in page
+    assert "-10.4 % and -16.2 % against torch bucketed, -4.8 % and -3.5 % against TBB" in page

@@ -9,13 +9,13 @@
 # than torch bucketed had, since the process's peak also holds what no graph changes), and tbb_torch, p (the
 # default budget), p_mem and p_free run (SECOND="tbb_torch p_co p_co_mem p_co_free": the same plans with
 # coalesced buckets, decision 55); EXTRA: more e2e_step options for both calls (e.g. --resolve-rounds 2 --fx-inline).
-# One results.json comes back: $OUT/eqshape[_regather]/results.json.
+# TAG names the folder (another SHAPE, e.g. the 8-layer step). One results.json comes back: $OUT/eqshape[_regather]/results.json.
 set -u
 # DRY=1 SHAPE="..." (e.g. --device cpu and a small model): the same flow on this machine, without the wheels
 [ -n "${DRY:-}" ] && OUT=${OUT:-$(mktemp -d)} || . benchmarks/gpu/device_env.sh
 rg=${1:-}
 world=${WORLD:-2} tp=${TP:-1}
-tag=eqshape$( [ "$world" = 2 ] || echo "_w$world")$( [ "$tp" = 1 ] || echo "_tp$tp")${rg:+_regather}
+tag=${TAG:-eqshape$( [ "$world" = 2 ] || echo "_w$world")$( [ "$tp" = 1 ] || echo "_tp$tp")${rg:+_regather}}
 shape="--world $world --tp $tp ${SHAPE:---layers 10 --dim 2560 --heads 20 --ffn 6912 --seq 3072} ${rg:+--regather}"
 common="--profile h200 --steps ${STEPS:-30} --warmup 5 --prof-steps 4 --prof-warmup 1 --solve-s ${SOLVE_S:-12} --keep-traces ${EXTRA:-}"
 mkdir -p "$OUT/$tag"
