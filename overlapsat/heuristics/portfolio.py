@@ -193,11 +193,18 @@ def _prefetched(judged: Problem, results: list[Evaluated], deadline: float | Non
 
 def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluated]:
     """The orders `run_all` fits under the budget: the FIT_ORDERS best that break only the memory budget and are
-    faster than every valid order (a fit postpones and hoists, so it rarely gains time)."""
+    faster than every valid order (a fit postpones and hoists, so it rarely gains time). Where no order is valid,
+    also the FIT_ORDERS lowest peaks: the fastest orders are often far over a tight budget, while the orders
+    nearest it (the input order, a memory sort) fit in a few moves, and without one valid order there is no
+    search at all (decision 91)."""
     best_valid = min((h.makespan for h in results if h.valid and FITTED not in h.name), default=float("inf"))
-    over = [h for h in sorted(results, key=lambda h: (h.makespan, h.name)) if h.makespan < best_valid
-            and not h.valid and only_over_budget(h) and FITTED not in h.name]
-    return over[:fits]
+    over = [h for h in results if not h.valid and only_over_budget(h) and FITTED not in h.name]
+    fast = [h for h in sorted(over, key=lambda h: (h.makespan, h.name)) if h.makespan < best_valid][:fits]
+    if best_valid < float("inf"):
+        return fast
+    chosen = {id(h) for h in fast}
+    low = [h for h in sorted(over, key=lambda h: (h.peak_memory, h.makespan, h.name)) if id(h) not in chosen]
+    return fast + low[:fits]
 
 
 def _fitted(judged: Problem, results: list[Evaluated], deadline: float | None, fits: int,

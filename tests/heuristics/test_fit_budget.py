@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import random
+from types import SimpleNamespace
 
 import pytest
 
-from overlapsat import GraphBuilder, Problem, peak_memory, validate
+from overlapsat import GraphBuilder, Problem, load_graph, peak_memory, validate
 from overlapsat.heuristics import run_all
 from overlapsat.heuristics.fit_budget import _candidates, _next_in_sequence, fit_budget
-from overlapsat.heuristics.portfolio import FITTED
+from overlapsat.heuristics.portfolio import FITTED, to_fit
 from tests.helpers import random_graph, random_valid_order
 
 
@@ -162,3 +164,36 @@ def _excess(g, order, budget):
                 freed += g.b_free[j]
         live -= freed
     return total
+
+
+# the backward graph of the 8-layer step with the re-gather on FSDP x 4 (GPU run of 2026-11-30, eq_w4_regather),
+# and the FX budget its plan was solved again under there after fusion (decision 82)
+W4_REGATHER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "gpu_w4_regather_bwd.json.gz")
+W4_BUDGET = 2_551_312_512
+
+
+def _row(name: str, makespan: float, peak: int, valid: bool) -> SimpleNamespace:
+    return SimpleNamespace(name=name, makespan=makespan, peak_memory=peak, valid=valid,
+                           violations=[] if valid else ["[memory] over"])
+
+
+def test_where_no_order_is_valid_the_lowest_peaks_are_fitted_too():
+    """Decision 91: without a valid row, the orders nearest the budget are fitted beside the fastest."""
+    rows = [_row(f"fast{i}", 10 + i, 900 - i, False) for i in range(5)] + [_row("input_order", 50, 120, False),
+                                                                           _row("sort", 60, 130, False)]
+    assert [h.name for h in to_fit(rows, 2)] == ["fast0", "fast1", "input_order", "sort"]
+    rows.append(_row("valid", 40, 100, True))  # a valid row: only the orders faster than it, as before
+    assert [h.name for h in to_fit(rows, 2)] == ["fast0", "fast1"]
+
+
+def test_the_gpu_runs_backward_graph_gets_an_order_within_the_budget_it_missed():
+    """On the GPU, no order of this graph within W4_BUDGET was found (the lowest peak 2.42 GiB), so the step ran
+    its captured order; one postpone of the captured order fits it."""
+    g = load_graph(W4_REGATHER)
+    assert peak_memory(g, list(range(len(g.nodes)))) == 2_624_712_832  # the captured order, over the budget
+    rows = run_all(Problem.of(g, W4_BUDGET, "group"))
+    fitted = [h for h in rows if h.valid and h.name.endswith(FITTED)]
+    assert fitted, [(h.name, h.peak_memory) for h in rows[:5]]
+    for h in fitted:  # read independently of the portfolio's evaluation
+        assert peak_memory(g, h.order) <= W4_BUDGET
+        assert validate(g, [g.names[v] for v in h.order], memory_budget=W4_BUDGET) == []
