@@ -122,11 +122,17 @@ def record_over(store: str, fp: str, fx_budget: int, excess: int, target: int | 
     """A plan solved under the FX budget `fx_budget` went `excess` bytes over its budget after fusion (`target`;
     None: the default, the captured order's peak there): that schedule is stale, and the next solve of `fp` under
     the same budget takes `fx_budget - excess` (or less, if an earlier record asks less). `moved`: nodes moved
-    after fusion brought it back within the budget, so where no plan fits the tighter one it is kept (decision
-    88). Returns that next FX budget; None without a captured record to add it to, or for a plan kept so."""
+    after fusion (or sorted memory-first there) brought it back within the budget, so where no plan fits the
+    tighter one it is kept (decisions 88 and 92). Returns that next FX budget; None without a captured record to
+    add it to, or for a kept plan fitted again (a kept plan not fitted this time is set aside like any other)."""
     rec = fused_record(store, fp)
-    if not rec or int(fx_budget) in rec.get("kept", ()):
+    if not rec:
         return None
+    if int(fx_budget) in rec.get("kept", ()):
+        if moved:  # kept, and fitted again: it stays
+            return None
+        for key in ("kept", "moved"):  # kept, but no longer fitted after fusion: set aside like any other
+            rec[key] = [b for b in rec.get(key, []) if b != int(fx_budget)]
     nxt = max(1, int(fx_budget) - int(excess))
     default = target is None or int(target) == rec["captured_peak_after_fusion"]
     if default:

@@ -272,14 +272,16 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
         """Where fusion broke a default budget (one the store recorded), record the plan as over, so the next
         solve takes a tighter FX budget, by what fusion added before any move: moves are judged by MODEL.md's
         rule on the fused nodes, which a 2026-11-30 CPU run found 2.8 MB low after them, so a plan that needs
-        them is not trusted to fit. Returns that FX budget, or None where nothing was recorded."""
+        them is not trusted to fit. A plan that moves or the memory-first order fitted is recorded as such, so
+        it stays where no plan fits the tighter budget (decisions 88 and 92): it keeps its buckets, where the
+        captured order has none. Returns that FX budget, or None where nothing was recorded."""
         if not (pending.store and pending.fx_budget and done.before > done.budget):
             return None
         try:
             from overlapsat.store import record_over
 
             return record_over(pending.store, pending.fingerprint, pending.fx_budget, done.before - done.budget,
-                               pending.budget, moved=done.fits and not done.resorted)
+                               pending.budget, moved=done.fits)
         except Exception as e:  # noqa: BLE001 - the report still says what happened
             log.debug("overlapsat: could not record graph %s as over its budget: %s", pending.fingerprint, e)
             return None

@@ -6,6 +6,7 @@ the nodes or the code Inductor emits from them, and never touch a pass it did no
 """
 
 import contextlib
+import json
 import logging
 import os
 import tempfile
@@ -385,3 +386,41 @@ def test_the_check_records_whether_its_moves_fitted_the_plan(tmp_path, monkeypat
     assert af.AfterFusionCheck._record_over(af.Refit(100, 100, 100, 0), pending) is None  # within as fused
     assert [(a[1:], k) for a, k in calls] == [(("fp", 120, 3, 100), {"moved": True}),
                                               (("fp", 120, 3, 100), {"moved": False})]
+
+
+def test_a_plan_the_memory_first_order_fitted_stays_where_no_tighter_plan_is_found(tmp_path):
+    """Decision 92: the check's record of a plan that the memory-first order brought within its budget (no move
+    fitted it) marks it as fitted, so where `solve-cache` finds no plan under the tighter FX budget the plan stays
+    (`kept_moved`), buckets and all, instead of the captured order; one still over is not marked, and the captured
+    order stays there (decision 82). A kept plan that a later compile no longer fits is set aside again."""
+    from overlapsat.io import load_graph
+    from overlapsat.store import fused_record, record_fused_peak, solve_store, usable_stored
+    from tests.test_store import make_store
+
+    outcomes = {}
+    for name in ("sorted", "over"):
+        store = str(tmp_path / name)
+        (fp,) = make_store(tmp_path / name, ("moe_small",))
+        record_fused_peak(store, fp, 1000)
+        assert [o.outcome for o in solve_store(store, time_limit=2, plans="h200")] == ["solved"]
+        fx = json.loads(open(os.path.join(store, f"{fp}.schedule.json")).read())["metrics"]["memory_budget"]
+        # fusion added half the FX budget: no order reaches the next one, so nothing is solved again
+        before = 1000 + fx // 2
+        done = af.Refit(before, 900 if name == "sorted" else before, 1000, 0, resorted=name == "sorted")
+        pending = af.Expected(fp, 1000, fx, store=store, fx_budget=fx)
+        assert af.AfterFusionCheck._record_over(done, pending) == fx - fx // 2
+        assert fused_record(store, fp).get("moved") == ([fx] if name == "sorted" else None)
+        (out,) = solve_store(store, time_limit=2, plans="h200")
+        outcomes[name] = out.outcome
+        g = load_graph(os.path.join(store, f"{fp}.graph.json"))
+        kept = usable_stored(store, fp, g, "group", plans=True)[1]
+        assert (kept == "ok") == (name == "sorted"), kept
+        if name == "sorted":  # kept, fitted again by the next compile: stays; not fitted: set aside again
+            assert af.AfterFusionCheck._record_over(done, pending) is None
+            assert usable_stored(store, fp, g, "group", plans=True)[1] == "ok"
+            over = af.Refit(before, before, 1000, 0)
+            assert af.AfterFusionCheck._record_over(over, pending) == fx - fx // 2
+            assert usable_stored(store, fp, g, "group", plans=True)[0] is None
+            assert "kept" not in fused_record(store, fp) or fx not in fused_record(store, fp)["kept"]
+            assert solve_store(store, time_limit=2, plans="h200")[0].outcome == "kept_captured"
+    assert outcomes == {"sorted": "kept_moved", "over": "kept_captured"}
