@@ -262,3 +262,16 @@ def test_the_cpu_tensor_parallel_reading_is_the_raw_file():
     gaps = [abs(int(r[2].replace(",", "")) - int(r[3].replace(",", ""))) for r in rows]
     assert len(rows) == 2 and max(gaps) == 8
     assert "as the FX model does, within 8 B" in " ".join(_page().split())
+
+
+def test_the_requested_peaks_are_the_raw_files():
+    """plans.md: the configurations that request torch bucketed's peak, and their allocated peaks above it, from
+    the allocator's own figures; by hand for the plan on eqshape_w4: 4,992,616,960 - 4,900,063,401 B = 92.6 MB."""
+    from benchmarks.gpu.equal_memory import requested_peaks
+
+    page = " ".join(_page().split())
+    w4 = requested_peaks(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_w4"))
+    eq = requested_peaks(os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-30_eq"))
+    assert w4 in page and eq in page
+    assert "eqshape_w4: `a`, `c_bkt`, `tbb_torch`, `p_co`, `p_co_mem`, `p_co_free` request the same peak" in w4
+    assert round((4_992_616_960 - 4_900_063_401) / 1e6, 1) == 92.6 and "`p_co` 92.6" in w4

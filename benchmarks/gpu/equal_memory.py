@@ -192,9 +192,32 @@ def coalesced_verdict(folder: str) -> str:
     return " ".join(out)
 
 
+def requested_peaks(folder: str) -> str:
+    """The page's sentence on what the measured peaks are made of: per run, the configurations whose requested
+    peak (the bytes tensors asked for, `requested_bytes_peak`) equals torch bucketed's, and how far each of their
+    allocated peaks (`max_memory_allocated`) lies above it. At the allocated peak the requested bytes are at most
+    their peak, so at least that much of it is the caching allocator's rounding of blocks."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(folder, "eq*", "results.json"))):
+        cfgs = json.load(open(path))["configs"]
+
+        def req(c: str, cfgs: dict = cfgs) -> int:
+            return max(r["memory"]["requested_bytes_peak"] for r in cfgs[c]["ranks"])
+
+        same = [c for c in cfgs if abs(req(c) - req("c_bkt")) <= 1]
+        if len(same) < 2:
+            continue
+        over = ", ".join(f"`{c}` {(max(r['peak_memory_bytes'] for r in cfgs[c]['ranks']) - req(c)) / 1e6:.1f}"
+                         for c in same)
+        out.append(f"{os.path.basename(os.path.dirname(path))}: {', '.join(f'`{c}`' for c in same)} request the "
+                   f"same peak, {req('c_bkt'):,} B (to 1 B), and their allocated peaks lie above it by (MB) {over}.")
+    return " ".join(out)
+
+
 if __name__ == "__main__":
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
     print("\n".join(table(folder)))
     print("\n" + floors(folder))
     print("\n" + fusion_readings(folder))
     print("\n" + coalesced_verdict(folder))
+    print("\n" + requested_peaks(folder))
