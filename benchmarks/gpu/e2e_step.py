@@ -688,7 +688,7 @@ def after_fusion(nodes, sink: list, save_dir: str | None = None):
     try:  # a measurement: it must never cost the compile, nor change it (planning info restored after)
         with planning_info_restored(nodes), inductor_sizes_bound():  # routed sizes as bound (decision 89)
             plan_memory(nodes)  # the sizes and successors the importer reads (Inductor's memory planning)
-            g = import_snodes(nodes, durations=lambda _nd: 1.0)
+            g = import_snodes(nodes, durations=lambda _nd: 1.0, held_gradients=True)
         sink.append((len(g.coll_seq), simulate(g).peak_memory))
         if save_dir is not None:
             os.makedirs(save_dir, exist_ok=True)

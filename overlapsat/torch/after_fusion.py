@@ -200,7 +200,7 @@ def _imported(nodes: list[Any]) -> tuple[Any, dict[str, list[str]]]:
 
     with planning_info_restored(nodes), inductor_sizes_bound():  # data-dependent sizes as the FX model has them
         plan_memory(nodes)
-        g = import_snodes(nodes, durations=lambda _nd: 1.0)  # durations are not read: only memory moves
+        g = import_snodes(nodes, durations=lambda _nd: 1.0, held_gradients=True)  # only memory is read
         preds = {nd.get_name(): [p.get_name() for p in nd.mpi_node.pred_nodes] for nd in nodes}
     return g, preds
 
@@ -312,7 +312,7 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
                      % (100 * (done.before / done.budget - 1)))
         log.log(logging.WARNING if again or done.resorted else logging.INFO,
                 "overlapsat: graph %s: peak after fusion %d B by MODEL.md's rule on Inductor's fused nodes, which "
-                "counts no kernel workspace and no input held by the caller, within its "
+                "counts no kernel workspace and, of the inputs its caller holds, only the incoming gradients, within its "
                 "budget of %d B%s%s%s", fp, done.after, done.budget, moved, reuse, again)
 
     def uuid(self) -> str:

@@ -121,11 +121,15 @@ _DEFAULT_MODEL: Any = None
 INDUCTOR = "inductor"  # durations=INDUCTOR: Inductor's own runtime estimates (ns), kept raw for the ports
 
 
-def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | str | None = None) -> Graph:
+def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: DurationFn | str | None = None,
+                  held_gradients: bool = False) -> Graph:
     """The graph of `snodes`, in their order (the input order).
 
     `durations`: a callable pricing each node in us, "inductor" for Inductor's
     own estimates (0 on CPU), or None for the calibrated H200 model.
+    `held_gradients`: count a backward graph's incoming gradients (`tangents_*`), which autograd holds until the
+    graph returns, as held from the start (decision 93): what the allocator holds, for the budget check after
+    fusion. Off, the graph's memory is Inductor's own estimate's, as the ports of its passes need.
     """
     torch_module()
     from torch._inductor import comms
@@ -236,14 +240,44 @@ def import_snodes(snodes: Sequence[Any], *, name: str = "inductor", durations: D
     freeable = get_freeable_input_buf(list(snodes), OrderedSet(V.graph.graph_inputs.keys()))
     for bname, fb in freeable.items():
         cons = tuple(x.get_name() for x in fb.mpi_buffer.succ_nodes if x.get_name() in in_graph)
+        # with held_gradients, a backward graph's incoming gradients are held by autograd until the graph
+        # returns, whatever the code frees: from the start, never released, as the FX importer has them (23, 93)
+        held = bname in outputs or (held_gradients and bname.startswith("tangents"))
         buffers.append(Buffer(bname, None, cons, int(fb.mpi_buffer.size_free), int(fb.mpi_buffer.size_free),
-                              output=bname in outputs, freeable_input=True))
+                              output=held, freeable_input=True))
+    for bname, inp in V.graph.graph_inputs.items() if held_gradients else ():  # gradients Inductor leaves out
+        size = _held_input_bytes(bname, inp) if bname not in freeable else 0
+        if size:
+            readers = tuple(s.get_name() for s in snodes if bname in {d.name for d in s.read_writes.reads})
+            buffers.append(Buffer(bname, None, readers, size, size, output=True, freeable_input=True))
     data_edges = sorted(set(edges))  # (includes the view edges added with the buffers)
     prefusion = _prefusion(snodes, sched)
     fake_edges = sorted(set(fake) - set(data_edges))
     implied_edges = sorted(set(implied) - set(data_edges) - set(fake_edges))
     return Graph(nodes, buffers, data_edges, (), name, {"source": "inductor"}, fake_edges=fake_edges,
                  implied_edges=implied_edges, prefusion=prefusion)
+
+
+def _held_input_bytes(name: str, inp: Any) -> int:
+    """The bytes of a backward graph's incoming gradient (`tangents_*`), which autograd holds until the graph
+    returns (decision 23) and Inductor leaves out of its freeable inputs: what the allocator holds for it on the
+    CPU (2026-11-30: 524,288 B at a plan's peak that the reading after fusion did not count, decision 93). 0 for
+    any other input, or one whose size is not known."""
+    if not name.startswith("tangents"):
+        return 0
+    try:
+        from torch._inductor.virtualized import V
+
+        sv = V.graph.sizevars
+        hint = getattr(sv, "size_hint", None) or sv.optimization_hint  # torch 2.11 / 2.13
+        layout = inp.get_layout()
+        sizes = [int(hint(x, fallback=0)) for x in layout.size]
+        strides = [int(hint(x, fallback=0)) for x in layout.stride]
+        if not sizes or min(sizes) <= 0:
+            return 0
+        return (1 + sum((n - 1) * st for n, st in zip(sizes, strides))) * layout.dtype.itemsize
+    except Exception:  # noqa: BLE001 - a symbolic input: not counted, as before
+        return 0
 
 
 def _prefusion(snodes: Sequence[Any], sched: Any) -> tuple[tuple[str, str, tuple[str, ...]], ...]:

@@ -191,7 +191,7 @@ def _checked(check, nodes, budget_of) -> tuple[list, dict]:
     af._PENDING.value = af.Expected(pending.fingerprint, budget, pending.model_peak)
     with af.planning_info_restored(nodes):
         af.plan_memory(nodes)
-        before = import_snodes(nodes, durations=lambda _nd: 1.0)
+        before = import_snodes(nodes, durations=lambda _nd: 1.0, held_gradients=True)
     out = check(nodes)
     names = [n.get_name() for n in out]
     after: list = []
@@ -208,7 +208,8 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
     meets; the backward graph's to one byte below its peak. The check moves nodes (decision 80): what it emits is
     valid on the fused graph as imported before the moves, issues the same collective sequence, and its
     independent peak is what the check reports; the backward graph then fits (no warning), the forward graph
-    cannot (one warning, naming the peak it was left at). Inductor's buffer reuse then plans by that peak."""
+    cannot (one warning, naming the peak it was left at). Inductor's buffer reuse then plans by that peak, less
+    the incoming gradient it does not count."""
     import torch._inductor.config as icfg
     from torch._inductor.utils import run_and_get_code
 
@@ -230,7 +231,10 @@ def test_a_budgeted_order_over_its_budget_after_fusion_is_refitted_or_warned(fak
         with caplog.at_level(logging.INFO, logger="overlapsat.torch.after_fusion"):
             run_and_get_code(lambda: torch.compile(model)(x).sum().backward())
     fwd, bwd = seen
-    assert all(s["valid"] and s["reuse"] == s["after"] for s in seen), seen
+    # Inductor's reuse estimate leaves out the incoming gradient, which autograd holds and the reading counts
+    # (decision 93): one (1, 256, 512) float32 tensor, 524,288 B, in the backward graph only
+    assert all(s["valid"] for s in seen), seen
+    assert [s["after"] - s["reuse"] for s in seen] == [0, 256 * 512 * 4], seen
     assert bwd["moved"] and bwd["after"] <= bwd["budget"] < bwd["before"], bwd
     assert fwd["after"] > fwd["budget"] and fwd["after"] <= fwd["before"], fwd
     msgs = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "overlapsat.torch.after_fusion"]

@@ -89,6 +89,15 @@ def test_the_captured_orders_peak_is_what_the_allocator_holds(peaks):
         assert abs(model - real) <= OUTSIDE, (model, real)
 
 
+def test_the_reading_after_fusion_of_the_captured_order_is_what_the_allocator_holds(peaks):
+    """Decision 93: the check after fusion reads the captured order's fused nodes as the allocator holds them, the
+    backward graph's incoming gradient included (autograd holds it until the graph returns; read as freed, the
+    record was 524,288 B low, and a plan under "1.1x" allocated above its budget unsaid)."""
+    records = peaks["given_records"][0]
+    for rec, real in zip(records, peaks["captured"]):
+        assert abs(rec["captured_peak_after_fusion"] - real) <= OUTSIDE, (rec, real)
+
+
 def test_plans_under_the_default_budget_end_within_the_captured_orders_peak_and_none_is_over_unsaid(peaks):
     """The promise of decision 63, measured, as decision 82 keeps it: the captured order's peak after fusion is
     recorded for each graph; a plan over it after fusion is recorded so (the next solve tightens its budget,
