@@ -99,7 +99,7 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
             collective_order: CollectiveOrder | None = None, deadline: float | None = None,
             include: Sequence[str] | None = None, work_limit: int | None = None,
             report: dict[str, list[str]] | None = None, fits: int = FIT_ORDERS,
-            prefetch: int = PREFETCH_ORDERS) -> list[HeuristicResult]:
+            prefetch: int = PREFETCH_ORDERS, nearest: int = FIT_ORDERS) -> list[HeuristicResult]:
     """Every pipeline on `g` (input order first), ranked: valid before invalid, then by makespan.
 
     Passes run on the graph with Inductor's collective chain added (as Inductor
@@ -112,7 +112,8 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
     stops between two moves, with a valid order, and says so in its stats.
     Pipelines that share a first stage compute it once. `report`, where given, gets the pipelines the work
     limit left out (`"work_limit"`), and those the deadline left out (`"deadline"`: load decides those, so a
-    deterministic caller says so).
+    deterministic caller says so). `nearest`: where no order is valid, how many of the lowest-peak orders are fitted
+    beside the `fits` fastest (decision 91); the plan search's scores, a cheap screen under a clock, fit none.
     """
     pb = as_problem(problem, memory_budget, collective_order)
     budget, collective_order = pb.budget, pb.collective_order  # type: ignore[assignment]
@@ -162,7 +163,7 @@ def run_all(problem: Problem | Graph, *, memory_budget: BudgetLike = None,
         longest = max(longest, time.monotonic() - t_pipe)
     if budget is not None:
         results += _prefetched(judged, results, deadline, prefetch, report)
-        results += _fitted(judged, results, deadline, fits, report)
+        results += _fitted(judged, results, deadline, fits, report, nearest)
     results.sort(key=rank_key)
     return results
 
@@ -191,10 +192,10 @@ def _prefetched(judged: Problem, results: list[Evaluated], deadline: float | Non
                                     for h in to_prefetch(results, prefetch) for mode in MODES], deadline, report)
 
 
-def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluated]:
+def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS, nearest: int = FIT_ORDERS) -> list[Evaluated]:
     """The orders `run_all` fits under the budget: the FIT_ORDERS best that break only the memory budget and are
     faster than every valid order (a fit postpones and hoists, so it rarely gains time). Where no order is valid,
-    also the FIT_ORDERS lowest peaks: the fastest orders are often far over a tight budget, while the orders
+    also the `nearest` lowest peaks: the fastest orders are often far over a tight budget, while the orders
     nearest it (the input order, a memory sort) fit in a few moves, and without one valid order there is no
     search at all (decision 91)."""
     best_valid = min((h.makespan for h in results if h.valid and FITTED not in h.name), default=float("inf"))
@@ -204,16 +205,16 @@ def to_fit(results: Sequence[Evaluated], fits: int = FIT_ORDERS) -> list[Evaluat
         return fast
     chosen = {id(h) for h in fast}
     low = [h for h in sorted(over, key=lambda h: (h.peak_memory, h.makespan, h.name)) if id(h) not in chosen]
-    return fast + low[:fits]
+    return fast + low[:nearest]
 
 
 def _fitted(judged: Problem, results: list[Evaluated], deadline: float | None, fits: int,
-            report: dict[str, list[str]] | None = None) -> list[Evaluated]:
+            report: dict[str, list[str]] | None = None, nearest: int = FIT_ORDERS) -> list[Evaluated]:
     g, budget, level = judged.graph, judged.budget, judged.collective_order
     return _passes_on_rows(judged, [(h, h.name + FITTED, "fit_budget",
                                      functools.partial(fit_budget, g, budget=budget, collective_order=level,
                                                        max_moves=FIT_MOVES))
-                                    for h in to_fit(results, fits)], deadline, report)
+                                    for h in to_fit(results, fits, nearest)], deadline, report)
 
 
 def _passes_on_rows(judged: Problem, jobs: list[tuple[Evaluated, str, str, Callable[..., PassResult]]],

@@ -314,11 +314,14 @@ class Judged:
         except GraphError:  # buckets that leave no valid place (a cycle, an atomic group): no plan
             return None
         # no pass starts past JUDGE_SHARE of the time: one pass is not interrupted, and the phases after the search
-        # need the rest (a deterministic run cut there is flagged)
+        # need the rest (a deterministic run cut there is flagged). Only the judgment without buckets, the first,
+        # far from that deadline, fits the orders nearest the budget where none is valid (decision 91): elsewhere
+        # the clock would decide whether they run
         deadline = self.judge_deadline()
         rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
                                    deadline=deadline, fits=1 if include is not None else FIT_ORDERS,
-                                   prefetch=1 if include is not None else PREFETCH_ORDERS) if r.valid]
+                                   prefetch=1 if include is not None else PREFETCH_ORDERS,
+                                   nearest=FIT_ORDERS if include is None and not bs else 0) if r.valid]
         if not bs:  # the order the plan replaces: within a default budget by definition (decision 63)
             rows += [r for r in evaluate_named(self.problem.on(h), self.as_given) if r.valid]
         rows += [r for r in evaluate_named(self.problem.on(h), self.orders.get(bs, {})) if r.valid]

@@ -181,9 +181,10 @@ def test_where_no_order_is_valid_the_lowest_peaks_are_fitted_too():
     """Decision 91: without a valid row, the orders nearest the budget are fitted beside the fastest."""
     rows = [_row(f"fast{i}", 10 + i, 900 - i, False) for i in range(5)] + [_row("input_order", 50, 120, False),
                                                                            _row("sort", 60, 130, False)]
-    assert [h.name for h in to_fit(rows, 2)] == ["fast0", "fast1", "input_order", "sort"]
+    assert [h.name for h in to_fit(rows, 2, 2)] == ["fast0", "fast1", "input_order", "sort"]
+    assert [h.name for h in to_fit(rows, 2, 0)] == ["fast0", "fast1"]  # the plan search's scores fit none
     rows.append(_row("valid", 40, 100, True))  # a valid row: only the orders faster than it, as before
-    assert [h.name for h in to_fit(rows, 2)] == ["fast0", "fast1"]
+    assert [h.name for h in to_fit(rows, 2, 2)] == ["fast0", "fast1"]
 
 
 def test_the_gpu_runs_backward_graph_gets_an_order_within_the_budget_it_missed():
@@ -197,3 +198,16 @@ def test_the_gpu_runs_backward_graph_gets_an_order_within_the_budget_it_missed()
     for h in fitted:  # read independently of the portfolio's evaluation
         assert peak_memory(g, h.order) <= W4_BUDGET
         assert validate(g, [g.names[v] for v in h.order], memory_budget=W4_BUDGET) == []
+
+
+def test_the_gpu_runs_backward_graph_gets_a_plan_within_that_budget():
+    """Decision 91 in the plan search: its first judgment (no buckets) fits the orders nearest the budget, so the
+    graph the GPU run left as captured gets a plan within W4_BUDGET (checked by `validate` on the plan's graph)."""
+    from overlapsat import optimize_plan
+    from overlapsat.cost import cost_model
+
+    g = load_graph(W4_REGATHER)
+    r = optimize_plan(Problem.of(g, W4_BUDGET, "group", None, "coalesced"), cost_model("h200").duration,
+                      time_limit=5)
+    assert r.peak_memory <= W4_BUDGET and r.makespan < r.baseline["makespan"]
+    assert validate(r.bucketed, r.order, memory_budget=W4_BUDGET, collective_order="group") == []
