@@ -30,8 +30,9 @@ sys.path.insert(0, ROOT)
 SMALL = (512, 8, 1376, 2, 256)  # dim, heads, ffn, layers, sequence: the small re-gather step
 
 
-def step(shape: tuple[int, ...] = SMALL, dtype: str = "float32") -> tuple:
-    """The re-gather step (`shape`, `dtype`) on the fake process group of 2 ranks: (model, input)."""
+def step(shape: tuple[int, ...] = SMALL, dtype: str = "float32", world: int = 2, tp: int = 1) -> tuple:
+    """The re-gather step (`shape`, `dtype`) on the fake process group of `world` ranks, with `tp`-way tensor
+    parallelism: (model, input)."""
     import torch
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
@@ -39,11 +40,11 @@ def step(shape: tuple[int, ...] = SMALL, dtype: str = "float32") -> tuple:
     from benchmarks.gpu.e2e_step import build
 
     if not dist.is_initialized():
-        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
     torch.manual_seed(0)
     dim, heads, ffn, layers, seq = shape
     dt = getattr(torch, dtype)
-    return build(dim, heads, ffn, layers, seq, 2, "cpu", dt, 1, True), torch.randn(1, seq, dim, dtype=dt)
+    return build(dim, heads, ffn, layers, seq, world, "cpu", dt, tp, True), torch.randn(1, seq, dim, dtype=dt)
 
 
 def allocator_peaks(f, model, x) -> list[int]:

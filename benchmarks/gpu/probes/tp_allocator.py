@@ -23,18 +23,12 @@ def main() -> None:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()
     import torch
     import torch._inductor.config as icfg
-    import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    from benchmarks.gpu.e2e_step import build
-    from benchmarks.gpu.probes.allocator import allocator_peaks, predicted
+    from benchmarks.gpu.probes.allocator import SMALL, allocator_peaks, predicted, step
     from overlapsat.torch.fx_apply import install_fx
 
     icfg.force_disable_caches = True
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
-    torch.manual_seed(0)
-    model = build(512, 8, 1376, 2, 256, 4, "cpu", torch.float32, 2, True)
-    x = torch.randn(1, 256, 512)
+    model, x = step(SMALL, "float32", world=4, tp=2)
     store = tempfile.mkdtemp()
     install_fx("capture", store, collective_order="free")
     peaks = allocator_peaks(torch.compile(model), model, x)
