@@ -275,3 +275,26 @@ def test_the_requested_peaks_are_the_raw_files():
     assert w4 in page and eq in page
     assert "eqshape_w4: `a`, `c_bkt`, `tbb_torch`, `p_co`, `p_co_mem`, `p_co_free` request the same peak" in w4
     assert round((4_992_616_960 - 4_900_063_401) / 1e6, 1) == 92.6 and "`p_co` 92.6" in w4
+
+
+def test_the_2_gpu_table_of_2026_12_01_is_the_raw_files():
+    """plans.md's 2-GPU re-gather runs of 2026-12-01 (the 8-layer step and the new shape, the library at 826479b)."""
+    import json
+
+    verdict, page = _coalesced_run_on_the_page("gpu_2026-12-01_x2")
+    # by hand from results.json: 36.71 / 52.40 - 1 = -29.9 %, 36.71 / 40.62 - 1 = -9.6 %, 3.921 GB < c_bkt's 4.803
+    assert "eqshape_regather: `p_co_mem` 36.71 ms, -29.9 % against torch bucketed and -9.6 % against TBB" in verdict
+    # 48.69 / 51.30 - 1 = -5.1 %, 48.69 / 50.31 - 1 = -3.2 %: both margins missed
+    assert "eq_regather: `p_co_mem` 48.69 ms, -5.1 % against torch bucketed and -3.2 % against TBB" in verdict
+    assert verdict.count("targets met") == 1
+    runs = os.path.join(ROOT, "benchmarks", "results", "gpu_2026-12-01_x2")
+    with open(os.path.join(runs, "eqshape_regather", "results.json")) as f:
+        d = json.load(f)
+    a, p = (d["configs"][k]["ranks"][0]["memory"] for k in ("a", "p_co"))
+    assert p["allocated_bytes_peak"] - a["allocated_bytes_peak"] == 512 and "512 B above" in page
+    assert p["requested_bytes_peak"] - a["requested_bytes_peak"] == 1 and "1 B above" in page
+    with open(os.path.join(runs, "eq_regather", "results.json")) as f:
+        d = json.load(f)
+    peak = {k: max(r["peak_memory_bytes"] for r in d["configs"][k]["ranks"]) for k in ("a", "p_co")}
+    assert f"{(peak['a'] - peak['p_co']) / 1e6:.1f} MB below `a`'s peak" == "12.3 MB below `a`'s peak"
+    assert "12.3 MB below `a`'s peak" in page
