@@ -375,12 +375,16 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                             f"solve-cache --plans {priced}, or capture again with profile={profile!r}")
                 log.warning("overlapsat: graph %s (%s) %s", g.name, fp[:12], mismatch)
             extra = recorded_orders(g)
-            tightened, asked = None, opts.get("memory_budget")
+            tightened, asked, raised = None, opts.get("memory_budget"), ""
             if asked is None and "next_fx_budget" in (rec := fused_record(store, fp)):
-                tightened = opts["memory_budget"] = rec["next_fx_budget"]  # the default, less what fusion added
+                # the default, less what fusion added
+                tightened, raised = _not_below_floor(g, rec["next_fx_budget"], rec.get("over", ()))
+                opts["memory_budget"] = tightened
             elif (fused := after_fusion_budget(store, fp, g, asked)) is not None:  # decision 86
                 target, opts["memory_budget"], again = fused
-                tightened = opts["memory_budget"] if again else None
+                if again:
+                    tightened, raised = _not_below_floor(g, opts["memory_budget"], fused_record(store, fp).get("over", ()))
+                    opts["memory_budget"] = tightened
             try:
                 if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
                     from overlapsat.cost import cost_model
@@ -402,13 +406,14 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                     out.outcome = "kept_moved"
                     out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over its "
                                    f"budget, so the plan stays as the moves after Inductor's fusion fitted it "
-                                   f"(decision 88): {e}")
+                                   f"(decision 88): {e}" + (f" ({raised})" if raised else ""))
                     return out
                 out.outcome = "kept_captured"
                 out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over the captured "
                                f"order's peak (decision 82), so the captured order stays: {e}" if asked is None else
                                f"no plan fits the FX budget of {tightened} B set after fusion went over the budget of "
                                f"{target} B after fusion (decision 86), so the captured order stays: {e}")
+                out.message += f" ({raised})" if raised else ""
                 return out
             r.save(schedule_path(store, fp))
             out.outcome = ("solved" if why == "no schedule" else "replaced_over_budget" if why.startswith(OVER)
@@ -417,12 +422,25 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
             out.makespan_us, out.input_makespan_us = r.makespan, r.baseline["makespan"]
             no_bucket = (f"no bucket: {r.plan_info.no_bucket_reason}" if profile is not None and not r.buckets
                          and r.plan_info is not None else "")
-            out.message = "; ".join(x for x in ("" if why == "no schedule" else why, mismatch, no_bucket) if x)
+            out.message = "; ".join(x for x in ("" if why == "no schedule" else why, raised, mismatch, no_bucket) if x)
     except Exception as e:  # noqa: BLE001 - one bad graph is reported and skipped; the rest are solved
         out.outcome, out.message = "error", f"{type(e).__name__}: {e}"
     finally:
         out.seconds = time.monotonic() - t0
     return out
+
+
+def _not_below_floor(g: Any, fx_budget: int, over: Any) -> tuple[int, str]:
+    """Decision 95: the tighter FX budget a record asks for, raised to the graph's memory floor where it fell
+    below it (there it is proven unreachable, and the captured order would stay), unless a plan solved at that
+    floor went over already; and a remark where it was raised."""
+    from overlapsat.solver.memory_bound import peak_floor
+
+    floor = int(peak_floor(g)[0])
+    if fx_budget < floor and floor not in {int(b) for b in over}:
+        return floor, (f"the tighter FX budget of {fx_budget} B is below the graph's memory floor, so it was solved "
+                       f"at the floor, {floor} B (decision 95)")
+    return int(fx_budget), ""
 
 
 def recorded_orders(g: Any) -> dict[str, list[str]]:

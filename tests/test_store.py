@@ -471,3 +471,35 @@ def test_a_given_budget_bounds_the_graph_after_fusion_and_is_tightened_as_the_de
     record_over(str(store), fp, fx - excess, fx, target)
     (out,) = solve_store(str(store), time_limit=2, plans="h200", memory_budget="1.5x")
     assert out.outcome == "kept_captured" and f"budget of {target} B after fusion (decision 86)" in out.message, out
+
+
+def test_a_tighter_fx_budget_below_the_memory_floor_is_raised_to_it_once(tmp_path):
+    """Decision 95: the FX budget less the excess after fusion can fall below the graph's memory floor, where it is
+    proven unreachable and the captured order would stay; the next solve then takes the floor itself, and only
+    once: a plan solved at the floor that goes over too leaves the captured order."""
+    from overlapsat.solver.memory_bound import peak_floor
+    from overlapsat.store import fused_record, record_fused_peak, record_over
+
+    store = tmp_path / "store"
+    (fp,) = make_store(store, ("moe_small",))
+    g = load_graph(str(store / f"{fp}.graph.json"))
+    floor = peak_floor(g)[0]
+    assert floor == 188_809_216  # L1_unpermute's step (decision 71), below the captured order's 197,165,056 B
+    record_fused_peak(str(store), fp, 1000)
+    assert [o.outcome for o in solve_store(str(store), time_limit=2, plans="h200")] == ["solved"]
+    budget = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]["memory_budget"]
+    assert record_over(str(store), fp, budget, budget - floor + 1) == floor - 1  # one byte below the floor
+    (out,) = solve_store(str(store), time_limit=2, plans="h200")
+    said = f"below the graph's memory floor, so it was solved at the floor, {floor} B (decision 95)"
+    assert said in out.message, out
+    if out.outcome == "replaced_over_budget":  # a plan at the floor: solved under it, and within it
+        metrics = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]
+        assert metrics["memory_budget"] == floor and metrics["peak_memory"] <= floor
+    else:
+        assert out.outcome == "kept_captured" and f"FX budget of {floor} B" in out.message, out
+    # the plan at the floor went over after fusion too: the next budget is below the floor again, and stays there
+    record_over(str(store), fp, floor, 1)
+    assert floor in fused_record(str(store), fp)["over"]
+    (out,) = solve_store(str(store), time_limit=2, plans="h200")
+    assert out.outcome == "kept_captured" and "decision 95" not in out.message, out
+    assert f"FX budget of {floor - 1} B" in out.message and "unreachable" in out.message, out

@@ -41,6 +41,7 @@ from overlapsat.solver.bucketings import within_cap as _within_cap  # noqa: F401
 from overlapsat.solver.climb import alternate, neighbours
 from overlapsat.solver.joint import solve_joint, with_time
 from overlapsat.solver.ledger import FINAL_FIT, STEP_S, Ledger
+from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import (
@@ -290,6 +291,7 @@ class Judged:
     passes: list[str] = field(default_factory=lambda: list(SCORE_PASSES))
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
+    unreachable: int = 0  # bucketings set aside unordered: the budget is below their memory floor (decision 94)
     ledger: Ledger = field(init=False)  # every step priced (ledger.py); in deterministic mode it ends the phases
 
     def __post_init__(self) -> None:
@@ -313,6 +315,12 @@ class Judged:
             h = self.graphs.pop(bs, None) or materialize(self.g, list(bs), self.price)
         except GraphError:  # buckets that leave no valid place (a cycle, an atomic group): no plan
             return None
+        if include is None and bs and self.problem.budget is not None:  # decision 94: a bucketing no order of
+            self.ledger.charge("floor")  # which fits the budget (proven) is not judged, at a tenth of the price
+            if peak_floor(h)[0] > self.problem.budget:
+                self.ledger.charge("graph")
+                self.unreachable += 1
+                return None
         # no pass starts past JUDGE_SHARE of the time: one pass is not interrupted, and the phases after the search
         # need the rest (a deterministic run cut there is flagged). Only the judgment without buckets, the first,
         # far from that deadline, fits the orders nearest the budget where none is valid (decision 91): elsewhere
@@ -704,6 +712,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                                                           *starts_given.items()] if (e := ps.judge.full.get(bs)) is not None}
     out = _as_plan(problem, res, ps.best, max(bound, jbound), notes,
                    {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
+                    "bucketings_unreachable": ps.judge.unreachable,
                     "ledger": ps.judge.ledger.stats(),
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
                     "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None}, rows)
@@ -974,7 +983,8 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
     out = _as_plan(problem, res, bs, max(relaxed_bound, min(bounds)), notes,
                    {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
-                    "bucketings_judged": 0, "every_bucketing": len(space), "plan_search_s": tb.elapsed(),
+                    "bucketings_judged": 0, "bucketings_unreachable": 0, "every_bucketing": len(space),
+                    "plan_search_s": tb.elapsed(),
                     "unbucketed_us": _finite(unb)})
     if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
         out = _depends_on_input_order(out, unbucketed_from=res.method)
