@@ -298,3 +298,17 @@ def test_the_2_gpu_table_of_2026_12_01_is_the_raw_files():
     peak = {k: max(r["peak_memory_bytes"] for r in d["configs"][k]["ranks"]) for k in ("a", "p_co")}
     assert f"{(peak['a'] - peak['p_co']) / 1e6:.1f} MB below `a`'s peak" == "12.3 MB below `a`'s peak"
     assert "12.3 MB below `a`'s peak" in page
+
+
+def test_the_emitted_code_reading_is_the_raw_file():
+    """plans.md's readings of one backward graph (after fusion, the emitted code, the CPU allocator), from the raw
+    file; by hand: 28,653,568 - 28,000,520 = 653,048 B high, 27,932,672 - 28,000,520 = -67,848 B."""
+    with open(os.path.join(ROOT, "benchmarks", "results", "emitted_code_cpu_2026-12-01.md")) as f:
+        rows = {r[0].strip(): int(r[1].replace(",", "")) for r in
+                (line.split("|")[1:-1] for line in f if line.startswith("| ") and "peak B" not in line and "---" not in line)}
+    after, held, freed, real = rows.values()
+    assert (after - real, freed - real, held - real) == (653_048, -67_848, 456_440)
+    page = " ".join(_page().split())
+    for value in (after, real, freed):
+        assert f"{value:,} B" in page or f"{value:,}." in page or f"{value:,}," in page, value
+    assert "67,848 B below the allocator" in page and "456,440 B high" in page
