@@ -22,7 +22,7 @@ def test_the_compute_floors_are_the_raw_files():
 
 
 def test_the_simulation_geomean_is_the_raw_files():
-    with open(os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-30.md")) as f:
+    with open(os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-12-01.md")) as f:
         geo = [line.strip() for line in f if line.startswith("Geomean")]
     assert len(geo) == 1 and " ".join(geo[0].split()) in " ".join(_page().split())
 
@@ -30,14 +30,14 @@ def test_the_simulation_geomean_is_the_raw_files():
 def test_the_simulation_verdict_is_the_raw_files():
     from benchmarks.bench_plan import verdict
 
-    raw = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-30.md")
+    raw = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-12-01.md")
     assert verdict(raw) in " ".join(_page().split())
 
 
 def test_the_issues_own_measure_is_the_raw_files():
     from benchmarks.bench_plan import versus_bucketed_and_tbb
 
-    raw = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-30.md")
+    raw = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-12-01.md")
     assert versus_bucketed_and_tbb(raw) in " ".join(_page().split())
 
 
@@ -181,7 +181,7 @@ def test_the_gpu_pages_pointer_quotes_the_coalesced_verdict():
 
 
 RAW_60 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_60s_2026-11-30.md")
-RAW_10 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-11-30.md")
+RAW_10 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-12-01.md")
 
 
 def test_the_60_second_sentences_are_the_raw_file():
