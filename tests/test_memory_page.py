@@ -180,7 +180,7 @@ def test_the_gpu_pages_pointer_quotes_the_coalesced_verdict():
     assert "one plan under the default budget measured 4.5 % above its budget" in page and "(+4.5 % of it)" in verdict
 
 
-RAW_60 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_60s_2026-11-30.md")
+RAW_60 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_60s_2026-12-01.md")
 RAW_10 = os.path.join(ROOT, "benchmarks", "results", "bench_plan_torch_budget_2026-12-01.md")
 
 
