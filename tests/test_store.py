@@ -503,3 +503,39 @@ def test_a_tighter_fx_budget_below_the_memory_floor_is_raised_to_it_once(tmp_pat
     (out,) = solve_store(str(store), time_limit=2, plans="h200")
     assert out.outcome == "kept_captured" and "decision 95" not in out.message, out
     assert f"FX budget of {floor - 1} B" in out.message and "unreachable" in out.message, out
+
+
+def test_a_plan_solved_at_the_memory_floor_is_within_it(tmp_path):
+    """Decision 95, the branch where a plan exists at the floor: two branches whose big buffers the captured order
+    holds together (128 MiB + a gather) can run one after the other, so the floor (the larger branch and the
+    gather's 4 MiB held to its reader) is reached; solved there, the plan's order peaks at it by MODEL.md's rule
+    written out again (`naive_peak`)."""
+    from overlapsat.graph import Buffer, Graph, Node, NodeKind
+    from overlapsat.solver.memory_bound import peak_floor
+    from overlapsat.store import record_fused_peak, record_over, usable_stored
+    from tests.helpers import naive_peak
+
+    c, k, w, mb = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT, 2**20
+    g = Graph((Node("k1", c, 5.0), Node("k3", c, 5.0),
+               Node("ag", k, 8.0, group="dp", op="all_gather", nbytes=4 * mb, group_size=2),
+               Node("w", w, 0.0, collective="ag"), Node("k2", c, 5.0), Node("k4", c, 5.0)),
+              (Buffer("x", "k1", ("k2",), 64 * mb, 64 * mb), Buffer("y", "k3", ("k4",), 64 * mb, 64 * mb),
+               Buffer("g", "ag", ("w", "k2"), 4 * mb, 4 * mb), Buffer("o2", "k2", (), mb, mb, output=True),
+               Buffer("o4", "k4", (), mb, mb, output=True)), name="two_branches")
+    floor = peak_floor(g)[0]
+    assert floor == (64 + 4 + 1) * mb  # by hand: at k2, its input x, the gathered g it reads and its output o2
+    store = tmp_path / "store"
+    store.mkdir()
+    fp = g.fingerprint()
+    save_graph(g, str(store / f"{fp}.graph.json"))
+    record_fused_peak(str(store), fp, 1000)
+    assert [o.outcome for o in solve_store(str(store), time_limit=2, plans="h200")] == ["solved"]
+    budget = json.loads((store / f"{fp}.schedule.json").read_text())["metrics"]["memory_budget"]
+    assert budget == (64 + 64 + 4 + 1) * mb  # the captured order holds both branches at k2
+    record_over(str(store), fp, budget, budget - floor + 1)
+    (out,) = solve_store(str(store), time_limit=2, plans="h200")
+    assert out.outcome == "replaced_over_budget" and "decision 95" in out.message, out
+    sched, why = usable_stored(str(store), fp, g, "group", plans=True)
+    assert why == "ok" and sched.metrics["memory_budget"] == floor
+    assert not sched.buckets  # one collective: nothing to bucket
+    assert naive_peak(g, [list(g.names).index(n) for n in sched.order]) == floor
