@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -74,6 +75,28 @@ def allocator_peaks(f, model, x) -> list[int]:
             for bwd in (False, True)]
 
 
+@contextmanager
+def reading_after_fusion(sink: list, save_dir: str | None = None) -> Iterator[None]:
+    """For the compiles inside: Inductor's nodes read after fusion (`e2e_step.after_fusion`, into `sink`) as they
+    leave the check that runs there (overlapsat's may move them); the pass that was there is put back after."""
+    import torch._inductor.config as icfg
+
+    from benchmarks.gpu.e2e_step import after_fusion
+
+    prev = icfg._post_fusion_custom_pass
+
+    def read_after(nodes):
+        out = prev(nodes) if prev is not None else nodes
+        after_fusion(out, sink, save_dir)
+        return out
+
+    icfg._post_fusion_custom_pass = read_after
+    try:
+        yield
+    finally:
+        icfg._post_fusion_custom_pass = prev
+
+
 WORK = 0.3  # each plan's work limit: the same plans on any machine and load (CI's clock once cut one short)
 PLANS = (("plan, default budget (p)", {}), ("plan, no budget (p_free)", {"memory_budget": "none"}),
          ("coalesced plan, default budget (p_co)", {"bucket_layout": "coalesced"}),
@@ -97,10 +120,12 @@ def predicted(store: str) -> list[dict]:
     return graphs
 
 
-def ours(model) -> Iterator[tuple[str, Any, str, str]]:
+def ours(model, rounds: bool = True) -> Iterator[tuple[str, Any, str, str]]:
     """(name, compiled model, store, `predicted`'s label) for the captured order, then for each plan of PLANS (at
     free, on a work limit, copied and coalesced buckets) applied in turn: each is installed when the one before has
-    been run, so that the capture has recorded its graphs before they are planned."""
+    been run, so that the capture has recorded its graphs before they are planned. `rounds`: a default-budget plan
+    set aside after fusion is solved and compiled again, as a user's next run does (else each plan's first compile
+    only)."""
     import torch
 
     from overlapsat.store import solve_store
@@ -123,7 +148,7 @@ def ours(model) -> Iterator[tuple[str, Any, str, str]]:
         torch._dynamo.reset()
         install_fx("apply", where, collective_order="free", plans=True)
         yield name, torch.compile(model), where, "solved"
-        for rnd in range(1, 3 if "memory_budget" not in opts else 1):  # what the user's next solve-cache and
+        for rnd in range(1, 3 if rounds and "memory_budget" not in opts else 1):  # what the user's next solve-cache and
             # compile do where a plan went over its default budget after fusion (decision 82)
             outs = solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
                                **{"work_limit": WORK, **opts})
@@ -143,7 +168,7 @@ def main() -> None:
     import torch
     import torch._inductor.config as icfg
 
-    from benchmarks.gpu.e2e_step import after_fusion, set_config
+    from benchmarks.gpu.e2e_step import set_config
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="osat_alloc_")
     icfg.force_disable_caches = True
@@ -157,18 +182,11 @@ def main() -> None:
 
     def run(name: str, f, model_peaks, label: str = "solved") -> None:
         fused: list = []
-        prev = icfg._post_fusion_custom_pass
-        def read_after(nodes):  # the nodes as they leave the check that runs there (overlapsat's may move them)
-            out = prev(nodes) if prev is not None else nodes
-            after_fusion(out, fused)
-            return out
-
-        icfg._post_fusion_custom_pass = read_after
-        # the schedules this compile applies (its check may set one aside after); a capture records its graphs
-        # only as it compiles
-        predicted_now = model_peaks() if label == "solved" else None
-        real = allocator_peaks(f, model, x)
-        icfg._post_fusion_custom_pass = prev
+        with reading_after_fusion(fused):
+            # the schedules this compile applies (its check may set one aside after); a capture records its graphs
+            # only as it compiles
+            predicted_now = model_peaks() if label == "solved" else None
+            real = allocator_peaks(f, model, x)
         predicted_now = predicted_now or model_peaks()
         for i, graph in enumerate(("forward", "backward")):
             rows.append((name, graph, real[i], predicted_now[i], fused[i][1]))

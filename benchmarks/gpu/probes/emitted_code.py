@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import tempfile
 
@@ -116,31 +115,17 @@ def walk_call(code: str, held: tuple[str, ...]) -> tuple[int, str, list[str]]:
     return peak, where, reuses
 
 
-def read_compile(model, x) -> tuple[list, list[str], list[tuple[int, int]], list[int], str]:
-    """Compile `model` as installed and run one step: (after-fusion sink, the emitted code of each graph, the CPU
-    allocator's [forward, backward] peaks, the folder of the graphs read after fusion)."""
-    import torch
-    import torch._inductor.config as icfg
+def read_compile(f, model, x) -> tuple[list, list[str], list[int], str]:
+    """Run one step of `f` (`model` compiled as installed, not run yet): (after-fusion sink, the emitted code of
+    each graph, the CPU allocator's [forward, backward] peaks, the folder of the graphs read after fusion)."""
     from torch._inductor.utils import run_and_get_code
 
-    from benchmarks.gpu.e2e_step import after_fusion
-    from benchmarks.gpu.probes.allocator import allocator_peaks
+    from benchmarks.gpu.probes.allocator import allocator_peaks, reading_after_fusion
 
     fused: list = []
-    prev = icfg._post_fusion_custom_pass
     saved = tempfile.mkdtemp()
-
-    def read_after(nodes):
-        out = prev(nodes) if prev is not None else nodes
-        after_fusion(out, fused, save_dir=saved)
-        return out
-
-    icfg._post_fusion_custom_pass = read_after
-    f = torch.compile(model)
-    try:
+    with reading_after_fusion(fused, saved):
         _, codes = run_and_get_code(lambda: f(x).sum().backward())
-    finally:
-        icfg._post_fusion_custom_pass = prev
     for p in model.parameters():
         p.grad = None
     return fused, codes, allocator_peaks(f, model, x), saved
@@ -150,27 +135,13 @@ def main() -> None:
     import torch
     import torch._inductor.config as icfg
 
-    from benchmarks.gpu.probes.allocator import PLANS, WORK, step
+    from benchmarks.gpu.probes.allocator import WORK, ours, step
     from overlapsat.io import load_graph
-    from overlapsat.store import solve_store
-    from overlapsat.torch.fx_apply import install_fx
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="osat_emitted_")
     icfg.force_disable_caches = True
     model, x = step()
-    store = tempfile.mkdtemp()
-    install_fx("capture", store, collective_order="free")
-    runs = [("captured order (a)", read_compile(model, x))]
-    records = [fn for fn in os.listdir(store) if fn.endswith((".graph.json", ".fused.json"))]
-    for name, opts in PLANS:
-        where = tempfile.mkdtemp()
-        for fn in records:
-            shutil.copy(os.path.join(store, fn), where)
-        solve_store(where, time_limit=60.0, collective_order="free", workers=1, plans="h200",
-                    **{"work_limit": WORK, **opts})
-        torch._dynamo.reset()
-        install_fx("apply", where, collective_order="free", plans=True)
-        runs.append((name, read_compile(model, x)))
+    runs = [(name, read_compile(f, model, x)) for name, f, _, _ in ours(model, rounds=False)]
     print(f"Measured {torch.__version__}, CPU, fake process group of 2 ranks; the small re-gather step, float32; "
           f"plans solved at `free` on a work limit of {WORK} (one of 1.0) as `allocator.py` solves them, each "
           f"compiled once from the capture's records (its first compile: no second solve).\n")
