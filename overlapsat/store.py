@@ -375,16 +375,15 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                             f"solve-cache --plans {priced}, or capture again with profile={profile!r}")
                 log.warning("overlapsat: graph %s (%s) %s", g.name, fp[:12], mismatch)
             extra = recorded_orders(g)
-            tightened, asked, raised = None, opts.get("memory_budget"), ""
-            if asked is None and "next_fx_budget" in (rec := fused_record(store, fp)):
-                # the default, less what fusion added
-                tightened, raised = _not_below_floor(g, rec["next_fx_budget"], rec.get("over", ()))
-                opts["memory_budget"] = tightened
+            tightened, asked, raised, rec = None, opts.get("memory_budget"), "", fused_record(store, fp)
+            if asked is None and "next_fx_budget" in rec:
+                tightened = rec["next_fx_budget"]  # the default, less what fusion added
             elif (fused := after_fusion_budget(store, fp, g, asked)) is not None:  # decision 86
                 target, opts["memory_budget"], again = fused
-                if again:
-                    tightened, raised = _not_below_floor(g, opts["memory_budget"], fused_record(store, fp).get("over", ()))
-                    opts["memory_budget"] = tightened
+                tightened = opts["memory_budget"] if again else None
+            if tightened is not None:  # decision 95: not below the memory floor, the first time
+                tightened, raised = _not_below_floor(g, tightened, rec.get("over", ()))
+                opts["memory_budget"] = tightened
             try:
                 if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
                     from overlapsat.cost import cost_model
