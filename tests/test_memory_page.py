@@ -300,6 +300,31 @@ def test_the_2_gpu_table_of_2026_12_01_is_the_raw_files():
     assert "12.3 MB below `a`'s peak" in page
 
 
+def test_the_512_bytes_over_budget_are_the_barriers_block():
+    """plans.md's cause of the budgeted plan's 512 B over `a` (2026-12-01): NCCL's first barrier holds one 512-B
+    block (one byte requested) on one H200, every capture-path configuration held exactly that before its timed
+    steps, and net of it the plan's step peaked at `a`'s peak; by hand 3,778,158,080 - 512 = 3,778,157,568."""
+    import json
+
+    from benchmarks.gpu.equal_memory import held_before_steps
+
+    results = os.path.join(ROOT, "benchmarks", "results")
+    with open(os.path.join(results, "gpu_2026-12-01_barrier", "barrier_bytes.json")) as f:
+        steps = {s["after"]: s for s in json.load(f)["steps"]}
+    assert steps["all_reduce of a 4 KiB tensor, freed"]["allocated"] == 0
+    assert all(steps[f"barrier {k}"]["allocated"] == 512 and steps[f"barrier {k}"]["requested"] == 1 for k in (1, 2, 3))
+    page = " ".join(_page().split())
+    sentence = held_before_steps(results)
+    assert "234, every one at +512 B" in sentence and sentence in page
+    with open(os.path.join(results, "gpu_2026-12-01_x2", "eqshape_regather", "results.json")) as f:
+        cfgs = json.load(f)["configs"]
+    a, p = (cfgs[k]["ranks"][0] for k in ("a", "p_co"))
+    assert p["allocated_before_steps_bytes"] - a["allocated_before_steps_bytes"] == 512
+    assert f"{p['allocated_before_steps_bytes']:,} against `a`'s {a['allocated_before_steps_bytes']:,} B" in page
+    assert p["peak_memory_bytes"] - 512 == a["peak_memory_bytes"] == 3_778_157_568
+    assert "Net of that block the plan's step peaked at 3,778,157,568 B" in page
+
+
 def test_the_emitted_code_reading_is_the_raw_file():
     """plans.md's readings of one backward graph (after fusion, the emitted code, the CPU allocator), from the raw
     file; by hand: 28,653,568 - 28,000,520 = 653,048 B high, 27,932,672 - 28,000,520 = -67,848 B."""

@@ -214,6 +214,44 @@ def requested_peaks(folder: str) -> str:
     return " ".join(out)
 
 
+def captures_store(cfg: str) -> bool:
+    """Whether a configuration of e2e_step.py captures its graphs and solves a store before its steps (overlapsat's
+    plans and orders), which until 2026-12-01 meant calling `dist.barrier()` before them."""
+    return cfg.startswith(("p", "d")) or cfg == "tbb"
+
+
+def held_before_steps(root: str, since: str = "gpu_2026-11-28") -> str:
+    """The page's sentence on what each configuration held before its timed steps (`allocated_before_steps_bytes`)
+    against `a` on the same rank of the same run, over the runs in `root`'s folders from `since` on: the bytes above
+    `a` split by whether the configuration captured and solved a store."""
+    held: dict[tuple[bool, int], list[str]] = {}
+    runs: set[str] = set()
+    for path in sorted(glob.glob(os.path.join(root, "gpu_20*", "*", "results.json"))):
+        if os.path.basename(os.path.dirname(os.path.dirname(path))) < since:
+            continue
+        cfgs = json.load(open(path))["configs"]
+        if "ranks" not in cfgs.get("a", {}):
+            continue
+        runs.add(path)
+        base = {r["rank"]: r["allocated_before_steps_bytes"] for r in cfgs["a"]["ranks"]}
+        for c, x in cfgs.items():
+            for r in x.get("ranks", []):
+                if r.get("allocated_before_steps_bytes") is not None:
+                    key = (captures_store(c), r["allocated_before_steps_bytes"] - base[r["rank"]])
+                    held.setdefault(key, []).append(c)
+
+    def part(captured: bool) -> str:
+        ks = sorted((k for k in held if k[0] == captured), key=lambda k: -len(held[k]))
+        total = sum(len(held[k]) for k in ks)
+        if len(ks) == 1:
+            return f"{total}, every one at {ks[0][1]:+,} B"
+        return f"{total}: " + ", ".join(f"{len(held[k])} at {k[1]:+,} B ({', '.join(sorted(set(held[k])))})"
+                                        for k in ks)
+
+    return (f"Over {len(runs)} runs, the ranks of configurations that captured and solved a store held, before their "
+            f"timed steps, against `a` on the same rank: {part(True)}; those of the others: {part(False)}.")
+
+
 if __name__ == "__main__":
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
     print("\n".join(table(folder)))
@@ -221,3 +259,4 @@ if __name__ == "__main__":
     print("\n" + fusion_readings(folder))
     print("\n" + coalesced_verdict(folder))
     print("\n" + requested_peaks(folder))
+    print("\n" + held_before_steps(os.path.dirname(folder)))
