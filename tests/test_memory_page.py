@@ -323,6 +323,14 @@ def test_the_512_bytes_over_budget_are_the_barriers_block():
     assert f"{p['allocated_before_steps_bytes']:,} against `a`'s {a['allocated_before_steps_bytes']:,} B" in page
     assert p["peak_memory_bytes"] - 512 == a["peak_memory_bytes"] == 3_778_157_568
     assert "Net of that block the plan's step peaked at 3,778,157,568 B" in page
+    with open(os.path.join(results, "gpu_2026-11-30_w4", "eqshape_w4_tp2_regather", "results.json")) as f:
+        cfgs = json.load(f)["configs"]
+    a, p = (cfgs[k]["ranks"][0] for k in ("a", "p_co"))
+    assert p["memory"]["requested_bytes_peak"] - a["memory"]["requested_bytes_peak"] == 1
+    assert p["peak_memory_bytes"] - a["peak_memory_bytes"] - 512 == 2_097_152  # by hand: 2,097,664 - 512
+    assert "(2,282,565,801 B against 2,282,565,800)" in page and "the other 2,097,152 B" in page
+    rounding = [(x["peak_memory_bytes"] - x["memory"]["requested_bytes_peak"]) / 1e6 for x in (p, a)]
+    assert f"{rounding[0]:.1f} MB of allocated over requested peak against `a`'s {rounding[1]:.1f} MB" in page
 
 
 def test_the_emitted_code_reading_is_the_raw_file():
