@@ -323,6 +323,12 @@ def test_the_512_bytes_over_budget_are_the_barriers_block():
     assert f"{p['allocated_before_steps_bytes']:,} against `a`'s {a['allocated_before_steps_bytes']:,} B" in page
     assert p["peak_memory_bytes"] - 512 == a["peak_memory_bytes"] == 3_778_157_568
     assert "Net of that block the plan's step peaked at 3,778,157,568 B" in page
+    with open(os.path.join(results, "gpu_2026-12-01_barrier", "w1_results.json")) as f:
+        fixed = {k: v["ranks"][0] for k, v in json.load(f)["configs"].items()}
+    assert fixed["a"]["allocated_before_steps_bytes"] == fixed["p_co"]["allocated_before_steps_bytes"]
+    assert fixed["a"]["peak_memory_bytes"] == fixed["p_co"]["peak_memory_bytes"]
+    assert (f"held the same {fixed['a']['allocated_before_steps_bytes']:,} B before their steps and peaked at the "
+            f"same {fixed['a']['peak_memory_bytes']:,} B") in page
     with open(os.path.join(results, "gpu_2026-11-30_w4", "eqshape_w4_tp2_regather", "results.json")) as f:
         cfgs = json.load(f)["configs"]
     a, p = (cfgs[k]["ranks"][0] for k in ("a", "p_co"))
