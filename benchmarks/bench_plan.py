@@ -1,6 +1,6 @@
 """Plans against torch's peers on the FX corpus, all scored by overlapsat's simulator (calibrated H200 pricing).
 
-    python benchmarks/bench_plan.py [--time-limit 30] [--level free] [NAME ...]
+    python benchmarks/bench_plan.py [--time-limit 30] [--level free] [--budget torch] [--parts S] [NAME ...]
 
 Per graph (benchmarks/fx_corpus, the level given):
   - torch reorder-only: torch's OverlapScheduler order of the unbucketed graph (stored in the corpus file);
