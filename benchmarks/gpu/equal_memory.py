@@ -220,14 +220,15 @@ def captures_store(cfg: str) -> bool:
     return cfg.startswith(("p", "d")) or cfg == "tbb"
 
 
-def held_before_steps(root: str, since: str = "gpu_2026-11-28") -> str:
+def held_before_steps(root: str, since: str = "gpu_2026-11-28", until: str = "gpu_2026-12-01_x2") -> str:
     """The page's sentence on what each configuration held before its timed steps (`allocated_before_steps_bytes`)
-    against `a` on the same rank of the same run, over the runs in `root`'s folders from `since` on: the bytes above
-    `a` split by whether the configuration captured and solved a store."""
+    against `a` on the same rank of the same run, over the runs in `root`'s folders from `since` to `until` (the
+    last before every configuration called NCCL's barrier first): the bytes above `a` split by whether the
+    configuration captured and solved a store."""
     held: dict[tuple[bool, int], list[str]] = {}
     runs: set[str] = set()
     for path in sorted(glob.glob(os.path.join(root, "gpu_20*", "*", "results.json"))):
-        if os.path.basename(os.path.dirname(os.path.dirname(path))) < since:
+        if not since <= os.path.basename(os.path.dirname(os.path.dirname(path))) <= until:
             continue
         cfgs = json.load(open(path))["configs"]
         if "ranks" not in cfgs.get("a", {}):
