@@ -249,7 +249,8 @@ def held_before_steps(root: str, since: str = "gpu_2026-11-28", until: str = "gp
         return f"{total}: " + ", ".join(f"{len(held[k])} at {k[1]:+,} B ({', '.join(sorted(set(held[k])))})"
                                         for k in ks)
 
-    return (f"Over {len(runs)} runs, the ranks of configurations that captured and solved a store held, before their "
+    span = f"{since.removeprefix('gpu_')[:10]} to {until.removeprefix('gpu_')[:10]}"
+    return (f"Over {len(runs)} runs ({span}), the ranks of configurations that captured and solved a store held, before their "
             f"timed steps, against `a` on the same rank: {part(True)}; those of the others: {part(False)}.")
 
 
