@@ -155,12 +155,12 @@ def _parts(name: str, p: Problem, price, plan, seconds: float) -> str:
     """One graph's lines for --parts: per process group, the plan's transfer time (its bucketed graph) and where
     its stream idles between its first start and its last end, beside the relaxation's transfer time; and the
     relaxation ordered under the budget: its best order is the most any bound read from it could prove."""
-    from overlapsat.plan import any_bucketing_relaxation
     from overlapsat.simulate import simulate
     from overlapsat.solver.params import SolveParams
+    from overlapsat.solver.plan_bound import analytical_over_bucketings
 
     sim = simulate(plan.bucketed, plan.order)
-    rg, _ = any_bucketing_relaxation(p.relaxed, price, p.bucket_cap)
+    rg = analytical_over_bucketings(p, price)[0]  # the relaxation the plan's bound is read from
     lines = [f"{name}: plan {plan.makespan / 1e3:.2f}, bound {plan.bound / 1e3:.2f}, compute "
              f"{plan.bucketed.compute_total / 1e3:.2f}"]
     for gi, (cs, rcs) in enumerate(zip(plan.bucketed.group_colls, rg.group_colls)):

@@ -384,6 +384,7 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
             if tightened is not None:  # decision 95: not below the memory floor, the first time
                 tightened, raised = _not_below_floor(g, tightened, rec.get("over", ()))
                 opts["memory_budget"] = tightened
+            said = f" ({raised})" if raised else ""  # the remark closes a kept order's message
             try:
                 if profile is not None:  # a plan: buckets and order (docs/plans.md), priced by the profile's model
                     from overlapsat.cost import cost_model
@@ -405,14 +406,13 @@ def solve_one(store: str, fp: str, time_limit: float, options: dict[str, Any], s
                     out.outcome = "kept_moved"
                     out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over its "
                                    f"budget, so the plan stays as the moves after Inductor's fusion fitted it "
-                                   f"(decision 88): {e}" + (f" ({raised})" if raised else ""))
+                                   f"(decision 88): {e}{said}")
                     return out
                 out.outcome = "kept_captured"
                 out.message = (f"no plan fits the FX budget of {tightened} B set after fusion went over the captured "
                                f"order's peak (decision 82), so the captured order stays: {e}" if asked is None else
                                f"no plan fits the FX budget of {tightened} B set after fusion went over the budget of "
-                               f"{target} B after fusion (decision 86), so the captured order stays: {e}")
-                out.message += f" ({raised})" if raised else ""
+                               f"{target} B after fusion (decision 86), so the captured order stays: {e}") + said
                 return out
             r.save(schedule_path(store, fp))
             out.outcome = ("solved" if why == "no schedule" else "replaced_over_budget" if why.startswith(OVER)

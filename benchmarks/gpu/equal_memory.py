@@ -214,17 +214,14 @@ def requested_peaks(folder: str) -> str:
     return " ".join(out)
 
 
-def captures_store(cfg: str) -> bool:
-    """Whether a configuration of e2e_step.py captures its graphs and solves a store before its steps (overlapsat's
-    plans and orders), which until 2026-12-01 meant calling `dist.barrier()` before them."""
-    return cfg.startswith(("p", "d")) or cfg == "tbb"
-
-
 def held_before_steps(root: str, since: str = "gpu_2026-11-28", until: str = "gpu_2026-12-01_x2") -> str:
     """The page's sentence on what each configuration held before its timed steps (`allocated_before_steps_bytes`)
     against `a` on the same rank of the same run, over the runs in `root`'s folders from `since` to `until` (the
     last before every configuration called NCCL's barrier first): the bytes above `a` split by whether the
-    configuration captured and solved a store."""
+    configuration captured and solved a store (e2e_step's `OURS`, which until 2026-12-01 meant calling
+    `dist.barrier()` before the steps)."""
+    from benchmarks.gpu.e2e_step import OURS
+
     held: dict[tuple[bool, int], list[str]] = {}
     runs: set[str] = set()
     for path in sorted(glob.glob(os.path.join(root, "gpu_20*", "*", "results.json"))):
@@ -238,7 +235,7 @@ def held_before_steps(root: str, since: str = "gpu_2026-11-28", until: str = "gp
         for c, x in cfgs.items():
             for r in x.get("ranks", []):
                 if r.get("allocated_before_steps_bytes") is not None:
-                    key = (captures_store(c), r["allocated_before_steps_bytes"] - base[r["rank"]])
+                    key = (c in OURS, r["allocated_before_steps_bytes"] - base[r["rank"]])
                     held.setdefault(key, []).append(c)
 
     def part(captured: bool) -> str:
@@ -255,6 +252,7 @@ def held_before_steps(root: str, since: str = "gpu_2026-11-28", until: str = "gp
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, ROOT)  # run as a script: `benchmarks.gpu.e2e_step` from the repository root
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
     print("\n".join(table(folder)))
     print("\n" + floors(folder))
