@@ -60,9 +60,14 @@ def main() -> None:
                     help="after each graph, where its plan's time goes against the bound: each group's transfer "
                          "time in the plan and in the relaxation over every bucketing, and the relaxation ordered "
                          "under the budget by `optimize` for S seconds (what a lift could prove at most)")
+    ap.add_argument("--fill-share", type=float, default=None,
+                    help="the fill moves' share of each solve's work (SolveParams.fill_share; 0: none; default: the "
+                         "library's)")
     a = ap.parse_args()
     price = cost_model("h200").duration
+    limit = {"time_limit": a.time_limit} | ({} if a.fill_share is None else {"fill_share": a.fill_share})
     print(f"Time limit {a.time_limit:g} s per solve, level {a.level!r}, deterministic, makespans in ms"
+          + ("" if a.fill_share is None else f", fill_share {a.fill_share:g}")
           + (", budget: torch bucketed's peak (recorded)" if a.budget == "torch" else
              f", budget {float(a.budget):g} x the input order's peak" if a.budget is not None else ", no budget")
           + ".\n")
@@ -88,7 +93,7 @@ def main() -> None:
         torch_pre = (d.get("prebucketed") or {}).get("makespan_us", math.inf)
         # torch's OverlapScheduler order is a candidate, as the torch bridge records it beside each graph
         torch_order = {"torch OverlapScheduler": d["overlap_scheduler"]}
-        order = _or_none(optimize, p, time_limit=a.time_limit, extra_orders=torch_order)
+        order = _or_none(optimize, p, **limit, extra_orders=torch_order)
         peers = {}
         for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
                              ("torch FSDP pre-bucketing", (d.get("prebucketed") or {}).get("buckets", [])),
@@ -97,11 +102,11 @@ def main() -> None:
                              ("TBB", d.get("tbb", []))):
             recorded = list(as_buckets(p.relaxed, buckets))  # members in the group's input order
             legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]
-            res = _or_none(optimize, p.on(materialize(p.relaxed, legal, price)), time_limit=a.time_limit) \
+            res = _or_none(optimize, p.on(materialize(p.relaxed, legal, price)), **limit) \
                 if legal else None
             peers[key] = (legal, recorded, res)
         t = time.monotonic()
-        plan = _or_none(optimize_plan, p, price, time_limit=a.time_limit,
+        plan = _or_none(optimize_plan, p, price, **limit,
                         starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order, extra_orders=torch_order,
                         solved={k: (v[0], v[2]) for k, v in peers.items() if v[2] is not None})
         dt = time.monotonic() - t

@@ -57,4 +57,4 @@ def test_optimize_reports_its_phases_in_order():
     phases = []
     optimize(g, time_limit=30, work_limit=0.5, workers=1, on_phase=lambda p: phases.append(p.phase))
     assert phases[0] == "heuristics" and phases[-1] == "done"
-    assert set(phases) <= {"heuristics", "model", "lns", "polish", "done"} and len(phases) >= 3
+    assert set(phases) <= {"heuristics", "fill", "model", "lns", "polish", "done"} and len(phases) >= 3

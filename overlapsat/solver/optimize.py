@@ -21,6 +21,7 @@ from overlapsat.problem import Problem
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.result import GapBelow, Progress, Result, Statistics, Status, StoppingRule, meets
 from overlapsat.solver.search import (
+    Fill,
     Listing,
     Portfolio,
     Search,
@@ -64,6 +65,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     if s.best is not None and meets(s.best.makespan, s.bound):
         s.message = "the best heuristic meets the analytical lower bound"
     elif s.cp.graph.nodes and not s.tb.cut():  # (a deterministic run the clock ended is flagged)
+        if Fill.applies(s):
+            s.run(Fill())
         order_search(s)
         if s.best is not None and not s.method.startswith("cpsat"):
             s.message = s.message or "the search found no improvement on the best heuristic"

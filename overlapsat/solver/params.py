@@ -59,6 +59,8 @@ class SolveParams:
         get, counted in their own deterministic steps (`portfolio_steps`, at
         least enough to finish them on graphs of a few thousand nodes); a pass
         that reaches it stops between two moves with a valid order.
+    fill_share: the share of the work (timed mode: of the time) left after the portfolio that the fill moves
+        get before the CP-SAT phases (solver/fill.py, decision 96); 0 (the default, for now): none; 0.4 measured.
     log_search: keep CP-SAT's log in `Result.stats["log"]`.
     interference: an `overlapsat.cost.Interference`: after the search, break
         the plain model's ties by the contended makespan (cost/polish.py); the
@@ -83,6 +85,7 @@ class SolveParams:
     lns_window_work: float = 0.1
     lns_restarts: int = 2
     portfolio_share: float = 0.1
+    fill_share: float = 0.0
     log_search: bool = False
     interference: Interference | None = None
     polish_evaluations: int | None = None
@@ -106,6 +109,9 @@ class SolveParams:
         for name in ("monolithic_share", "portfolio_share"):
             if not (_positive_number(getattr(self, name)) and getattr(self, name) <= 1):
                 problems.append(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
+        if not (isinstance(self.fill_share, (int, float)) and not isinstance(self.fill_share, bool)
+                and 0 <= self.fill_share < 1):
+            problems.append(f"fill_share must be in [0, 1), got {self.fill_share!r}")
         for name in ("lns_min_nodes", "lns_min_window_nodes", "lns_window", "lns_max_window"):
             if not _positive_int(getattr(self, name)):
                 problems.append(f"{name} must be a positive integer, got {getattr(self, name)!r}")

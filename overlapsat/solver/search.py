@@ -24,6 +24,7 @@ from overlapsat.heuristics.portfolio import run_all
 from overlapsat.problem import Problem
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
+from overlapsat.solver.fill import FillStats, fill, move_cost
 from overlapsat.solver.memory_bound import S_PER_NODE as MEMORY_BOUND_S
 from overlapsat.solver.memory_bound import overlap_capacity_bound, peak_floor
 from overlapsat.solver.params import SolveParams, TimeBudget
@@ -46,6 +47,7 @@ TAIL_S_PER_NODE = 2e-5
 # the canonical form costs about 1.1e-5 s a node on this machine (0.4 s at 36k nodes idle, 2026-11-28): a search
 # that starts with less than this left of its clock runs on the order as given instead (decision 64)
 CANONICAL_S_PER_NODE = 2e-5
+FILL_MOVES_TIMED = 10**9  # timed mode without a work limit: the fill's share of the clock ends it
 BUDGETED_WINDOW_NODES = 20  # deterministic mode with a budget: window LNS first from this size (decision 59)
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
                 "sink_waits+raise_comms+reorder_compute_for_overlap", "reorder_for_peak_memory",
@@ -422,6 +424,41 @@ class WindowSearch:
         return out
 
 
+@dataclass
+class Fill:
+    """Kernels moved from before a collective's issue to after it (fill.py, decision 96), from the best order,
+    with `params.fill_share` of the work left (timed mode: of the time left); what it keeps is validated like every
+    other candidate."""
+
+    name: str = "fill"
+
+    @staticmethod
+    def applies(s: Search) -> bool:
+        return s.best is not None and s.params.fill_share > 0 and s.searching()
+
+    def run(self, s: Search) -> FillStats | None:
+        assert s.best is not None
+        g, tb, p = s.cp.graph, s.tb, s.params
+        cost = move_cost(g)
+        if p.deterministic or math.isfinite(tb.work_left()):
+            moves = int(p.fill_share * tb.work_left() / cost)
+        else:  # timed without a work limit: the clock's share ends it
+            moves = FILL_MOVES_TIMED
+            tb.until(p.fill_share)
+        if moves <= 0:
+            tb.until(None)
+            return None
+        order, st = fill(g, s.best.order, s.problem.budget, moves, stop=lambda: tb.wall_left() <= 0)
+        cut = tb.wall_left() <= 0 and st.moves_tried < moves
+        tb.until(None)
+        tb.spend(st.moves_tried * cost)
+        if cut and p.deterministic and tb.clock_over():  # the clock, not the work, ended it
+            tb.cut_by_wall_clock = True
+        if st.moves_kept and s.offer(evaluate(s.cp, "fill", order), f"{s.method}+fill"):
+            s.improved(s.best.order, s.best.makespan)
+        return st
+
+
 def order_search(s: Search) -> None:
     """The CP-SAT phases, by size: up to `lns_min_nodes`, window LNS first (it improves faster than the monolithic
     model at the same work, docs/solver.md), then the monolithic model, hinted, for the proof; without a valid
@@ -505,6 +542,6 @@ def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated
     return err
 
 
-__all__ = ["Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "WitnessSearch", "budget_error",
+__all__ = ["Fill", "Listing", "Phase", "Portfolio", "Search", "WholeModel", "WindowSearch", "WitnessSearch", "budget_error",
            "check_floor",
            "exhaustive_orders", "order_search", "witness_steps"]

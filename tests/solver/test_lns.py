@@ -104,8 +104,8 @@ def test_lns_after_the_monolithic_model_below_the_threshold():
     improve on the heuristics (2.3 % above the bound), and monolithic + window LNS comes within 0.1 us of it.
     (At 300 nodes one CP-SAT worker now proves the optimum alone: decision 84.)"""
     g = generate("tp", nodes=600, seed=1)
-    alone = optimize(g, time_limit=120, work_limit=3.0, lns_min_window_nodes=10**6)
-    both = optimize(g, time_limit=120, work_limit=3.0)
+    alone = optimize(g, time_limit=120, work_limit=3.0, lns_min_window_nodes=10**6, fill_share=0)
+    both = optimize(g, time_limit=120, work_limit=3.0, fill_share=0)  # the two CP-SAT phases alone
     assert "lns" not in alone.stats and "lns" in both.stats
     assert both.makespan < alone.makespan - 1.0
     assert validate(g, both.order) == []
@@ -120,7 +120,8 @@ def test_lns_improves_a_captured_graph_the_monolithic_model_cannot_at_the_same_w
 
     g = load_graph(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "corpus", "llama8_fwd.json.gz"))
     assert len(g) < SolveParams().lns_min_nodes
-    common = dict(time_limit=300, work_limit=0.5, workers=2, collective_order="chain")  # Inductor's own constraints
+    # Inductor's own constraints; the two CP-SAT phases alone (no fill moves)
+    common = dict(time_limit=300, work_limit=0.5, workers=2, collective_order="chain", fill_share=0)
     mono = optimize(g, SolveParams(lns_min_window_nodes=10**9, monolithic_share=1.0, **common))
     win = optimize(g, SolveParams(lns_min_nodes=1, lns_min_window_nodes=1, **common))
     best_pass = min(h["makespan"] for h in mono.heuristics if h["valid"])
