@@ -337,7 +337,9 @@ def test_an_order_recorded_beside_a_graph_is_a_candidate_and_a_malformed_one_is_
         for p in store.iterdir():
             if p.name.endswith(".schedule.json"):
                 p.unlink()
-        (out,) = solve_store(str(store), time_limit=2, plans=plans)
+        # without the fill moves (decision 96), under which the plan has buckets and its rows are the bucketed
+        # graph's, where the recorded order (of the graph as captured) is no candidate
+        (out,) = solve_store(str(store), time_limit=2, plans=plans, fill_share=0)
         assert out.outcome == "solved", out
         names = [h["name"] for h in load_schedule(schedule_path(str(store), g.fingerprint())).meta["heuristics"]]
         assert "torch OverlapScheduler" in names, (plans, names)

@@ -6,15 +6,17 @@ issue) to just after the issue starts the transfer earlier and runs the kernel b
 is the gradient of a weight computed before, not during, the all-reduce of its input's gradient, or a bucket's
 copy-in put before the next collective it does not feed (decision 96).
 
-A local search over the best order: a fixed sweep over the collectives whose stream idled before them, nearest
-kernel first, first improvement kept; a move is kept only where MODEL.md's makespan shrinks and the peak stays
-within the budget, and the caller validates what it keeps. Deterministic: its work is counted in moves evaluated.
+A local search over the best order: sweeps over the collectives, those whose stream idled before them first (the
+others gain only where a collective of their own group moves behind them: a prefetch), nearest kernel first; a move
+is kept only where MODEL.md's makespan shrinks and the peak stays within the budget, and the caller validates what
+it keeps. It ends when a sweep keeps nothing, after `PATIENCE` moves in a row kept nothing, or at its move limit.
+Deterministic: its work is counted in moves evaluated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from overlapsat.graph import COLLECTIVE, WAIT, Graph
 from overlapsat.simulate import makespan_of, peak_of, simulate
@@ -22,10 +24,13 @@ from overlapsat.simulate import makespan_of, peak_of, simulate
 WINDOW = 60  # positions before a collective's issue whose kernels may move after it
 NODE_VISITS_PER_SECOND = 6e6  # a move walks the order once (about 9e6 nodes a second on 2 cores, 2026-12-01)
 EPS = 1e-6  # us: a move must shorten the makespan by more than this
+PATIENCE = 1000  # moves tried in a row without one kept end the search: the work left goes to the next phase
 
 
 @dataclass
 class FillStats:
+    """What the fill did: its sweeps, the moves it walked and kept, and the makespan before and after (us)."""
+
     sweeps: int = 0
     moves_tried: int = 0
     moves_kept: int = 0
@@ -33,8 +38,7 @@ class FillStats:
     after_us: float = 0.0
 
     def export(self) -> dict[str, object]:
-        return {"fill": {"sweeps": self.sweeps, "moves_tried": self.moves_tried, "moves_kept": self.moves_kept,
-                         "before_us": self.before_us, "after_us": self.after_us}}
+        return {"fill": asdict(self)}
 
 
 def move_cost(g: Graph) -> float:
@@ -73,14 +77,14 @@ def _ancestors_within(g: Graph, c: int, pos: list[int], lo: int) -> set[int]:
 
 def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
          stop: Callable[[], bool] | None = None) -> tuple[list[int], FillStats]:
-    """`order` with kernels moved after the issue of the collectives whose stream idled before them (module
-    docstring), at most `max_moves` moves evaluated; `stop()` ends it early (the caller's clock). Returns the order
+    """`order` with kernels moved after collectives' issues (module docstring), at most `max_moves` moves
+    evaluated; `stop()` ends it early (the caller's clock). Returns the order
     (no longer, within `budget`, valid where `order` is) and the statistics."""
     order = list(order)
     ms = makespan_of(g, order)
     st = FillStats(before_us=ms, after_us=ms)
     kind, work, preds = g.kind, g.work, g.preds
-    improved = True
+    improved, since_kept = True, 0
     while improved and st.moves_tried < max_moves:
         improved = False
         st.sweeps += 1
@@ -92,7 +96,8 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
         # group moved behind them can gain there)
         colls = [v for v in order if kind[v] == COLLECTIVE]
         for c in [v for v in colls if v in bound_by_issue] + [v for v in colls if v not in bound_by_issue]:
-            if st.moves_tried >= max_moves or (stop is not None and stop()):
+            if st.moves_tried >= max_moves or since_kept >= PATIENCE or (stop is not None and stop()):
+                improved = improved and since_kept < PATIENCE
                 break
             pc = pos[c]
             lo = max(0, pc - WINDOW)
@@ -119,10 +124,13 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
                     if m < ms - EPS and (budget is None or peak_of(g, new) <= budget):
                         order, ms, improved = new, m, True
                         st.moves_kept += 1
+                        since_kept = 0
                         for i in range(j, pc + 1):
                             pos[order[i]] = i
                         pc = pos[c]
-                    if st.moves_tried >= max_moves:
+                    else:
+                        since_kept += 1
+                    if st.moves_tried >= max_moves or since_kept >= PATIENCE:
                         break
     st.after_us = ms
     return order, st

@@ -60,7 +60,7 @@ class SolveParams:
         least enough to finish them on graphs of a few thousand nodes); a pass
         that reaches it stops between two moves with a valid order.
     fill_share: the share of the work (timed mode: of the time) left after the portfolio that the fill moves
-        get before the CP-SAT phases (solver/fill.py, decision 96); 0 (the default, for now): none; 0.4 measured.
+        get before the CP-SAT phases (solver/fill.py, decision 96); 0: none.
     log_search: keep CP-SAT's log in `Result.stats["log"]`.
     interference: an `overlapsat.cost.Interference`: after the search, break
         the plain model's ties by the contended makespan (cost/polish.py); the
@@ -85,7 +85,7 @@ class SolveParams:
     lns_window_work: float = 0.1
     lns_restarts: int = 2
     portfolio_share: float = 0.1
-    fill_share: float = 0.0
+    fill_share: float = 0.4
     log_search: bool = False
     interference: Interference | None = None
     polish_evaluations: int | None = None

@@ -110,3 +110,22 @@ def test_timed_mode_fills_on_the_clock():
     g = _weight_grad().build()
     r = optimize(Problem.of(g, None, "free"), time_limit=5, deterministic=False, fill_share=0.4)
     assert r.makespan == 8.0
+
+
+def test_patience_ends_a_search_that_keeps_nothing(monkeypatch):
+    """After `PATIENCE` moves in a row kept nothing the search ends, with a valid order no longer than the start:
+    on some random graph it then tries fewer moves than a patient search."""
+    from overlapsat.solver import fill as fill_module
+
+    fewer = 0
+    for seed in range(40):
+        g = random_graph(seed, 14, groups=2, p_coll=0.3)
+        start = random_valid_order(g, random.Random(seed), "free")
+        _, patient = fill(g, start, None, 500)
+        monkeypatch.setattr(fill_module, "PATIENCE", 1)
+        order, st = fill(g, start, None, 500)
+        monkeypatch.setattr(fill_module, "PATIENCE", 1000)
+        assert not validate(g, [g.names[v] for v in order], collective_order="free")
+        assert naive_makespan(g, order) <= naive_makespan(g, start) + 1e-9
+        fewer += st.moves_tried < patient.moves_tried
+    assert fewer > 0
