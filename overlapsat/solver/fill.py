@@ -130,7 +130,7 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
                         pc = pos[c]
                     else:
                         since_kept += 1
-                    if st.moves_tried >= max_moves or since_kept >= PATIENCE:
+                    if st.moves_tried >= max_moves or since_kept >= PATIENCE or (stop is not None and stop()):
                         break
     st.after_us = ms
     return order, st

@@ -129,3 +129,13 @@ def test_patience_ends_a_search_that_keeps_nothing(monkeypatch):
         assert naive_makespan(g, order) <= naive_makespan(g, start) + 1e-9
         fewer += st.moves_tried < patient.moves_tried
     assert fewer > 0
+
+
+def test_the_callers_clock_stops_it():
+    g = _weight_grad().build()
+    before = [g.names.index(x) for x in ("u", "a", "c", "w", "d")]
+    order, st = fill(g, before, None, 100, stop=lambda: True)
+    assert order == before and st.moves_tried == 0
+    calls = []
+    order, st = fill(g, before, None, 100, stop=lambda: calls.append(1) is None and len(calls) > 1)
+    assert st.moves_tried == 1  # the first collective's move, then the clock is over
