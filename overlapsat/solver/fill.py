@@ -85,7 +85,11 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
     st = FillStats(before_us=ms, after_us=ms)
     kind, work, preds = g.kind, g.work, g.preds
     improved, since_kept = True, 0
-    while improved and st.moves_tried < max_moves:
+
+    def spent() -> bool:  # the move limit, the patience or the caller's clock
+        return st.moves_tried >= max_moves or since_kept >= PATIENCE or (stop is not None and stop())
+
+    while improved and not spent():
         improved = False
         st.sweeps += 1
         pos = [0] * len(g.nodes)
@@ -96,8 +100,7 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
         # group moved behind them can gain there)
         colls = [v for v in order if kind[v] == COLLECTIVE]
         for c in [v for v in colls if v in bound_by_issue] + [v for v in colls if v not in bound_by_issue]:
-            if st.moves_tried >= max_moves or since_kept >= PATIENCE or (stop is not None and stop()):
-                improved = improved and since_kept < PATIENCE
+            if spent():
                 break
             pc = pos[c]
             lo = max(0, pc - WINDOW)
@@ -130,7 +133,7 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
                         pc = pos[c]
                     else:
                         since_kept += 1
-                    if st.moves_tried >= max_moves or since_kept >= PATIENCE or (stop is not None and stop()):
+                    if spent():
                         break
     st.after_us = ms
     return order, st

@@ -440,7 +440,7 @@ class Fill:
         assert s.best is not None
         g, tb, p = s.cp.graph, s.tb, s.params
         cost = move_cost(g)
-        if p.deterministic or math.isfinite(tb.work_left()):
+        if math.isfinite(tb.work_left()):  # deterministic, or timed with a work limit
             moves = int(p.fill_share * tb.work_left() / cost)
         else:  # timed without a work limit: the clock's share ends it
             moves = FILL_MOVES_TIMED
@@ -449,10 +449,9 @@ class Fill:
             tb.until(None)
             return None
         order, st = fill(g, s.best.order, s.problem.budget, moves, stop=lambda: tb.wall_left() <= 0)
-        cut = tb.wall_left() <= 0 and st.moves_tried < moves
         tb.until(None)
         tb.spend(st.moves_tried * cost)
-        if cut and p.deterministic and tb.clock_over():  # the clock, not the work, ended it
+        if p.deterministic and st.moves_tried < moves and tb.clock_over():  # the clock, not the work, ended it
             tb.cut_by_wall_clock = True
         if st.moves_kept and s.offer(evaluate(s.cp, "fill", order), f"{s.method}+fill"):
             s.improved(s.best.order, s.best.makespan)

@@ -137,5 +137,6 @@ def test_the_callers_clock_stops_it():
     order, st = fill(g, before, None, 100, stop=lambda: True)
     assert order == before and st.moves_tried == 0
     calls = []
-    order, st = fill(g, before, None, 100, stop=lambda: calls.append(1) is None and len(calls) > 1)
+    # read before the sweep, before the first collective, then after its move: over from the third reading on
+    order, st = fill(g, before, None, 100, stop=lambda: calls.append(1) is None and len(calls) > 2)
     assert st.moves_tried == 1  # the first collective's move, then the clock is over
