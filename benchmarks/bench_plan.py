@@ -207,6 +207,17 @@ def _cell(p: Problem, graph, order, peak: int) -> str:
     return _figure(peak, simulate_contended(graph, order, H200_STEP).makespan, p.budget)
 
 
+def _rows_of(raws: list[str]) -> dict[str, list[str]]:
+    """Each graph's row over several raw files; a graph in two of them is an error (which run would it be?)."""
+    rows: dict[str, list[str]] = {}
+    for raw in raws:
+        for cells in _graph_rows(raw):
+            if cells[0] in rows:
+                raise ValueError(f"{cells[0]} is in more than one of {raws}")
+            rows[cells[0]] = cells
+    return rows
+
+
 def _graph_rows(raw: str) -> list[list[str]]:
     """The cells of each graph's row of the first table of a raw file of this benchmark (one with a plan)."""
     rows = []
@@ -246,16 +257,29 @@ def versus_bucketed_and_tbb(raw: str) -> str:
             f"{100 * (geo - 1):+.2f} % (per graph {per[0]:+.2f} to {per[-1]:+.2f} %).")
 
 
-def by_time_limit(short: str, long: str, labels: tuple[str, str] = ("10 s", "60 s")) -> list[str]:
-    """The page's table of two raw files of this benchmark at two time limits: per graph, the plan, its gap to
-    the bound over every bucketing and its ratio to the better of torch bucketed and TBB, at each."""
+def verdict_table(raw: str) -> list[str]:
+    """The page's verdict table of a raw file of this benchmark: the issue's peers (torch reorder-only, torch
+    bucketed, TBB in overlapsat's order), overlapsat's order and plan, the plan against the best peer, the bound
+    over every bucketing and the plan's gap to it."""
+    keep = (0, 1, 2, 3, 8, 9, 10, 11, 12, 13)
+    out = ["| graph | nodes | torch reorder-only | torch bucketed | TBB, overlapsat order | overlapsat order | "
+           "overlapsat plan (buckets) | plan vs best peer | bound over bucketings | plan gap |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    return out + ["| " + " | ".join(cells[k] for k in keep) + " |" for cells in _graph_rows(raw)]
+
+
+def by_time_limit(short: str | list[str], long: str | list[str],
+                  labels: tuple[str, str] = ("10 s", "60 s")) -> list[str]:
+    """The page's table of raw files of this benchmark at two time limits (each limit's graphs in one file or
+    several, a graph in at most one of them): per graph, the plan, its gap to the bound over every bucketing and
+    its ratio to the better of torch bucketed and TBB, at each."""
     def ms(cell: str) -> float:
         return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
 
     def peer(cells: list[str]) -> float:
         return min(ms(cells[3]), ms(cells[8]))
 
-    a, b = ({c[0]: c for c in _graph_rows(raw)} for raw in (short, long))
+    a, b = (_rows_of([raws] if isinstance(raws, str) else raws) for raws in (short, long))
     s, t = labels
     out = [f"| graph | plan, {s} | gap, {s} | vs torch bucketed or TBB, {s} | plan, {t} | gap, {t} | "
            f"vs torch bucketed or TBB, {t} |",

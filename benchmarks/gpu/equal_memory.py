@@ -251,6 +251,53 @@ def held_before_steps(root: str, since: str = "gpu_2026-11-28", until: str = "gp
             f"timed steps, against `a` on the same rank: {part(True)}; those of the others: {part(False)}.")
 
 
+# The newest run of each step the issue asks for (folder/run under benchmarks/results): docs/plans.md's verdict
+LATEST = ("gpu_2026-11-28/eq", "gpu_2026-12-01_x2/eq_regather", "gpu_2026-11-30_eq/eqshape_co",
+          "gpu_2026-12-01_x2_fill/eqshape_regather", "gpu_2026-11-30_w4/eq_w4", "gpu_2026-11-30_w4/eq_w4_regather",
+          "gpu_2026-11-30_w4/eqshape_w4", "gpu_2026-11-28/eqshape_w4_regather", "gpu_2026-11-28/eqshape_w4_tp2",
+          "gpu_2026-11-30_w4/eqshape_w4_tp2_regather")
+PLANS = ("p", "p_mem", "p_free", "p_co", "p_co_mem", "p_co_free")
+
+
+def verdict_table(root: str, runs: tuple[str, ...] = LATEST) -> list[str]:
+    """The page's verdict at equal memory, one row per step (its newest run): torch bucketed and TBB; the fastest
+    plan configuration whose measured peak is at most torch bucketed's (the issue's target: at least 10 % faster
+    than torch bucketed and 5 % faster than TBB there); the plan under the default budget (the captured order's
+    peak) against that budget (`a`'s measured peak); and `a`'s compute floor. Medians of rank 0, peaks the larger
+    rank's, in GB."""
+    out = ["| step | GPUs | run | torch bucketed ms (GB) | TBB ms (GB) | fastest plan within torch bucketed's peak, "
+           "ms (GB) | vs torch bucketed | vs TBB | targets | plan at the default budget, ms (GB; budget GB) | "
+           "compute floor ms |",
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+    for run in runs:
+        d = json.load(open(os.path.join(root, run, "results.json")))
+        args, cfgs = d["meta"]["args"], d["configs"]
+        med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items()}
+        peak = {c: max(r["peak_memory_bytes"] for r in v["ranks"]) for c, v in cfgs.items()}
+        shape = "8 layers, dim 4096, seq 2048" if args["layers"] == 8 else (
+            f"{args['layers']} layers, dim {args['dim']}, seq {args['seq']}")
+        par = f"{args['tp']}-way TP x {args['world'] // args['tp']}-way FSDP" if args["tp"] > 1 else "FSDP"
+        step = f"{shape}, {par}, {'re-gather' if args['regather'] else 'no re-gather'}"
+        within = [c for c in PLANS if c in cfgs and peak[c] <= peak["c_bkt"]]
+
+        def cell(c: str, med: dict = med, peak: dict = peak) -> str:
+            return f"{med[c]:.2f} ({peak[c] / 1e9:.3f})"
+
+        if within:
+            best = min(within, key=lambda c: med[c])
+            vb, vt = (100 * (med[best] / med[k] - 1) for k in ("c_bkt", "tbb_torch"))
+            met = "met" if vb <= -10 and vt <= -5 else "missed"
+            plan = f"{cell(best)} `{best}`"
+            vs = f"{vb:+.1f} % | {vt:+.1f} % | {met}"
+        else:
+            plan, vs = "none", "- | - | missed"
+        default = next((c for c in ("p_co", "p") if c in cfgs), None)
+        at = f"{cell(default)}; {peak['a'] / 1e9:.3f}) `{default}`".replace(")", "", 1) if default else "-"
+        out.append(f"| {step} | {args['world']} | {run.split('/')[0].removeprefix('gpu_')}/{run.split('/')[1]} | "
+                   f"{cell('c_bkt')} | {cell('tbb_torch')} | {plan} | {vs} | {at} | {compute_floor_ms(d):.2f} |")
+    return out
+
+
 if __name__ == "__main__":
     sys.path.insert(0, ROOT)  # run as a script: `benchmarks.gpu.e2e_step` from the repository root
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
