@@ -1,6 +1,7 @@
 """The plan at equal memory on 2 H200s (issue "plans within the memory a user has"): the table, from the raw files.
 
     python benchmarks/gpu/equal_memory.py [benchmarks/results/gpu_2026-11-28]
+    python benchmarks/gpu/equal_memory.py --verdict   # the newest run of each step: docs/plans.md's verdict
 
 Reads `eq*/results.json` (benchmarks/gpu/e2e_step.py, one process per configuration, `a` first). Per run and
 configuration: the median step and its interquartile range over 30 steps (rank 0), the measured peak
@@ -267,8 +268,8 @@ def verdict_table(root: str, runs: tuple[str, ...] = LATEST) -> list[str]:
     rank's, in GB."""
     out = ["| step | GPUs | run | torch bucketed ms (GB) | TBB ms (GB) | fastest plan within torch bucketed's peak, "
            "ms (GB) | vs torch bucketed | vs TBB | targets | plan at the default budget, ms (GB; budget GB) | "
-           "compute floor ms |",
-           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
+           "compute floor ms | that plan over the floor |",
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for run in runs:
         d = json.load(open(os.path.join(root, run, "results.json")))
         args, cfgs = d["meta"]["args"], d["configs"]
@@ -283,23 +284,84 @@ def verdict_table(root: str, runs: tuple[str, ...] = LATEST) -> list[str]:
         def cell(c: str, med: dict = med, peak: dict = peak) -> str:
             return f"{med[c]:.2f} ({peak[c] / 1e9:.3f})"
 
+        floor = compute_floor_ms(d)
         if within:
             best = min(within, key=lambda c: med[c])
             vb, vt = (100 * (med[best] / med[k] - 1) for k in ("c_bkt", "tbb_torch"))
             met = "met" if vb <= -10 and vt <= -5 else "missed"
             plan = f"{cell(best)} `{best}`"
             vs = f"{vb:+.1f} % | {vt:+.1f} % | {met}"
+            over = f"{100 * (med[best] / floor - 1):+.1f} %"
         else:
-            plan, vs = "none", "- | - | missed"
+            plan, vs, over = "none", "- | - | missed", "-"
         default = next((c for c in ("p_co", "p") if c in cfgs), None)
         at = f"{cell(default)}; {peak['a'] / 1e9:.3f}) `{default}`".replace(")", "", 1) if default else "-"
         out.append(f"| {step} | {args['world']} | {run.split('/')[0].removeprefix('gpu_')}/{run.split('/')[1]} | "
-                   f"{cell('c_bkt')} | {cell('tbb_torch')} | {plan} | {vs} | {at} | {compute_floor_ms(d):.2f} |")
+                   f"{cell('c_bkt')} | {cell('tbb_torch')} | {plan} | {vs} | {at} | {floor:.2f} | {over} |")
     return out
+
+
+def gpu_summary(root: str, runs: tuple[str, ...] = LATEST) -> str:
+    """The page's sentences under the verdict table: on how many steps the targets are met; where no plan is
+    within torch bucketed's measured peak, the fastest plan and how far above that peak it is; and the plans
+    under the default budget against it (`a`'s measured peak)."""
+    met, none, over = [], [], []
+    for run in runs:
+        d = json.load(open(os.path.join(root, run, "results.json")))
+        cfgs, name = d["configs"], run.split("/")[1]
+        med = {c: v["ranks"][0]["step_ms_median"] for c, v in cfgs.items()}
+        peak = {c: max(r["peak_memory_bytes"] for r in v["ranks"]) for c, v in cfgs.items()}
+        plans = [c for c in PLANS if c in cfgs]
+        within = [c for c in plans if peak[c] <= peak["c_bkt"]]
+        if within:
+            best = min(within, key=lambda c: med[c])
+            if med[best] <= 0.9 * med["c_bkt"] and med[best] <= 0.95 * med["tbb_torch"]:
+                met.append(name)
+        else:
+            best = min(plans, key=lambda c: med[c])
+            none.append(f"{name} (`{best}` {100 * (med[best] / med['c_bkt'] - 1):+.1f} % and "
+                        f"{100 * (med[best] / med['tbb_torch'] - 1):+.1f} %, {(peak[best] - peak['c_bkt']) / 1e6:.1f} MB "
+                        "above)")
+        default = next((c for c in ("p_co", "p") if c in cfgs), None)
+        if default is not None and peak[default] > peak["a"]:
+            over.append(f"{name} `{default}` {peak[default] - peak['a']:,} B")
+    return (f"The GPU targets are met on {len(met)} of {len(runs)} steps ({', '.join(met)}). On {len(none)} steps "
+            f"no plan measured within torch bucketed's peak; the fastest plan there, against torch bucketed and TBB, "
+            f"and above torch bucketed's peak: {'; '.join(none)}. The plans under the default budget measured above "
+            f"it (`a`'s measured peak) on {len(over)} of {len(runs)} steps"
+            + (f": {'; '.join(over)}." if over else "."))
+
+
+def predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
+    """The page's sentence on the issue's memory target (predicted peak within 5 % of measured) over the rows of
+    `runs` that have a prediction at the FX level (`predicted_peak`), and each row outside it."""
+    rows = []
+    for run in runs:
+        d = json.load(open(os.path.join(root, run, "results.json")))
+        for c, v in d["configs"].items():
+            pred = predicted_peak(d, c)
+            if pred is not None:
+                real = max(r["peak_memory_bytes"] for r in v["ranks"])
+                rows.append((run.split("/")[1], c, 100 * (pred / real - 1)))
+    out = [f"{r} `{c}` {e:+.1f} %" for r, c, e in rows if abs(e) > 5]
+    return (f"Over the {len(rows)} rows of these runs with a prediction, the predicted peak is within 5 % of "
+            f"the measured one on {len(rows) - len(out)}" + (f"; outside it: {', '.join(out)}." if out else "."))
+
+
+def verdict_file(root: str) -> str:
+    """What `python benchmarks/gpu/equal_memory.py --verdict` prints (committed as
+    `benchmarks/results/gpu_verdict_2026-12-01.md`, whose figures docs/plans.md quotes)."""
+    return "\n".join(["# The plan at equal memory on GPUs: the newest run of each step", "",
+                      "Generated by `python benchmarks/gpu/equal_memory.py --verdict` from the runs named in the "
+                      "table (`LATEST`).", "", *verdict_table(root), "", gpu_summary(root), "",
+                      predicted_within(root), ""])
 
 
 if __name__ == "__main__":
     sys.path.insert(0, ROOT)  # run as a script: `benchmarks.gpu.e2e_step` from the repository root
+    if sys.argv[1:] == ["--verdict"]:
+        print(verdict_file(os.path.join(ROOT, "benchmarks", "results")), end="")
+        sys.exit(0)
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-11-28")
     print("\n".join(table(folder)))
     print("\n" + floors(folder))

@@ -323,3 +323,63 @@ def test_early_merges_are_offered_only_where_a_level_keeps_collective_sequences(
 
     assert placements(free) == [5]  # at a2's place
     assert placements(group) == [4, 5]  # at a0's place too (after the copy-in at 3)
+
+
+def _solved_pairs(g, problem, seconds=2.0):
+    """The gathers of `g` merged in pairs, ordered by `optimize`: a caller's ordered bucketing (`solved=`)."""
+    from overlapsat import optimize
+
+    names = [n.name for n in g.nodes if n.name.startswith("ag")]
+    pairs = [Bucket(tuple(names[i:i + 2])) for i in range(0, len(names) - 1, 2)]
+    return pairs, optimize(problem.on(materialize(problem.relaxed, pairs, price)), time_limit=seconds)
+
+
+@pytest.mark.parametrize("budget", ["none", 200])  # 200 B: the pairs' order's peak (asserted)
+def test_the_polish_starts_from_the_shortest_plan_the_caller_would_get_and_keeps_only_a_shorter_one(budget,
+                                                                                                   monkeypatch):
+    """Decision 97: after the final order, bucket moves run from the shortest of that order and the caller's
+    ordered bucketings (here a pairing solved for longer than the search's share), and their plan, ordered again,
+    is kept only where it is shorter than that start. Whatever it keeps is valid within the budget, and the plan is
+    never longer than the caller's bucketing (as before the polish)."""
+    from overlapsat.solver import plan_search
+
+    g = _gathers(8)
+    problem = Problem.of(g, budget, "free")
+    pairs, solved = _solved_pairs(g, problem)
+    assert solved.peak_memory == 200  # the budget of the second case binds
+    starts = []
+    real = plan_search.order_preserving_search
+
+    def spy(gr, pr, buckets, order, *a, **kw):
+        starts.append((tuple(buckets), list(order)))
+        return real(gr, pr, buckets, order, *a, **kw)
+
+    monkeypatch.setattr(plan_search, "order_preserving_search", spy)
+    r = plan_search.optimize_plan(problem, price, time_limit=3, max_evaluations=3, joint=False,
+                                  solved={"pairs": (pairs, solved)})
+    polish = r.stats["plan"]["polish"]
+    if budget == "none":  # measured: the pairing (126.12 us) beats the search's final order, and a move pays
+        assert polish["from"] == "the caller's" and polish["used"]
+    assert polish["before_us"] <= solved.makespan  # the shortest start: the caller's pairing or a shorter order
+    if polish["from"] == "the caller's":
+        assert starts[-1][0] == tuple(sorted(pairs, key=lambda b: g.index[b.members[0]]))
+        assert polish["before_us"] == solved.makespan
+    assert r.makespan <= solved.makespan + 1e-9
+    if polish["used"]:
+        assert r.makespan == polish["after_us"] < polish["before_us"]
+    assert validate(Problem(r.bucketed, problem.budget, "free"), list(r.plan.order)) == []
+
+
+def test_a_polish_that_fails_costs_nothing_but_itself(monkeypatch, caplog):
+    """The polish is contained as every other phase of the plan search: where it raises, the final order stands
+    and the error is logged."""
+    from overlapsat.solver import plan_search
+
+    def broken(*a, **kw):
+        raise RuntimeError("polish broke")
+
+    monkeypatch.setattr(plan_search, "order_preserving_search", broken)
+    g = _gathers(8)
+    r = plan_search.optimize_plan(Problem.of(g, None, "free"), price, time_limit=2, max_evaluations=3, joint=False)
+    assert "polish" not in r.stats["plan"] and "the polish failed" in caplog.text
+    assert validate(Problem(r.bucketed, None, "free"), list(r.plan.order)) == []
