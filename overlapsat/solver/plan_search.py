@@ -623,8 +623,10 @@ class PlanSearch:
             self.judge.ledger.final_s = final.time_limit
         else:  # the clock: what is left of the time limit, less the bound's share
             final = replace(p, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))
-        first = replace(final, time_limit=(1 - POLISH_SHARE) * final.time_limit,
-                        work_limit=None if final.work_limit is None else (1 - POLISH_SHARE) * final.work_limit)
+        # the polish's share comes out of the final order's work, not its clock (deterministic: a wall cap cut
+        # by a fifth left a slow machine's portfolio no time to search, and the plan then hung on the clock)
+        first = replace(final, work_limit=(1 - POLISH_SHARE) * final.total_work) if p.deterministic else \
+            replace(final, time_limit=(1 - POLISH_SHARE) * final.time_limit)
         assert self.h is not None
         clock = self.tb.reserving(lift) if lift else self.tb
         try:
@@ -668,10 +670,9 @@ class PlanSearch:
         if kept is None or kept[2] >= r0.makespan - 1e-9 * max(1.0, r0.makespan):
             return res
         bs, h, _ = kept
-        rest_share = (1 - POLISH_MOVES) * POLISH_SHARE
-        rest = replace(final, time_limit=rest_share * final.time_limit if p.deterministic else
-                       max(0.01, p.time_limit - self.tb.elapsed() - lift),
-                       work_limit=None if final.work_limit is None else rest_share * final.work_limit)
+        rest = replace(final, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))  # the clock left
+        if p.deterministic:  # and the work: what the moves did not take of the polish's share
+            rest = replace(rest, work_limit=(1 - POLISH_MOVES) * POLISH_SHARE * final.total_work)
         again = optimize(self.problem.on(h), rest, on_phase=self.on_phase, clock=clock,
                          extra_orders={"bucket moves after the final order": [h.index[nm] for nm in mv.order]})
         stats["after_us"] = again.makespan
