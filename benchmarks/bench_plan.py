@@ -244,17 +244,24 @@ def verdict(raw: str) -> str:
             f"and {gaps[-1][0]:.1f} % at most ({gaps[-1][1]}).")
 
 
+def _ms(cell: str) -> float:
+    """A makespan cell of a raw file, inf where there is none or it is invalid."""
+    return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
+
+
+def _against_bucketed_and_tbb(raw: str, column: int) -> tuple[float, float, float]:
+    """A column of each graph's row against the better of torch bucketed and TBB: geomean, least and most, in %."""
+    ratios = [_ms(cells[column]) / min(_ms(cells[3]), _ms(cells[8])) for cells in _graph_rows(raw)]
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return 100 * (geo - 1), 100 * (min(ratios) - 1), 100 * (max(ratios) - 1)
+
+
 def versus_bucketed_and_tbb(raw: str) -> str:
     """The page's sentence on the issue's own measure: the plan against the better of torch bucketed and TBB
     (in overlapsat's order) on each graph of a raw file, as a geomean and a range."""
-    def ms(cell: str) -> float:
-        return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
-
-    ratios = [ms(cells[10]) / min(ms(cells[3]), ms(cells[8])) for cells in _graph_rows(raw)]
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    per = sorted(100 * (r - 1) for r in ratios)
+    geo, lo, hi = _against_bucketed_and_tbb(raw, 10)
     return (f"Against the better of torch bucketed and TBB alone, the issue's own measure, the geomean is "
-            f"{100 * (geo - 1):+.2f} % (per graph {per[0]:+.2f} to {per[-1]:+.2f} %).")
+            f"{geo:+.2f} % (per graph {lo:+.2f} to {hi:+.2f} %).")
 
 
 def verdict_table(raw: str) -> list[str]:
@@ -271,14 +278,9 @@ def verdict_table(raw: str) -> list[str]:
 def at_the_bound(raw: str) -> str:
     """The page's sentence on how far the issue's own measure could go: a plan at the bound over every bucketing
     on each graph of a raw file, against the better of torch bucketed and TBB, as a geomean and a range."""
-    def ms(cell: str) -> float:
-        return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
-
-    ratios = [float(cells[12]) / min(ms(cells[3]), ms(cells[8])) for cells in _graph_rows(raw)]
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    per = sorted(100 * (r - 1) for r in ratios)
-    return (f"A plan at the bound over every bucketing on each graph would be {100 * (geo - 1):+.2f} % (geomean) "
-            f"against the better of torch bucketed and TBB (per graph {per[0]:+.2f} to {per[-1]:+.2f} %).")
+    geo, lo, hi = _against_bucketed_and_tbb(raw, 12)
+    return (f"A plan at the bound over every bucketing on each graph would be {geo:+.2f} % (geomean) "
+            f"against the better of torch bucketed and TBB (per graph {lo:+.2f} to {hi:+.2f} %).")
 
 
 def by_time_limit(short: str | list[str], long: str | list[str],
