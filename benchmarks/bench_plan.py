@@ -288,11 +288,8 @@ def by_time_limit(short: str | list[str], long: str | list[str],
     """The page's table of raw files of this benchmark at two time limits (each limit's graphs in one file or
     several, a graph in at most one of them): per graph, the plan, its gap to the bound over every bucketing and
     its ratio to the better of torch bucketed and TBB, at each."""
-    def ms(cell: str) -> float:
-        return math.inf if cell == "-" or "invalid" in cell else float(cell.split()[0])
-
     def peer(cells: list[str]) -> float:
-        return min(ms(cells[3]), ms(cells[8]))
+        return min(_ms(cells[3]), _ms(cells[8]))
 
     a, b = (_rows_of([raws] if isinstance(raws, str) else raws) for raws in (short, long))
     s, t = labels
@@ -301,8 +298,8 @@ def by_time_limit(short: str | list[str], long: str | list[str],
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name in sorted(a.keys() & b.keys()):
         x, y = a[name], b[name]
-        out.append(f"| {name} | {x[10]} | {x[13]} | {100 * (ms(x[10]) / peer(x) - 1):+.2f} % | {y[10]} | {y[13]} | "
-                   f"{100 * (ms(y[10]) / peer(y) - 1):+.2f} % |")
+        out.append(f"| {name} | {x[10]} | {x[13]} | {100 * (_ms(x[10]) / peer(x) - 1):+.2f} % | {y[10]} | {y[13]} | "
+                   f"{100 * (_ms(y[10]) / peer(y) - 1):+.2f} % |")
     return out
 
 

@@ -685,11 +685,8 @@ class PlanSearch:
     def _listed_here(self, bs: tuple[Bucket, ...], order: list[str]) -> tuple[tuple[Bucket, ...], list[str]]:
         """Buckets of another listing of this graph (the caller's, on the graph as given) with their members in
         this graph's order, and an order of their bucketed graph by name, renamed to match."""
-        g = self.g
-        pairs = [(b, Bucket(tuple(sorted(b.members, key=g.index.__getitem__)))) for b in bs]
-        renamed = {o: n for b, nb in pairs for o, n in zip((b.name, *b.nodes), (nb.name, *nb.nodes)) if o != n}
-        return (tuple(sorted((nb for _, nb in pairs), key=lambda b: g.index[b.members[0]])),
-                [renamed.get(nm, nm) for nm in order])
+        new, renamed = _in_graph_order(self.g, bs)
+        return (tuple(sorted(new, key=lambda b: self.g.index[b.members[0]])), [renamed.get(nm, nm) for nm in order])
 
     @property
     def lift(self) -> SolveParams:
@@ -888,16 +885,22 @@ def _given(given: Problem, price: Pricing, tb: TimeBudget, r: Result) -> Result:
     return _clocked(tb, replace(_relisted(given, price, r), graph=given.graph).with_stats(baseline=baseline))
 
 
+def _in_graph_order(g: Graph, bs: Sequence[Bucket]) -> tuple[tuple[Bucket, ...], dict[str, str]]:
+    """`bs` with each bucket's members in `g`'s order (another listing of the graph may order them otherwise),
+    and the new name of each bucket node whose name that changes."""
+    new = tuple(Bucket(tuple(sorted(b.members, key=g.index.__getitem__))) for b in bs)
+    return new, {o: n for b, nb in zip(bs, new) for o, n in zip((b.name, *b.nodes), (nb.name, *nb.nodes)) if o != n}
+
+
 def _relisted(given: Problem, price: Pricing, r: Result) -> Result:
     """`r` with each bucket's members in the given graph's group input order, as MODEL.md lists them. At free the
     canonical form may number a group's collectives otherwise (a backward graph's all_gathers, named in forward
     order, run in reverse), and a plan listed in its order is refused where the plan is saved or applied. Only
     names change: the bucketed graph is rebuilt on the given graph and the same order, renamed, evaluated on it."""
     g = given.relaxed
-    new = tuple(Bucket(tuple(sorted(b.members, key=g.index.__getitem__))) for b in r.buckets)
+    new, renamed = _in_graph_order(g, r.buckets)
     if new == r.buckets:
         return r
-    renamed = {old: nm for b, nb in zip(r.buckets, new) for old, nm in zip((b.name, *b.nodes), (nb.name, *nb.nodes))}
     h = materialize(g, list(new), laid_out(price, r.layout))
     e = r.best
     best = evaluate(given.on(h), e.name, h.order_indices([renamed.get(nm, nm) for nm in e.names()]),
