@@ -39,11 +39,20 @@ DT_SCALE_MEMORY = 8.0
 # second without a memory cumulative, 1.6-5.8 with one, on the bundled graphs (2026-11-30)
 DT_SCALE_WHOLE_PLAIN = 1.0
 DT_SCALE_WHOLE_MEMORY = 4.0
+# the joint model of buckets and order (joint.py; no memory cumulative) pays far more: its optional intervals'
+# propagation lies outside the count. 4.7 wall seconds per deterministic second at the median (2.1-14.4, 10th-90th
+# percentiles) over 30 solves of the graphs it runs on, most of it CP-SAT's start at short limits (the slope between
+# 0.05 and 0.3 deterministic seconds: 1.5-3.2 on most; benchmarks/results/joint_dt_2026-12-01.md). Priced at 1, it
+# took 1.5 s of a 2-s plan's clock on `tp_small` while charged 0.5, and the clock, not the work, then chose the plan
+# (the same graph in two node orders got two plans: decision 98)
+DT_SCALE_JOINT = 3.0
 
 
-def dt_scale(has_memory: bool, whole: bool = False) -> float:
-    """Reference seconds per CP-SAT deterministic second, for an LNS window or (`whole`) the whole model, with
-    or without a memory cumulative."""
+def dt_scale(has_memory: bool, whole: bool = False, joint: bool = False) -> float:
+    """Reference seconds per CP-SAT deterministic second, for an LNS window, (`whole`) the whole model, with
+    or without a memory cumulative, or (`joint`) the joint model of buckets and order."""
+    if joint:
+        return DT_SCALE_JOINT
     if whole:
         return DT_SCALE_WHOLE_MEMORY if has_memory else DT_SCALE_WHOLE_PLAIN
     return DT_SCALE_MEMORY if has_memory else DT_SCALE_PLAIN
@@ -163,7 +172,7 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
     p = solver.parameters
     p.max_time_in_seconds = max(0.01, tb.wall_left())
     p.catch_sigint_signal = False  # Ctrl-C must reach Python, which returns the best order so far
-    scale = dt_scale(md.has_memory, whole=True)  # work in reference seconds (decision 83)
+    scale = dt_scale(md.has_memory, whole=True, joint=md.joint)  # work in reference seconds (decisions 83, 98)
     if params.deterministic:
         # One worker, never interleaved search: OR-Tools 9.15 aborts the process under `interleave_search`
         # (CHECK fixed_search and CHECK threshold > 0 on models with a memory cumulative; CHECK
@@ -207,7 +216,8 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
             and not tb.interrupted and ended_by_clock(solver):
         tb.cut_by_wall_clock = True  # the clock, not the work limit, ended it (the work spent is not comparable)
     stats.update(solutions=cb.count, time_to_first_s=cb.first, time_to_best_s=cb.best_t,
-                 solver_status=solver.status_name(st), wall_s=solver.wall_time, stopped_by_rule=cb.stopped,
+                 solver_status=solver.status_name(st), wall_s=solver.wall_time,
+                 deterministic_s=solver.deterministic_time, stopped_by_rule=cb.stopped,
                  model_units_per_us=ts.k * ts.steps_per_us)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound_units = solver.best_objective_bound if st == cp_model.FEASIBLE else solver.objective_value

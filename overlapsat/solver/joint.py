@@ -145,6 +145,7 @@ class JointModel:
         self.u, self.ts, self.horizon = u, ts, horizon
         self.m = cp_model.CpModel()
         self.has_memory = False
+        self.joint = True  # its deterministic second is priced apart (cpsat.dt_scale, decision 98)
         ug = u.graph
         n = len(ug.nodes)
         self.chosen: tuple[Bucket, ...] = ()

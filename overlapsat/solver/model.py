@@ -58,6 +58,7 @@ class Model:
         self.collective_order = collective_order
         self.memory_rounding, self.memory_quantum = RESTRICT, 1  # bytes exact unless add_memory_budget says
         self.has_memory = False  # a memory cumulative (OR-Tools aborts interleaved search on some: optimize.py)
+        self.joint = False  # priced as the whole model (cpsat.dt_scale)
         self.m = cp_model.CpModel()
         self.walk: UnitWalk = walk if walk is not None else unit_walk(g, self.ref, ts)
         self.whole = scope.is_whole(g)

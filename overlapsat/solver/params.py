@@ -180,6 +180,7 @@ class TimeBudget:
         self.phase_end: float | None = None  # timed mode: a phase's own end (`until`)
         self._interrupted = False  # Ctrl-C: stop searching, return the best order so far
         self._cut = False  # set when the clock, not the work budget, ended a search
+        self.cuts_parent = True  # a cut here is the parent's too (not for a phase kept apart: `apart`)
 
     @property
     def interrupted(self) -> bool:
@@ -198,7 +199,7 @@ class TimeBudget:
     @cut_by_wall_clock.setter
     def cut_by_wall_clock(self, value: bool) -> None:
         self._cut = value
-        if value and self.parent is not None and self.deterministic:
+        if value and self.parent is not None and self.deterministic and self.cuts_parent:
             self.parent.cut_by_wall_clock = True
 
     def elapsed(self) -> float:
@@ -254,6 +255,14 @@ class TimeBudget:
         child = TimeBudget(SolveParams(time_limit=max(0.01, self.wall_left()), deterministic=self.deterministic),
                            clock=self.clock, parent=self)
         child.deadline = max(self.clock(), self.deadline - seconds)
+        return child
+
+    def apart(self) -> TimeBudget:
+        """A child clock to this one's deadline whose cuts stay its own: for a phase whose result does not change
+        the plan (the bound after it), so that a cut there is said of that phase, not of the plan (decision 98)."""
+        child = TimeBudget(SolveParams(time_limit=max(0.01, self.wall_left()), deterministic=self.deterministic),
+                           clock=self.clock, parent=self)
+        child.cuts_parent = False
         return child
 
     def monotonic(self, at: float) -> float:

@@ -628,12 +628,13 @@ class PlanSearch:
         first = replace(final, work_limit=(1 - POLISH_SHARE) * final.total_work) if p.deterministic else \
             replace(final, time_limit=(1 - POLISH_SHARE) * final.time_limit)
         assert self.h is not None
-        clock = self.tb.reserving(lift) if lift else self.tb
+        # timed: the bound after it is promised its share of the clock. Deterministic: the plan comes first (decision
+        # 98): a final order that runs slower than its work was priced at takes the bound's share, so that the plan
+        # stays a function of the work on a slow or loaded machine, and the bound is what the clock then cuts
+        clock = self.tb.reserving(lift) if lift and not p.deterministic else self.tb
         try:
             inner = self.problem if self.h is self.g else self.problem.on(self.h)  # no buckets: views kept
             extra = {**self.extra, **(self.judge.as_given if self.h is self.g else {})}
-            # the bound after it is promised its share of the clock: a final order that runs slower than its
-            # work was priced at is cut (flagged in deterministic mode), not the bound
             res = optimize(inner, first, on_phase=self.on_phase, extra_orders=extra or None, clock=clock)
         except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
             log.info("plan: no order of the chosen bucketing meets the budget (%s); trying the others", e)
@@ -757,13 +758,18 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         ({"skipped": "joint=False", "bound_us": 0.0}, 0.0)
     res = ps.final_order([*solved_given.values(), *([((), unbucketed)] if unbucketed is not None else [])])
     bound_fits = tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes)  # the clock left for the stronger bound
-    if not bound_fits and params.deterministic:  # the clock, not the work, chose the weaker bound: said (decision 57)
-        tb.cut_by_wall_clock = True
+    # the bound does not change the plan: what the clock cuts of it is said of the bound (decision 98), and the
+    # plan's own flag says only whether the clock chose the plan (decision 57)
+    bclock = tb.apart()
     if early is not None:  # lifted where the clock allows (a bound either way)
-        bound, notes = bound_over_bucketings(problem, price, ps.lift if bound_fits else None, clock=tb,
+        bound, notes = bound_over_bucketings(problem, price, ps.lift if bound_fits else None, clock=bclock,
                                              analytical=early)
     else:
-        bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=tb) if bound_fits else kernel_bound(g)
+        bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=bclock) if bound_fits \
+            else kernel_bound(g)
+    weaker = not bound_fits and (early is None or len(g.nodes) <= LIFT_NODES)  # the clock chose a weaker bound
+    if params.deterministic and (bclock.cut_by_wall_clock or weaker):
+        notes = [*notes, BOUND_CUT_BY_CLOCK]
     unb = ps.judge.full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(ps.best),
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])
@@ -786,6 +792,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
 
 
 INPUT_PORTFOLIO = "input order's portfolio"
+BOUND_CUT_BY_CLOCK = ("the clock, not the work, ended the bound's search after the plan (the plan is the work's; a "
+                      "bound either way: a faster machine may prove a higher one)")
 
 
 def input_portfolio(given: Problem, params: SolveParams, tb: TimeBudget,

@@ -12,6 +12,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import replace
 
 import pytest
@@ -336,8 +337,9 @@ def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(mo
 
 def test_a_plan_bound_the_clock_chose_is_said(monkeypatch):
     """Deterministic mode: where too little of the clock is left for the bound over every bucketing (here: its
-    cost per node raised past any limit), the weaker bound is load's choice, not the work's, so the plan says
-    the clock cut it (decision 57); with the clock to spare it does not."""
+    cost per node raised past any limit), the weaker bound is load's choice, not the work's, and the bound's notes
+    say so; the plan is the work's all the same (the same buckets and makespan), so it is not flagged as cut by
+    the clock (decision 98; before it the plan's flag said it, decision 57); with the clock to spare neither."""
     import overlapsat.solver.plan_search as ps
     from overlapsat import Problem, optimize_plan
     from overlapsat.cost import cost_model
@@ -348,7 +350,40 @@ def test_a_plan_bound_the_clock_chose_is_said(monkeypatch):
     g = load_graph(bundled("fsdp_medium")).reprice(model)
     # a count of bucketings, not the ledger, ends the search: load cannot push a judgment past JUDGE_SHARE here
     calm = optimize_plan(Problem.of(g, "none"), model.duration, time_limit=30, work_limit=0.3, max_evaluations=20)
-    assert not calm.cut_by_wall_clock
+    assert not calm.cut_by_wall_clock and ps.BOUND_CUT_BY_CLOCK not in calm.plan_info.bound_notes
     monkeypatch.setattr(ps, "BOUND_S_PER_NODE", 1e3)
     short = optimize_plan(Problem.of(g, "none"), model.duration, time_limit=30, work_limit=0.3, max_evaluations=20)
-    assert short.cut_by_wall_clock and short.bound <= calm.bound + 1e-9
+    assert ps.BOUND_CUT_BY_CLOCK in short.plan_info.bound_notes and short.bound <= calm.bound + 1e-9
+    assert not short.cut_by_wall_clock and short.stopped_by == calm.stopped_by
+    assert (short.makespan, short.buckets) == (calm.makespan, calm.buckets)
+
+
+def test_a_deterministic_final_order_may_take_the_bounds_share_of_the_clock(monkeypatch):
+    """Decision 98: in deterministic mode the final order runs to the call's deadline, so that a machine slower
+    than the ledger's prices cuts the bound after it, not the plan; in timed mode the bound keeps its share."""
+    import overlapsat.solver.plan_search as ps
+    from overlapsat import Problem, optimize_plan
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+
+    model = cost_model("h200")
+    g = load_graph(bundled("tp_small")).reprice(model)
+    assert len(g.nodes) <= ps.LIFT_NODES  # the bound lifts here: it has a share to keep
+    seen = []
+    real = ps.optimize
+
+    def spy(problem, params, **kw):
+        seen.append(kw.get("clock"))
+        return real(problem, params, **kw)
+
+    monkeypatch.setattr(ps, "optimize", spy)
+    ends = {}
+    for det in (True, False):
+        seen.clear()
+        t0 = time.monotonic()
+        optimize_plan(Problem.of(g, None, "free"), model.duration, time_limit=2, deterministic=det)
+        ends[det] = seen[0].deadline - t0  # the final order's deadline, from about the call's start
+    assert 1.9 <= ends[True] <= 2.05  # the call's own deadline
+    lift = max(0.2, ps.BOUND_SHARE * 2)
+    assert ends[False] <= 2.05 - lift + 0.05  # timed: the bound's share kept back
