@@ -46,6 +46,7 @@ DT_SCALE_WHOLE_MEMORY = 4.0
 # took 1.5 s of a 2-s plan's clock on `tp_small` while charged 0.5, and the clock, not the work, then chose the plan
 # (the same graph in two node orders got two plans: decision 98)
 DT_SCALE_JOINT = 3.0
+JOINT_START_S = 0.3  # reference seconds of the joint model's CP-SAT start, before its deterministic count moves much
 
 
 def dt_scale(has_memory: bool, whole: bool = False, joint: bool = False) -> float:

@@ -356,7 +356,7 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     `cands` (default: `candidates` of the graph; a bound only when they are complete). Never raises for
     the solver's sake: a failure is in `stats["error"]`. Its plan is not checked against the problem's level or
     budget: the caller does that."""
-    from overlapsat.solver.cpsat import solve_model  # the one contained, interruptible CP-SAT call
+    from overlapsat.solver.cpsat import JOINT_START_S, solve_model  # the one contained, interruptible CP-SAT call
 
     g = problem.graph.relaxed("free")
     if len(g.nodes) > MAX_UNION_NODES:  # before listing candidates: that alone costs seconds at 16k nodes
@@ -379,6 +379,7 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     stats: dict[str, Any] = {"candidates": len(cands.buckets), "complete": cands.complete,
                              "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact}
     work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit
+    work = max(0.01, work - JOINT_START_S)  # what CP-SAT's start costs before its count moves (decision 98)
     out = solve_model(u.graph, md, ts, params, tb, None, None, stats, work)
     res = JointResult(complete=cands.complete, stats={**stats, "error": out.error} if out.error else stats)
     if out.order is not None:

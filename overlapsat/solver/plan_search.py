@@ -594,7 +594,9 @@ class PlanSearch:
         bound over every plan where its candidates are every legal bucket (decision 43)."""
         assert self.h is not None
         start_order = self.extra[next(iter(self.extra))] if self.extra else None
-        jr = solve_joint(self.problem, self.price, with_time(self.params, JOINT_SHARE),
+        # its work is its whole charge (less CP-SAT's start, solve_joint), priced at `DT_SCALE_JOINT` (decision 98)
+        share = replace(with_time(self.params, JOINT_SHARE), work_limit=JOINT_SHARE * self.params.time_limit)
+        jr = solve_joint(self.problem, self.price, share,
                          (self.best, [self.h.names[v] for v in start_order]) if start_order is not None else None,
                          clock=self.tb)
         if "skipped" not in jr.stats:
