@@ -40,11 +40,11 @@ DT_SCALE_MEMORY = 8.0
 DT_SCALE_WHOLE_PLAIN = 1.0
 DT_SCALE_WHOLE_MEMORY = 4.0
 # the joint model of buckets and order (joint.py; no memory cumulative) pays far more: its optional intervals'
-# propagation lies outside the count. 4.7 wall seconds per deterministic second at the median (2.1-14.4, 10th-90th
-# percentiles) over 30 solves of the graphs it runs on, most of it CP-SAT's start at short limits (the slope between
-# 0.05 and 0.3 deterministic seconds: 1.5-3.2 on most; benchmarks/results/joint_dt_2026-12-01.md). Priced at 1, it
-# took 1.5 s of a 2-s plan's clock on `tp_small` while charged 0.5, and the clock, not the work, then chose the plan
-# (the same graph in two node orders got two plans: decision 98)
+# propagation lies outside the count. 5.2 wall seconds per deterministic second at the median (1.9-20.2, 10th-90th
+# percentiles) over 30 solves of the graphs it runs on, most of it CP-SAT's start at short limits; past the start
+# (between 0.05 and 0.3 deterministic seconds) 0.9-6.7, median 2.4 (benchmarks/results/joint_dt_2026-12-01.md).
+# Priced at 1, it took 1.5 s of a 2-s plan's clock on `tp_small` while charged 0.5, and the clock, not the work,
+# then chose the plan (the same graph in two node orders got two plans: decision 98)
 DT_SCALE_JOINT = 3.0
 JOINT_START_S = 0.3  # reference seconds of the joint model's CP-SAT start, before its deterministic count moves much
 
