@@ -379,7 +379,7 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     stats: dict[str, Any] = {"candidates": len(cands.buckets), "complete": cands.complete,
                              "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact}
     work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit
-    work = max(0.01, work - JOINT_START_S)  # what CP-SAT's start costs before its count moves (decision 98)
+    work -= min(JOINT_START_S, work / 2)  # what CP-SAT's start costs before its count moves (decision 98)
     out = solve_model(u.graph, md, ts, params, tb, None, None, stats, work)
     res = JointResult(complete=cands.complete, stats={**stats, "error": out.error} if out.error else stats)
     if out.order is not None:

@@ -594,8 +594,11 @@ class PlanSearch:
         bound over every plan where its candidates are every legal bucket (decision 43)."""
         assert self.h is not None
         start_order = self.extra[next(iter(self.extra))] if self.extra else None
-        # its work is its whole charge (less CP-SAT's start, solve_joint), priced at `DT_SCALE_JOINT` (decision 98)
-        share = replace(with_time(self.params, JOINT_SHARE), work_limit=JOINT_SHARE * self.params.time_limit)
+        # its work is its whole charge, or its share of the caller's work limit (less CP-SAT's start, solve_joint),
+        # priced at `DT_SCALE_JOINT` (decision 98)
+        p = self.params
+        share = replace(with_time(p, JOINT_SHARE), work_limit=JOINT_SHARE * (p.time_limit if p.work_limit is None
+                                                                             else p.work_limit))
         jr = solve_joint(self.problem, self.price, share,
                          (self.best, [self.h.names[v] for v in start_order]) if start_order is not None else None,
                          clock=self.tb)

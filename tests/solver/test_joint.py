@@ -353,3 +353,29 @@ def test_the_joint_models_deterministic_second_is_priced_apart():
     assert jr.stats["solver_status"] in ("FEASIBLE", "UNKNOWN")
     dt = (work - JOINT_START_S) / DT_SCALE_JOINT  # its start is charged apart
     assert dt * 0.9 <= jr.stats["deterministic_s"] <= dt * 1.1
+
+
+def test_a_callers_work_limit_bounds_the_joint_model(monkeypatch):
+    """Decision 98: the joint model's work in a plan search is its share of the time limit, or of the caller's
+    work limit where one is given: a long time limit with a small work limit must not hand it the time limit's."""
+    import overlapsat.solver.plan_search as ps
+    from overlapsat import Problem, optimize_plan
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+
+    model = cost_model("h200")
+    g = load_graph(bundled("tp_small")).reprice(model)
+    seen = []
+    real = ps.solve_joint
+
+    def spy(problem, price, params, *a, **k):
+        seen.append(params.total_work)
+        return real(problem, price, params, *a, **k)
+
+    monkeypatch.setattr(ps, "solve_joint", spy)
+    for limits, work in (({"time_limit": 120, "work_limit": 0.4}, ps.JOINT_SHARE * 0.4),
+                         ({"time_limit": 2}, ps.JOINT_SHARE * 2)):
+        seen.clear()
+        optimize_plan(Problem.of(g, "none", "free"), model.duration, max_evaluations=8, **limits)
+        assert seen and abs(seen[0] - work) < 1e-12
