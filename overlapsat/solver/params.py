@@ -85,7 +85,7 @@ class SolveParams:
     lns_window_work: float = 0.1
     lns_restarts: int = 2
     portfolio_share: float = 0.1
-    fill_share: float = 0.4
+    fill_share: float = 0.8  # decision 99: a productive fill takes most; an idle one ends early, its rest flows on
     log_search: bool = False
     interference: Interference | None = None
     polish_evaluations: int | None = None

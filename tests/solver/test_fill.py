@@ -140,3 +140,30 @@ def test_the_callers_clock_stops_it():
     # read before the sweep, before the first collective, then after its move: over from the third reading on
     order, st = fill(g, before, None, 100, stop=lambda: calls.append(1) is None and len(calls) > 2)
     assert st.moves_tried == 1  # the first collective's move, then the clock is over
+
+
+def test_a_productive_fill_takes_most_of_the_work_by_default():
+    """Decision 99: on the corpus' DeepSeek-V3 backward graph (7,023 nodes) under torch bucketed's peak, with the
+    work of a 10-s call, the fill at its old share (0.4) stops at its move limit in its first sweep and the windows
+    after it gain little (10-s calls: 580.80 ms against 543.62 at the default share,
+    benchmarks/results/fill_share_2026-12-01.md). Here with a time limit far above the work (the clock kept out;
+    the portfolio then starts elsewhere): the default share walks twice the moves and ends shorter."""
+    import gzip
+    import json
+    import os
+
+    from overlapsat import graph_from_dict
+    from overlapsat.solver.params import SolveParams
+
+    assert SolveParams().fill_share == 0.8
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "fx_corpus",
+                        "moe_dsv3_L32_ep8_w64_bwd.json.gz")
+    d = json.load(gzip.open(path))
+    g = graph_from_dict(d["graph"])
+    p = Problem.of(g, int(d["bucketed"]["peak_memory"]), "free")
+    runs = [optimize(p, time_limit=300, work_limit=5.0, extra_orders={"torch OverlapScheduler": d["overlap_scheduler"]},
+                     **share) for share in ({"fill_share": 0.4}, {})]
+    assert not any(r.cut_by_wall_clock for r in runs)
+    old, new = (r.stats["fill"] for r in runs)
+    assert old["sweeps"] == 1 and new["sweeps"] >= 2 and new["moves_tried"] >= 2 * old["moves_tried"] - 1
+    assert runs[1].makespan < runs[0].makespan - 5_000.0  # 5 ms shorter at least (9.4 ms on 2026-12-01)
