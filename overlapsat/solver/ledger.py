@@ -26,6 +26,10 @@ STEP_S: dict[str, tuple[float, float]] = {
     "move": (0.0, 5.5e-7),  # one bucket move: a walk of the order, and its confirmation where kept [0.25-0.64 us]
     "bound": (0.0, 1.5e-5),  # the analytical bound over every bucketing [about 15 us]
     "floor": (0.0, 9e-6),  # a bucketed graph's memory floor read before it is judged (decision 94) [7-9 us]
+    # a caller's ordered bucketing checked (`solved_plans`: its buckets, its graph built and fingerprinted, its
+    # order validated), 2026-12-01 [55-58 us]; uncharged, four of them took 2-4 s of a 10-s plan at 7.9k nodes
+    # before any phase (decision 100)
+    "solved": (0.0, 6e-5),
 }
 # the final `optimize` runs past its own time limit by its fixed costs (canonical form, portfolio, polish): it is
 # given this share of what the phases left (measured 3.47 s for a 3-s limit at 984 nodes)

@@ -743,6 +743,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         else (SEARCH_SHARE, MOVES_SHARE)
     judged = Judged(problem, price, params, tb, share, max_evaluations,
                     reserve_s=min(params.time_limit, RESERVE_S_PER_NODE * len(g.nodes)), as_given=as_given)
+    if solved_given:  # checked before the search (`solved_plans`): their work is the call's too (decision 100)
+        judged.ledger.charge("solved", len(solved_given))
     # the analytical bound over every bucketing first, where it costs a small share of the limit: the search's
     # phases may run past their shares of the clock, and the bound should not be what they leave out
     early = analytical_over_bucketings(problem, price) \

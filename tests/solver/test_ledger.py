@@ -50,3 +50,25 @@ def test_a_plan_searchs_phases_and_its_final_order_fit_the_time_limit(name):
     # the moves stop by 60 % of the limit: at least MOVES_MIN are tried, and the ledger's end is the other bound
     moves = led["counts"].get("move", 0)
     assert moves <= max(plan_search.MOVES_MIN, 0.6 * 6 / (STEP_S["move"][1] * n)) + 1
+
+
+def test_a_callers_solved_bucketings_are_charged():
+    """Decision 100: checking the caller's ordered bucketings (`solved`) is work of the call, charged at the
+    ledger's "solved" price per bucketing, by hand 6e-5 s a node, before the phases."""
+    from overlapsat import optimize
+    from overlapsat.examples import generate
+    from overlapsat.plan import materialize
+
+    model = cost_model("h200")
+    g = generate("fsdp", seed=1, layers=3).reprice(model)  # 1,015 bucketings: searched, not listed
+    p = Problem.of(g, "none", "free")
+    ag = [nd.name for nd in g.nodes if nd.op == "all_gather"][:2]
+    bs = list(plan_search.as_buckets(p.relaxed, [ag]))
+    h = materialize(p.relaxed, bs, plan_search.laid_out(model.duration, p.bucket_layout))
+    solved = {"pair": ([ag], optimize(p.on(h), time_limit=2))}
+    r = optimize_plan(p, model.duration, time_limit=5, solved=solved, max_evaluations=6)
+    led = r.stats["plan"]["ledger"]
+    assert led["counts"]["solved"] == 1 and abs(led["by_step_s"]["solved"] - 6e-5 * len(p.relaxed.nodes)) < 1e-9
+    assert r.makespan <= solved["pair"][1].makespan + 1e-9  # never longer than what the caller gave
+    none = optimize_plan(p, model.duration, time_limit=5, max_evaluations=6)
+    assert "solved" not in none.stats["plan"]["ledger"]["counts"]
