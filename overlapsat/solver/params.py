@@ -260,8 +260,7 @@ class TimeBudget:
     def apart(self) -> TimeBudget:
         """A child clock to this one's deadline whose cuts stay its own: for a phase whose result does not change
         the plan (the bound after it), so that a cut there is said of that phase, not of the plan (decision 98)."""
-        child = TimeBudget(SolveParams(time_limit=max(0.01, self.wall_left()), deterministic=self.deterministic),
-                           clock=self.clock, parent=self)
+        child = self.reserving(0.0)
         child.cuts_parent = False
         return child
 
