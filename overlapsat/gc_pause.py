@@ -1,4 +1,4 @@
-"""Pausing Python's cyclic garbage collector while overlapsat builds large tables.
+"""Pausing Python's cyclic garbage collector while overlapsat builds large tables or searches.
 
 Building a graph's index or running the heuristic portfolio allocates millions of small lists and tuples;
 each 700 of them start a collection, and the older generations' passes walk every object already built.
@@ -9,6 +9,11 @@ it was found (a caller that disabled it keeps it disabled). Reference counting s
 everything as usual; only cycle detection waits. The switch is process-wide: with blocks in several threads,
 each that found the collector on turns it back on as it leaves, so it is on again once all have left (maybe
 earlier, which costs only speed).
+
+`optimize` and `optimize_plan` run paused as a whole (decision 101): a 10-s plan search at 7.9k nodes spent 2.3 s
+of its 10 in collections, 1.9 s of it in eleven full ones that walked every graph alive. A search therefore
+leaves no reference cycles (tests/solver/test_overhead.py): a graph's caches never hold the graph, a canonical
+problem says so by a flag, and CP-SAT models are built without the aliases ortools binds to each one.
 """
 
 from __future__ import annotations

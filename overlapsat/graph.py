@@ -358,11 +358,10 @@ class Graph:
         if key not in self._cache:
             extra = {(self.names[a], self.names[b]) for a, b in self.order_pairs(mode)}
             add = extra - set(self.fake_edges) - set(self.edges)
-            if not add:  # nothing to add (no collectives, or the pairs are there): this graph is its own copy
-                self._cache[key] = self
-            else:
-                self._cache[key] = _with_forward_edges(self, sorted(add))
-        return self._cache[key]
+            # nothing to add (no collectives, or the pairs are there): this graph is its own copy, said by None, as
+            # the graph in its own cache would be a reference cycle, which only the cyclic collector frees
+            self._cache[key] = _with_forward_edges(self, sorted(add)) if add else None
+        return self._cache[key] or self
 
     def structural_group_names(self) -> dict[str, str]:
         """Each process group's name -> "g0", "g1", ... in the natural order of the group's first collective's

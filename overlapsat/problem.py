@@ -88,17 +88,33 @@ class Problem:
         """The graph under the policy: Inductor's chain edges only at "chain" (decision 14)."""
         return self.graph.relaxed(self.collective_order)
 
-    @cached_property
+    @property
     def canonical(self) -> Problem:
         """The same problem on the canonical form of the relaxed graph (canonical.py): a search on it answers
         the same for every file layout. `to_given` maps its node ids to `relaxed`'s."""
+        return self if self.__dict__.get("is_canonical") else self._canonical_form
+
+    def own_canonical(self) -> Problem:
+        """This problem on its relaxed graph, as its own canonical form: for a graph whose node order is already the
+        same for every file layout (the plan search's canonical graph, a bucketed graph built from it), so that a
+        search on it neither builds another form nor runs the passes twice."""
+        q = self.on(self.relaxed)
+        q.__dict__["is_canonical"] = True  # a flag: the problem in its own cache would be a reference cycle
+        return q
+
+    @property
+    def canonical_known(self) -> bool:
+        """Whether `canonical` costs nothing now: computed already, or this problem is its own."""
+        return bool(self.__dict__.get("is_canonical")) or "_canonical_form" in self.__dict__
+
+    @cached_property
+    def _canonical_form(self) -> Problem:
         from overlapsat.canonical import canonical_graph
 
         cg = canonical_graph(self.relaxed, self.collective_order)
         cp = self.on(cg)
-        if cp.relaxed.names == cg.names:  # the canonical form's own canonical form is itself: not computed again
-            cp.__dict__["canonical"] = cp
-        return cp
+        # the canonical form's own canonical form is itself: not computed again
+        return cp.own_canonical() if cp.relaxed.names == cg.names else cp
 
     @cached_property
     def to_given(self) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -75,9 +75,10 @@ def memoised(fn: F) -> F:
     def wrapper(g: Graph, order: Sequence[str | int] | None = None) -> PassResult:
         memo = g._cache.setdefault("heuristics:memo", {})
         key = (fn.__name__, None if order is None else tuple(start_order(g, order)))
-        if key not in memo:
-            memo[key] = fn(g, order)
-        return memo[key]
+        if key not in memo:  # kept without its graph: the graph's cache holding the graph is a reference cycle,
+            # and a bucketed graph of a plan search would then wait for the cyclic collector with all its tables
+            memo[key] = replace(fn(g, order), graph=None)
+        return replace(memo[key], graph=g)  # checked already (by `validated`, inside)
 
     return wrapper  # type: ignore[return-value]
 

@@ -29,6 +29,7 @@ from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE, WAIT, Graph, derived
 from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, materialize
 from overlapsat.problem import Problem
+from overlapsat.solver.model import CpModel
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import EXACT_UNITS, TimeScale, UnitWalk, choose_scale, safe_horizon, unit_walk
 
@@ -143,7 +144,7 @@ class JointModel:
     def __init__(self, u: Union, ts: TimeScale, horizon: int, hint: tuple[Sequence[Bucket], list[str]] | None,
                  hint_walk: tuple[Graph, UnitWalk] | None = None) -> None:
         self.u, self.ts, self.horizon = u, ts, horizon
-        self.m = cp_model.CpModel()
+        self.m = CpModel()
         self.has_memory = False
         self.joint = True  # its deterministic second is priced apart (cpsat.dt_scale, decision 98)
         ug = u.graph

@@ -34,6 +34,15 @@ MAX_ENERGY = 2**60  # demand x time of a cumulative, well inside 64-bit integers
 BEFORE, AFTER = "before", "after"  # an event outside the scope, on either side
 
 
+class CpModel(cp_model.CpModel):
+    """CP-SAT's model without the CamelCase aliases ortools binds to each instance (`_add_pre_pep8_methods`):
+    they make every model a reference cycle, so each LNS window's model waited for the cyclic collector, which
+    overlapsat pauses during a search (`gc_pause.py`)."""
+
+    def _add_pre_pep8_methods(self) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class Scope:
     """Positions [start, stop) of the reference order that the model reorders."""
@@ -59,7 +68,7 @@ class Model:
         self.memory_rounding, self.memory_quantum = RESTRICT, 1  # bytes exact unless add_memory_budget says
         self.has_memory = False  # a memory cumulative (OR-Tools aborts interleaved search on some: optimize.py)
         self.joint = False  # priced as the whole model (cpsat.dt_scale)
-        self.m = cp_model.CpModel()
+        self.m = CpModel()
         self.walk: UnitWalk = walk if walk is not None else unit_walk(g, self.ref, ts)
         self.whole = scope.is_whole(g)
         self.nodes = self.ref[scope.start:scope.stop]

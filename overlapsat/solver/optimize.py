@@ -15,6 +15,7 @@ from typing import Any
 from overlapsat.budget import BudgetLike
 from overlapsat.errors import GraphError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, rank_key
+from overlapsat.gc_pause import paused_gc
 from overlapsat.graph import Graph
 from overlapsat.io import as_graph
 from overlapsat.problem import Problem
@@ -34,6 +35,7 @@ from overlapsat.solver.search import (
 log = logging.getLogger(__name__)
 
 
+@paused_gc()  # a search's tables are millions of small objects, and it leaves no reference cycles (gc_pause.py)
 def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *, memory_budget: BudgetLike = None,
              on_progress: Callable[[Progress], None] | None = None, stop_when: StoppingRule | None = None,
              on_phase: Callable[[Progress], None] | None = None,

@@ -26,6 +26,7 @@ from overlapsat.canonical import canonical_graph
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
+from overlapsat.gc_pause import paused_gc
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import FIT_ORDERS, PREFETCH_ORDERS, pipelines, run_all
 from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, laid_out, materialize
@@ -174,6 +175,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+@paused_gc()  # a search's tables are millions of small objects, and it leaves no reference cycles (gc_pause.py)
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   transport: Any = None, **options: Any) -> Result:
     """Buckets and an order for `problem` (see `_optimize_plan` for the options), within its budget; where none
@@ -299,6 +301,9 @@ class Judged:
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     unreachable: int = 0  # bucketings set aside unordered: the budget is below their memory floor (decision 94)
+    # the shortest bucketing the whole portfolio judged, with its graph and valid orders: the final order starts
+    # from them rather than building and running them again (decision 101)
+    leader: tuple[tuple[Bucket, ...], Graph, list[Evaluated], Evaluated] | None = None
     ledger: Ledger = field(init=False)  # every step priced (ledger.py); in deterministic mode it ends the phases
 
     def __post_init__(self) -> None:
@@ -333,10 +338,11 @@ class Judged:
         # far from that deadline, fits the orders nearest the budget where none is valid (decision 91): elsewhere
         # the clock would decide whether they run
         deadline = self.judge_deadline()
-        rows = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
-                                   deadline=deadline, fits=1 if include is not None else FIT_ORDERS,
-                                   prefetch=1 if include is not None else PREFETCH_ORDERS,
-                                   nearest=FIT_ORDERS if include is None and not bs else 0) if r.valid]
+        passes = [r for r in run_all(self.problem.on(h), include=include, work_limit=self.params.portfolio_steps,
+                                     deadline=deadline, fits=1 if include is not None else FIT_ORDERS,
+                                     prefetch=1 if include is not None else PREFETCH_ORDERS,
+                                     nearest=FIT_ORDERS if include is None and not bs else 0) if r.valid]
+        rows = list(passes)
         if not bs:  # the order the plan replaces: within a default budget by definition (decision 63)
             rows += [r for r in evaluate_named(self.problem.on(h), self.as_given) if r.valid]
         rows += [r for r in evaluate_named(self.problem.on(h), self.orders.get(bs, {})) if r.valid]
@@ -346,7 +352,12 @@ class Judged:
             self.ledger.charge("judge")
         else:
             self.ledger.charge("score", self._score_k())
-        return min(rows, key=rank_key) if rows else None
+        if not rows:
+            return None
+        best = min(rows, key=rank_key)
+        if include is None and passes and (self.leader is None or rank_key(best) < rank_key(self.leader[3])):
+            self.leader = (bs, h, passes, best)  # the passes' orders only: the others may depend on the layout
+        return best
 
     def judge_deadline(self) -> float:
         """When no pass judging a bucketing may start (time.monotonic): past `JUDGE_SHARE` of the time, or the
@@ -548,7 +559,8 @@ class PlanSearch:
         self.best = min(self.finalists, key=lambda bs: (j.judged(bs), len(bs), self.finalists.index(bs)))
         row = j.best_known(self.best)
         self.extra = {f"best scoring pass ({row.name})": row.order} if row is not None else {}
-        self.h = materialize(g, list(self.best), self.price)
+        lead = j.leader
+        self.h = lead[1] if lead is not None and lead[0] == self.best else materialize(g, list(self.best), self.price)
         self.stats["moves"] = {"tried": out.tried, "accepted": out.accepted}
         self.stats["first_move_s"] = out.first_move_s
         return out
@@ -638,9 +650,14 @@ class PlanSearch:
         # stays a function of the work on a slow or loaded machine, and the bound is what the clock then cuts
         clock = self.tb.reserving(lift) if lift and not p.deterministic else self.tb
         try:
-            inner = self.problem if self.h is self.g else self.problem.on(self.h)  # no buckets: views kept
+            # no buckets: views kept. A bucketed graph of the canonical form is listed the same for every layout
+            # (`plan.placing`): its own canonical form, so the passes run once, on it (decision 101)
+            inner = self.problem if self.h is self.g else self.problem.on(self.h).own_canonical()
             extra = {**self.extra, **(self.judge.as_given if self.h is self.g else {})}
-            res = optimize(inner, first, on_phase=self.on_phase, extra_orders=extra or None, clock=clock)
+            lead = self.judge.leader  # the portfolio's orders of this very graph, where it judged them
+            given = lead[2] if lead is not None and lead[0] == self.best and lead[1] is self.h else None
+            res = optimize(inner, first, on_phase=self.on_phase, heuristic_results=given, extra_orders=extra or None,
+                           clock=clock)
         except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
             log.info("plan: no order of the chosen bucketing meets the budget (%s); trying the others", e)
             self.best, self.h, res = _rescue(self.problem, self.price, final, self.tb, self.judge.as_given,
@@ -679,7 +696,7 @@ class PlanSearch:
         rest = replace(final, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))  # the clock left
         if p.deterministic:  # and the work: what the moves did not take of the polish's share
             rest = replace(rest, work_limit=(1 - POLISH_MOVES) * POLISH_SHARE * final.total_work)
-        again = optimize(self.problem.on(h), rest, on_phase=self.on_phase, clock=clock,
+        again = optimize(self.problem.on(h).own_canonical(), rest, on_phase=self.on_phase, clock=clock,
                          extra_orders={"bucket moves after the final order": [h.index[nm] for nm in mv.order]})
         stats["after_us"] = again.makespan
         if again.makespan >= r0.makespan - 1e-9 * max(1.0, r0.makespan):
@@ -852,9 +869,7 @@ def plan_canonical(problem: Problem) -> Problem:
     if level == "free":
         return problem.canonical
     cg = canonical_graph(problem.relaxed, "chain" if level == "chain" else "global")
-    cp = problem.on(cg)
-    cp.__dict__["canonical"] = cp  # already the same for every layout: `optimize` on it need not redo it (0.5 s at 36k)
-    return cp
+    return problem.on(cg).own_canonical()  # the same for every layout: `optimize` on it need not redo it (0.5 s at 36k)
 
 
 def _depends_on_input_order(r: Result, **stats: Any) -> Result:

@@ -86,7 +86,7 @@ class Search:
     @classmethod
     def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, **hooks: Any) -> Search:
         tb = TimeBudget(params, parent=clock)
-        late = "canonical" not in problem.__dict__ and tb.wall_left() < CANONICAL_S_PER_NODE * len(problem.graph.nodes)
+        late = not problem.canonical_known and tb.wall_left() < CANONICAL_S_PER_NODE * len(problem.graph.nodes)
         if late:
             log.info("%.2f s left at the start: the search runs on the order as given, not on the canonical form "
                      "(its answer may depend on the file's node order)", tb.wall_left())
@@ -156,9 +156,7 @@ def _as_own_canonical(problem: Problem) -> Problem:
     """A copy of `problem` whose canonical form is its relaxed graph as given (the identity map): what a search
     that has no time for the canonical form runs on. The caller's problem keeps its own views."""
     q = replace(problem)
-    ident = q.on(q.relaxed)
-    ident.__dict__["canonical"] = ident
-    q.__dict__["canonical"] = ident
+    q.__dict__["_canonical_form"] = problem.own_canonical()
     return q
 
 
@@ -200,11 +198,12 @@ class Portfolio:
         tail = tb.deadline - (TAIL_S_PER_NODE + (MEMORY_BOUND_S if s.problem.budget is not None else 0.0)) * n
         # (what follows the passes needs this: evaluations, checks, the bounds)
         reports: dict[str, dict[str, list[str]]] = {"input order": {}, "canonical form": {}}  # what run_all left out
+        same = s.on_given_order or s.cp is s.problem  # the same graph: the same passes, run once
         try:
             s.from_input = self.given if self.given is not None else run_all(
                 s.problem, work_limit=p.portfolio_steps, report=reports["input order"],
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[0]), tail)))
-            s.canon = list(s.from_input) if s.on_given_order else run_all(  # the same graph: the same passes
+            s.canon = list(s.from_input) if same else run_all(
                 s.cp, include=include, work_limit=p.portfolio_steps, report=reports["canonical form"],
                 deadline=tb.monotonic(min(tb.at(HEURISTICS_CLOCK_SHARE[1]), tail)))
         except KeyboardInterrupt:  # what has been evaluated, and the input order
@@ -220,7 +219,7 @@ class Portfolio:
         s.canon.append(replace(first, name="topological_order") if first is not None
                        else evaluate(s.cp, "topological_order", list(range(n))))
         s.canon.sort(key=rank_key)
-        if s.on_given_order:  # the same graph: the same passes, and the same ones left out
+        if same:  # the same graph: the same passes, and the same ones left out
             reports["canonical form"] = reports["input order"]
         # what the deadline left out (the work limit's are no cut: deterministic), as run_all names them
         skipped = {k: v["deadline"] for k, v in reports.items() if v.get("deadline")}

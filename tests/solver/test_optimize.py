@@ -189,7 +189,7 @@ def test_a_search_with_no_time_for_the_canonical_form_runs_on_the_given_order():
     r = optimize(pb, time_limit=5, clock=TimeBudget.left_of(5, 5 - 1e-6))
     assert r.stats.get("on_given_order") and r.cut_by_wall_clock and r.stopped_by in ("clock", "proof")
     assert not validate(g, r.order, r.memory_budget) and r.makespan <= r.baseline["makespan"] + 1e-6
-    assert "canonical" not in pb.__dict__
+    assert not pb.canonical_known
     full = optimize(pb, time_limit=5)
     assert not full.stats.get("on_given_order")
 
