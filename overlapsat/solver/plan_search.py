@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from overlapsat.bounds import lower_bound
 from overlapsat.canonical import canonical_graph
@@ -282,6 +282,18 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         return _unbucketed_fallback(problem, price, params, tb, unbucketed, e)
 
 
+class Leader(NamedTuple):
+    """The shortest bucketing the whole portfolio judged, with its graph and its passes' valid orders: the final
+    order starts from them rather than building the graph and running the passes again (decision 101). Only the
+    passes' orders: the others judged there (the input order as given, orders from elsewhere) may depend on the
+    file's layout, so they stay candidates, not starts."""
+
+    buckets: tuple[Bucket, ...]
+    graph: Graph
+    passes: list[Evaluated]
+    best: Evaluated  # the bucketing's best order judged, of any origin: what ranks it
+
+
 @dataclass
 class Judged:
     """The bucketings judged so far on the canonical graph `g`: by the few passes of the hill climb (`scored`) and
@@ -301,9 +313,7 @@ class Judged:
     scored: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     full: dict[tuple[Bucket, ...], Evaluated | None] = field(default_factory=dict)
     unreachable: int = 0  # bucketings set aside unordered: the budget is below their memory floor (decision 94)
-    # the shortest bucketing the whole portfolio judged, with its graph and valid orders: the final order starts
-    # from them rather than building and running them again (decision 101)
-    leader: tuple[tuple[Bucket, ...], Graph, list[Evaluated], Evaluated] | None = None
+    leader: Leader | None = None  # the shortest bucketing the whole portfolio judged (decision 101)
     ledger: Ledger = field(init=False)  # every step priced (ledger.py); in deterministic mode it ends the phases
 
     def __post_init__(self) -> None:
@@ -355,9 +365,13 @@ class Judged:
         if not rows:
             return None
         best = min(rows, key=rank_key)
-        if include is None and passes and (self.leader is None or rank_key(best) < rank_key(self.leader[3])):
-            self.leader = (bs, h, passes, best)  # the passes' orders only: the others may depend on the layout
+        if include is None and passes and (self.leader is None or rank_key(best) < rank_key(self.leader.best)):
+            self.leader = Leader(bs, h, passes, best)
         return best
+
+    def leading(self, bs: tuple[Bucket, ...]) -> Leader | None:
+        """The leader, where `bs` is its bucketing."""
+        return self.leader if self.leader is not None and self.leader.buckets == bs else None
 
     def judge_deadline(self) -> float:
         """When no pass judging a bucketing may start (time.monotonic): past `JUDGE_SHARE` of the time, or the
@@ -559,8 +573,8 @@ class PlanSearch:
         self.best = min(self.finalists, key=lambda bs: (j.judged(bs), len(bs), self.finalists.index(bs)))
         row = j.best_known(self.best)
         self.extra = {f"best scoring pass ({row.name})": row.order} if row is not None else {}
-        lead = j.leader
-        self.h = lead[1] if lead is not None and lead[0] == self.best else materialize(g, list(self.best), self.price)
+        lead = j.leading(self.best)
+        self.h = lead.graph if lead is not None else materialize(g, list(self.best), self.price)
         self.stats["moves"] = {"tried": out.tried, "accepted": out.accepted}
         self.stats["first_move_s"] = out.first_move_s
         return out
@@ -654,8 +668,8 @@ class PlanSearch:
             # (`plan.placing`): its own canonical form, so the passes run once, on it (decision 101)
             inner = self.problem if self.h is self.g else self.problem.on(self.h).own_canonical()
             extra = {**self.extra, **(self.judge.as_given if self.h is self.g else {})}
-            lead = self.judge.leader  # the portfolio's orders of this very graph, where it judged them
-            given = lead[2] if lead is not None and lead[0] == self.best and lead[1] is self.h else None
+            lead = self.judge.leading(self.best)  # the portfolio's orders of this very graph, where it judged them
+            given = lead.passes if lead is not None and lead.graph is self.h else None
             res = optimize(inner, first, on_phase=self.on_phase, heuristic_results=given, extra_orders=extra or None,
                            clock=clock)
         except (InfeasibleBudgetError, NoValidOrderError) as e:  # this bucketing has no order within the budget
