@@ -259,9 +259,10 @@ class Portfolio:
 class ListingStats:
     orders: int
     complete: bool
+    pruned: int = 0  # prefixes set aside: their live bytes already passed the budget
 
     def export(self) -> dict[str, Any]:
-        return {"exhaustive": {"orders": self.orders, "complete": self.complete}}
+        return {"exhaustive": {"orders": self.orders, "complete": self.complete, "pruned": self.pruned}}
 
 
 @dataclass
@@ -285,13 +286,13 @@ class Listing:
         budget = s.problem.budget
         if ex.complete and ex.order is None and budget is not None and exhaustive(
                 Problem(cp.graph, None, s.problem.collective_order), max_orders=exhaustive_orders(s.params),
-                deadline=tb.deadline, clock=tb.clock).order is not None:
+                deadline=tb.deadline, clock=tb.clock, first=True).order is not None:
             raise budget_error(InfeasibleBudgetError, budget, s.canon + s.from_input, proven=True)
         if ex.order is not None and (s.best is None or ex.makespan < s.best.makespan - 1e-9):
             s.best, s.method = evaluate(cp, "exhaustive", ex.order), "exhaustive"
         if ex.complete and s.best is not None and ex.order is not None:
             s.bound = max(s.bound, s.best.makespan)
-        return ListingStats(ex.judged, ex.complete)
+        return ListingStats(ex.judged, ex.complete, ex.pruned)
 
 
 @dataclass
