@@ -136,7 +136,10 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
                     budget_source=problem.budget_source, scored=stats.get("bucketings_scored", 0),
                     moves_kept=stats.get("moves", {}).get("accepted", 0), starts=dict(stats.get("starts", {})),
                     no_bucket_reason="" if bs else why_no_bucket(problem, stats.get("starts", {})))
-    stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), phases={**res.stats.phases, "plan": plan_stats})
+    # the order search's message speaks of the bucketed graph's own bound, not of the bound over every plan
+    msg = f"the chosen bucketing's order: {res.message}" if res.message else ""
+    stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), message=msg,
+                    phases={**res.stats.phases, "plan": plan_stats})
     return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
                    bound=bound, stats=stats, plan_info=info)
 
@@ -317,7 +320,7 @@ class Judged:
     ledger: Ledger = field(init=False)  # every step priced (ledger.py); in deterministic mode it ends the phases
 
     def __post_init__(self) -> None:
-        self.ledger = Ledger(self.params.time_limit, len(self.problem.relaxed.nodes))
+        self.ledger = Ledger(plan_work(self.params), len(self.problem.relaxed.nodes))
 
     def affords(self, step: str, until: float, k: float = 1.0) -> bool:
         """Deterministic mode: whether the ledger has `k` more of `step` before `until`; timed mode: always (the
@@ -629,7 +632,7 @@ class PlanSearch:
                          (self.best, [self.h.names[v] for v in start_order]) if start_order is not None else None,
                          clock=self.tb)
         if "skipped" not in jr.stats:
-            self.judge.ledger.charge_s("joint", JOINT_SHARE * self.params.time_limit)
+            self.judge.ledger.charge_s("joint", JOINT_SHARE * self.judge.ledger.total_s)
         out: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
                                                            "error") if k in jr.stats}
         out["bound_us"] = jr.bound
@@ -647,11 +650,12 @@ class PlanSearch:
         bucketing has no order within the budget, the others (`_rescue`)."""
         p = self.params
         lift = self.lift.time_limit if len(self.g.nodes) <= LIFT_NODES else 0.0  # the bound's share, kept back
-        if p.deterministic:
-            left = max(FINAL_SHARE_MIN, FINAL_FIT * self.judge.ledger.left_s(lift) / p.time_limit)
-            final = replace(p, time_limit=left * p.time_limit,
+        if p.deterministic:  # a share of the ledger's total: the caller's work, or the time limit (decision 102)
+            led = self.judge.ledger  # its time limit too, which sets optimize's counts: the parent's clock ends it
+            left = max(FINAL_SHARE_MIN, FINAL_FIT * led.left_s(lift) / led.total_s)
+            final = replace(p, time_limit=left * led.total_s,
                             work_limit=None if p.work_limit is None else left * p.work_limit)
-            self.judge.ledger.final_s = final.time_limit
+            led.final_s = final.time_limit
         else:  # the clock: what is left of the time limit, less the bound's share
             final = replace(p, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))
         # the polish's share comes out of the final order's work, not its clock (deterministic: a wall cap cut
@@ -708,8 +712,10 @@ class PlanSearch:
             return res
         bs, h, _ = kept
         rest = replace(final, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))  # the clock left
-        if p.deterministic:  # and the work: what the moves did not take of the polish's share
-            rest = replace(rest, work_limit=(1 - POLISH_MOVES) * POLISH_SHARE * final.total_work)
+        if p.deterministic:  # the work the moves did not take of the polish's share, and counts from it, not from
+            # the clock (decision 102: the time limit sets optimize's counts; the parent's clock ends it)
+            rest = replace(rest, time_limit=(1 - POLISH_MOVES) * POLISH_SHARE * final.time_limit,
+                           work_limit=(1 - POLISH_MOVES) * POLISH_SHARE * final.total_work)
         again = optimize(self.problem.on(h).own_canonical(), rest, on_phase=self.on_phase, clock=clock,
                          extra_orders={"bucket moves after the final order": [h.index[nm] for nm in mv.order]})
         stats["after_us"] = again.makespan
@@ -728,7 +734,9 @@ class PlanSearch:
     @property
     def lift(self) -> SolveParams:
         """The bound's share: CP-SAT on the relaxation over every bucketing, for a higher bound."""
-        return replace(self.params, time_limit=max(0.2, BOUND_SHARE * self.params.time_limit))
+        p = self.params  # deterministic: a share of the ledger's total, and of the caller's work (decision 102)
+        return replace(p, time_limit=max(0.2, BOUND_SHARE * (plan_work(p) if p.deterministic else p.time_limit)),
+                       work_limit=None if p.work_limit is None else BOUND_SHARE * p.work_limit)
 
     def _better(self, makespan: float) -> bool:
         now = self.judge.judged(self.best)
@@ -827,6 +835,13 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     if won is not None and won.name.startswith(INPUT_PORTFOLIO):  # the base of every room start, and a candidate
         out = _depends_on_input_order(out, unbucketed_from=won.name)
     return out
+
+
+def plan_work(params: SolveParams) -> float:
+    """The plan search's work in reference seconds, the ledger's total: the caller's `work_limit` where given, else
+    the time limit (decision 102). With a work limit and a time limit long enough for it, a deterministic plan is the
+    same on a slow or loaded machine: the clock, a safety, does not cut it."""
+    return params.work_limit if params.work_limit is not None else params.time_limit
 
 
 INPUT_PORTFOLIO = "input order's portfolio"
@@ -971,8 +986,10 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     for k, bs in enumerate(todo[1:], start=1):
         if tb.cut():
             break
-        per = replace(params, time_limit=max(0.01, tb.wall_left() / (len(todo) - k)), work_limit=None
-                      if params.work_limit is None else params.work_limit / len(todo))
+        # deterministic: counts from the final order's own limit, not from the clock left (decision 102)
+        per = replace(params, time_limit=max(0.01, (params.time_limit / len(todo)) if params.deterministic else
+                                             tb.wall_left() / (len(todo) - k)),
+                      work_limit=None if params.work_limit is None else params.work_limit / len(todo))
         try:
             h = materialize(g, list(bs), price)
             return bs, h, optimize(problem.on(h), per, clock=tb, extra_orders=None if bs else as_given)

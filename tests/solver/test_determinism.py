@@ -298,8 +298,9 @@ def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(mo
     before `JUDGE_END` of the limit, at a price from the graph's size (decisions 75 and 79), first no buckets,
     torch's default and the peers given; the others are scored. On 7,928 nodes at 10 s, under 2 x CPU load the
     clock used to cut the judgments part-way and the plan fell from 90 buckets (1,760 ms) to 3 (2,138 ms). Here
-    every portfolio run is slowed by 0.1 s, as load would: the starts judged, each start's figure and the warm
-    starts' account are the same as unslowed."""
+    every portfolio run is slowed by 0.3 s, as load would: the starts judged, each start's figure and the warm
+    starts' account are the same as unslowed. With a work limit and a time limit long enough for it (decision 102),
+    the whole plan is the same, and the clock cut nothing: the search's phases draw on the work, not the limit."""
     import gzip
 
     from overlapsat import Problem, graph_from_dict, optimize_plan
@@ -311,16 +312,22 @@ def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(mo
     with gzip.open(path, "rt", encoding="utf-8") as f:
         g = graph_from_dict(json.load(f)["graph"])
     judge = 0.02 + 1.1e-4 * 984  # by hand: the ledger's price of one judgment at 984 nodes, 0.128 s
+    # the bound after the plan runs its analytical part only: it does not change the plan (decision 98), and its
+    # CP-SAT run, on this graph many times its deterministic limit on the clock, would be most of the test's time
+    bound = plan_search.bound_over_bucketings
+    monkeypatch.setattr(plan_search, "bound_over_bucketings", lambda pb, price, params=None, **kw: bound(pb, price, **kw))
 
     def run():
-        r = optimize_plan(Problem.of(g), cost_model("h200").duration, time_limit=2)
-        led = r.stats["plan"]["ledger"]  # the warm starts' account (a slowed run's later phases may be cut)
+        r = optimize_plan(Problem.of(g), cost_model("h200").duration, time_limit=20, work_limit=1)
+        led = r.stats["plan"]["ledger"]
+        assert led["total_s"] == 1 and not r.cut_by_wall_clock
         return r.stats["plan"]["bucketings_judged"], r.stats["plan"]["starts"], \
-            {k: (led["counts"].get(k), led["by_step_s"].get(k)) for k in ("greedy", "room", "judge")}
+            {k: (led["counts"].get(k), led["by_step_s"].get(k)) for k in ("greedy", "room", "judge")}, \
+            (r.buckets, r.names, r.makespan)
 
-    judged, starts, account = run()
+    judged, starts, account, plan = run()
     assert judged < len(starts)  # fewer judgments than starts: the ledger, not the clock, decided
-    assert judged <= int(0.5 * 2 / judge) == 7  # none past JUDGE_END (half) of the 2-s limit
+    assert judged <= int(0.5 * 1 / judge) == 3  # none past JUDGE_END (half) of the 1-s work limit
     # one more judgment: the passes from the order as given (decision 85)
     assert account["judge"][0] == judged + 1 and account["judge"][1] == pytest.approx((judged + 1) * judge)
     real = plan_search.run_all
@@ -328,11 +335,11 @@ def test_a_plan_search_judges_a_count_of_bucketings_not_what_the_clock_allows(mo
     def slowed(*a, **k):
         import time
 
-        time.sleep(0.1)
+        time.sleep(0.3)
         return real(*a, **k)
 
     monkeypatch.setattr(plan_search, "run_all", slowed)
-    assert run() == (judged, starts, account)
+    assert run() == (judged, starts, account, plan)
 
 
 def test_a_plan_bound_the_clock_chose_is_said(monkeypatch):
@@ -387,3 +394,30 @@ def test_a_deterministic_final_order_may_take_the_bounds_share_of_the_clock(monk
     assert 1.9 <= ends[True] <= 2.05  # the call's own deadline
     lift = max(0.2, ps.BOUND_SHARE * 2)
     assert ends[False] <= 2.05 - lift + 0.05  # timed: the bound's share kept back
+
+
+def test_a_search_kept_apart_leaves_its_clock_cut_to_its_caller(caplog):
+    """Decision 102: the bound after a plan runs on a clock kept apart (`TimeBudget.apart`), whose cut the plan's
+    bound notes say; its own search logs the cut at info, not as a warning that the order may differ (the plan's
+    order is the work's). A search on a clock that cuts its caller still warns."""
+    import logging
+
+    from overlapsat import optimize
+    from overlapsat.examples import bundled
+    from overlapsat.io import load_graph
+    from overlapsat.solver.params import SolveParams, TimeBudget
+
+    g = load_graph(bundled("fsdp_small"))
+    now = [0.0]
+    said = {}
+    for how in ("apart", "reserving"):
+        outer = TimeBudget(SolveParams(time_limit=1.0), clock=lambda: now[0])
+        clock = outer.apart() if how == "apart" else outer.reserving(0.0)
+        now[0] = 2.0  # past the caller's deadline before the search starts
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="overlapsat.solver.optimize"):
+            r = optimize(g, SolveParams(time_limit=5, work_limit=5), clock=clock)
+        assert r.cut_by_wall_clock
+        said[how] = {rec.levelno for rec in caplog.records if "ended by the wall clock" in rec.getMessage()}
+        now[0] = 0.0
+    assert said == {"apart": {logging.INFO}, "reserving": {logging.WARNING}}
