@@ -26,3 +26,21 @@ def _sigint_handler_kept():
     if after is not before:
         signal.signal(signal.SIGINT, before)
         pytest.fail(f"the test left another SIGINT handler in place ({after!r}, was {before!r})")
+
+
+# the end-to-end runs (two gloo ranks, torchtitan, the allocator: up to 2.5 min each on two cores) and the
+# largest property samples; with two workers the suite's tail was one worker waiting them out (its last 3 % took
+# 12 of 25 minutes): run first, and with work stealing (pyproject's addopts), the workers end together
+LONG_FIRST = ("tests/torch/", "tests/test_soundness.py", "tests/test_packaging.py", "tests/test_progress.py",
+              "tests/solver/test_determinism.py", "tests/test_titan_ep_overlap.py", "tests/test_store.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first (`LONG_FIRST`), the rest in their order."""
+    root = str(config.rootpath)
+
+    def first(item: pytest.Item) -> int:
+        rel = str(item.path)[len(root) + 1:].replace("\\", "/")
+        return 0 if rel.startswith(LONG_FIRST) else 1
+
+    items.sort(key=first)
