@@ -1,5 +1,6 @@
 """Checks every test of the suite keeps."""
 
+import logging
 import signal
 import threading
 
@@ -26,6 +27,18 @@ def _sigint_handler_kept():
     if after is not before:
         signal.signal(signal.SIGINT, before)
         pytest.fail(f"the test left another SIGINT handler in place ({after!r}, was {before!r})")
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_on():
+    """A test leaves logging as it found it: `logging.disable` left behind silences every later test's caplog in
+    that worker (the plan soak's `check` once did, and a later test's logged error went unseen)."""
+    before = logging.root.manager.disable
+    yield
+    after = logging.root.manager.disable
+    if after != before:
+        logging.disable(before)
+        pytest.fail(f"the test left logging disabled up to level {after} (was {before})")
 
 
 # the end-to-end runs (two gloo ranks, torchtitan, the allocator: up to 2.5 min each on two cores) and the

@@ -75,10 +75,19 @@ def edge_plan_graph(seed: int):
 
 
 def check(seed: int, time_limit: float) -> dict:
-    """One seed's claims against brute force: its counts and failures."""
+    """One seed's claims against brute force: its counts and failures. Logging is off while it runs and as found
+    after (the suite calls it in its workers: left off, it silenced every later test's caplog)."""
     import logging
 
+    was = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
+    try:
+        return _check(seed, time_limit)
+    finally:
+        logging.disable(was)
+
+
+def _check(seed: int, time_limit: float) -> dict:
     from overlapsat import Problem, optimize_plan
     from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
     from overlapsat.graph import Graph, NodeKind
