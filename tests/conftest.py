@@ -43,7 +43,8 @@ def _logging_left_on():
 
 # the end-to-end runs (two gloo ranks, torchtitan, the allocator: up to 2.5 min each on two cores) and the
 # largest property samples; with two workers the suite's tail was one worker waiting them out (its last 3 % took
-# 12 of 25 minutes): run first, and with work stealing (pyproject's addopts), the workers end together
+# 12 of 25 minutes). Run first, with work stealing (pyproject's addopts): fresh clones took 24.7 and 22.8 min
+# against 24.7-27.1 before (2026-12-01, one host at varying speed): a start, not yet a balance
 LONG_FIRST = ("tests/torch/", "tests/test_soundness.py", "tests/test_packaging.py", "tests/test_progress.py",
               "tests/solver/test_determinism.py", "tests/test_titan_ep_overlap.py", "tests/test_store.py")
 
