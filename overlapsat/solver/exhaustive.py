@@ -7,8 +7,9 @@ answers both exactly: the best valid order, and, when the listing was complete, 
 or that no order meets the budget. The listing is capped; a capped listing proves nothing.
 
 Under a budget, a prefix whose live bytes already exceed it is not extended: the memory model's live bytes at a
-step depend only on the nodes placed up to it (a buffer is freed at its last consumer's step), so every order
-that starts with that prefix breaks the budget. Such prefixes count as listed, not as judged: the proof stands.
+step depend only on the nodes placed up to it (a buffer is freed at its last consumer's step; the witness search
+reads them so too, `witness.PrefixSets`), so every order that starts with that prefix breaks the budget. Such
+prefixes count as listed, not as judged: the proof stands.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from overlapsat.graph import Graph
 from overlapsat.problem import Problem
-from overlapsat.simulate import arrays, simulate
+from overlapsat.simulate import simulate
+from overlapsat.solver.witness import PrefixSets
 from overlapsat.validate import validate
 
 MAX_ORDERS = 50_000  # orders judged at most: every order of an 8-node graph (40,320 at most)
@@ -49,84 +50,19 @@ def exhaustive(problem: Problem, max_orders: int = MAX_ORDERS, deadline: float |
     return Exhaustive(lister.best, lister.best_ms, lister.complete, lister.judged, lister.cut, lister.pruned)
 
 
-class LiveBytes:
-    """The memory model's live bytes (simulate.py `_memory`, Inductor's allocfree) step by step as an order grows:
-    `place(v)` gives the bytes live once `v`'s outputs are allocated (the step's post-alloc figure), `undo(v)`
-    takes the step back. Only the prefix decides them: a buffer is allocated at its producer's step (a freeable
-    input at the first) and freed at its last consumer's (unread: its producer's, an input's at the first)."""
-
-    def __init__(self, g: Graph) -> None:
-        a = arrays(g)
-        n = len(g.nodes)
-        self.alloc = [0] * n
-        self.at_first = int(a.b_size_in[a.b_prod < 0].sum())  # freeable inputs: live from the first step
-        for p, size in zip(a.b_prod.tolist(), a.b_size_in.tolist()):
-            if p >= 0:
-                self.alloc[p] += size
-        self.sizes = a.f_size.tolist()
-        self.reads: list[list[int]] = [[] for _ in range(n)]  # freed buffers each node reads (once per read)
-        self.unread_at: list[list[int]] = [[] for _ in range(n)]  # freed buffers no node reads, by producer
-        self.unread_inputs = 0
-        self.left: list[int] = []  # reads not yet placed, per freed buffer
-        has, starts, cons = a.f_has_cons.tolist(), a.f_cons_start.tolist(), a.f_cons.tolist()
-        ends = [*starts[1:], len(cons)]
-        k = 0
-        for j, p in enumerate(a.f_prod.tolist()):
-            if has[j]:
-                for c in cons[starts[k]:ends[k]]:
-                    self.reads[c].append(j)
-                self.left.append(ends[k] - starts[k])
-                k += 1
-            else:
-                self.left.append(0)
-                if p >= 0:
-                    self.unread_at[p].append(j)
-                else:
-                    self.unread_inputs += self.sizes[j]
-        self.live = 0  # after the last step's frees
-        self.trail: list[int] = []  # live bytes before each step, to undo it
-
-    def place(self, v: int) -> int:
-        first = not self.trail
-        self.trail.append(self.live)
-        post_alloc = self.live + self.alloc[v] + (self.at_first if first else 0)
-        freed = self.unread_inputs if first else 0
-        for j in self.reads[v]:
-            self.left[j] -= 1
-            if self.left[j] == 0:
-                freed += self.sizes[j]
-        for j in self.unread_at[v]:
-            freed += self.sizes[j]
-        self.live = post_alloc - freed
-        return post_alloc
-
-    def undo(self, v: int) -> None:
-        for j in self.reads[v]:
-            self.left[j] += 1
-        self.live = self.trail.pop()
-
-
 class _Lister:
-    """The listing's state: the order being built, what is ready, and the best complete order judged so far."""
+    """The listing's state: the order being built, the set of nodes it holds and their live bytes (the rules and
+    the memory model as bit masks, `witness.PrefixSets`), and the best complete order judged so far."""
 
     def __init__(self, problem: Problem, max_orders: int, deadline: float | None, clock: Callable[[], float],
                  first: bool = False) -> None:
         self.problem, self.graph, self.max_orders, self.deadline, self.clock = problem, problem.relaxed, max_orders, \
             deadline, clock
         self.first = first
-        n = len(self.graph.nodes)
-        # the level's collective order is a precedence too: orders that reverse it are not listed (the validator
-        # still judges every order listed)
-        self.succs = [list(s) for s in self.graph.succs]
-        self.missing = [len(p) for p in self.graph.preds]
-        for a, b in self.graph.order_pairs(problem.collective_order):
-            if b not in self.succs[a]:
-                self.succs[a].append(b)
-                self.missing[b] += 1
-        self.ready = [v for v in range(n) if self.missing[v] == 0]
-        # an atomic group runs as one block: after a member only the next, and no later member starts one
-        self.next_in_group = {a: b for grp in self.graph.atomic for a, b in zip(grp, grp[1:])}
-        self.later_members = set(self.next_in_group.values())
+        # an order is extended only by a block (a node, or an atomic group's members) whose dependencies and level's
+        # collective order are met (the validator still judges every order listed)
+        self.sets = PrefixSets(self.graph, problem.collective_order)
+        self.budget = problem.budget if problem.budget is not None else 1 << 62
         self.order: list[int] = []
         self.best: list[int] | None = None
         self.best_ms = float("inf")
@@ -134,37 +70,22 @@ class _Lister:
         self.complete = True
         self.cut = False
         self.pruned = 0
-        self.budget = problem.budget
-        self.live = LiveBytes(self.graph) if self.budget is not None else None
 
-    def visit(self) -> bool:
-        """Extend the order by each node that may come next; False once the cap or the deadline is reached."""
-        g = self.graph
-        if len(self.order) == len(g.nodes):
+    def visit(self, held: int = 0, live: int = 0) -> bool:
+        """Extend the order by each block that may come next; False once the cap or the deadline is reached."""
+        sets = self.sets
+        if held == sets.full:
             return self._judge()
-        forced = self.next_in_group.get(self.order[-1]) if self.order else None
-        cands = ([forced] if forced in self.ready else []) if forced is not None else \
-            sorted(v for v in self.ready if v not in self.later_members)
-        for v in cands:
-            if self.live is not None and self.live.place(v) > self.budget:  # no order from here meets the budget
-                self.live.undo(v)
+        for v in range(sets.n):
+            if not sets.ready(v, held):
+                continue
+            nxt = sets.place(v, held, live, self.budget)
+            if nxt is None:  # a step past the budget: no order from here meets it
                 self.pruned += 1
                 continue
-            self.ready.remove(v)
-            self.order.append(v)
-            for s in self.succs[v]:
-                self.missing[s] -= 1
-                if self.missing[s] == 0:
-                    self.ready.append(s)
-            go = self.visit()
-            for s in self.succs[v]:
-                if self.missing[s] == 0:
-                    self.ready.remove(s)
-                self.missing[s] += 1
-            self.order.pop()
-            self.ready.append(v)
-            if self.live is not None:
-                self.live.undo(v)
+            self.order.extend(sets.block[v])
+            go = self.visit(*nxt)
+            del self.order[len(self.order) - len(sets.block[v]):]
             if not go:
                 return False
         return True
@@ -187,4 +108,4 @@ class _Lister:
         return True
 
 
-__all__ = ["Exhaustive", "LiveBytes", "exhaustive"]
+__all__ = ["Exhaustive", "exhaustive"]

@@ -37,8 +37,9 @@ class _Stop(Exception):
     pass
 
 
-class _Sets:
-    """The graph's rules as bit masks over node ids, and the bytes each step allocates and frees."""
+class PrefixSets:
+    """The graph's rules as bit masks over node ids, and the bytes each step allocates and frees: what a prefix
+    holds decides what may come next and the bytes live (the listing, exhaustive.py, walks orders with it too)."""
 
     def __init__(self, g: Graph, collective_order: str) -> None:
         n = len(g.nodes)
@@ -77,6 +78,16 @@ class _Sets:
             for c in readers:
                 self.frees[c].append((mask, g.b_free[j]))
 
+    def ready(self, v: int, held: int) -> bool:
+        """Whether v's block may follow the set `held`: v starts a block not yet placed, each member's rules met."""
+        if not self.block[v] or held >> v & 1:
+            return False
+        for u in self.block[v]:
+            if self.need[u] & ~held:
+                return False
+            held |= 1 << u
+        return True
+
     def place(self, v: int, held: int, live: int, budget: int) -> tuple[int, int] | None:
         """Place v's block after the set `held` with `live` bytes: the new set and live bytes, or None where a
         member is not ready or a step peaks above `budget`."""
@@ -110,7 +121,7 @@ class _Walker:
 
     def __init__(self, problem: Problem, prefer: Sequence[int] | None, max_steps: int, deadline: float | None,
                  clock: Callable[[], float]) -> None:
-        self.sets = sets = _Sets(problem.relaxed, problem.collective_order)
+        self.sets = sets = PrefixSets(problem.relaxed, problem.collective_order)
         self.budget = problem.budget if problem.budget is not None else 1 << 62
         rank = {v: k for k, v in enumerate(prefer or ())}
         self.tries = sorted((v for v in range(sets.n) if sets.block[v]), key=lambda v: (rank.get(v, sets.n), v))
@@ -146,4 +157,4 @@ class _Walker:
         return False
 
 
-__all__ = ["Witness", "witness"]
+__all__ = ["PrefixSets", "Witness", "witness"]

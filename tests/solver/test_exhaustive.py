@@ -1,6 +1,6 @@
 """The listing of every order (solver/exhaustive.py) against brute force (tests/brute.py): the same best order
-within every budget, proofs only where brute force agrees, and the live bytes it prunes by equal to the memory
-model's, step by step."""
+within every budget, proofs only where brute force agrees, and the live bytes it prunes by (`witness.PrefixSets`)
+equal to the memory model's, step by step."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 
 from overlapsat.problem import Problem
 from overlapsat.simulate import memory_curve
-from overlapsat.solver.exhaustive import LiveBytes, exhaustive
+from overlapsat.solver.exhaustive import exhaustive
+from overlapsat.solver.witness import PrefixSets
 from tests import brute
 from tests.helpers import naive_peak
 
@@ -72,13 +73,25 @@ def test_the_first_valid_order_is_found_exactly_where_one_exists():
 
 
 def test_live_bytes_step_by_step_are_the_memory_models():
+    """Placed block by block (a node, or an atomic group's members), each block fits a budget at its highest
+    post-alloc figure and not one byte under, and leaves the post-free figure of its last step; the highest is the
+    order's peak (`naive_peak`, written from MODEL.md)."""
     rng = random.Random(5)
-    for seed, g, _, truth in cases():
-        order = rng.choice(truth.orders)[0] if truth.orders else list(range(len(g.nodes)))
-        live = LiveBytes(g)
-        steps = [live.place(v) for v in order]
-        assert steps == memory_curve(g, order)[0], seed
-        assert max(steps, default=0) == (naive_peak(g, order) if steps else 0), seed
-        for v in reversed(order):  # undone step by step, it builds the same curve again
-            live.undo(v)
-        assert [live.place(v) for v in order] == steps, seed
+    for seed, g, co, truth in cases():
+        if not truth.orders:
+            continue
+        order = rng.choice(truth.orders)[0]
+        post_alloc, post_free = memory_curve(g, order)
+        sets = PrefixSets(Problem.of(g, None, co).relaxed, co)  # the listing's graph: the level's own edges
+        held = live = k = 0
+        for v in order:
+            if not sets.block[v]:  # a later member of an atomic group: placed with its first
+                continue
+            n = len(sets.block[v])
+            high = max(post_alloc[k:k + n])
+            assert sets.place(v, held, live, high - 1) is None, seed
+            held, live = sets.place(v, held, live, high)
+            k += n
+            assert live == post_free[k - 1], seed
+        assert k == len(order) and held == sets.full
+        assert max(post_alloc) == naive_peak(g, order), seed
