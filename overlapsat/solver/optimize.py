@@ -72,6 +72,8 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
         order_search(s)
         if s.best is not None and not s.method.startswith("cpsat"):
             s.message = s.message or "the search found no improvement on the best heuristic"
+    elif s.best is not None and s.cp.graph.nodes:  # the clock ended it first: the status alone would not say why
+        s.message = s.message or "the time limit ended the search before its order search: the best heuristic's order"
     if s.best is None:
         if s.tb.interrupted:  # Ctrl-C before any order was known: nothing to keep, the caller's handler decides
             raise KeyboardInterrupt
