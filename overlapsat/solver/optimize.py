@@ -148,10 +148,9 @@ def _result(s: Search, final: Evaluated) -> Result:
         # it, decision 83) while the clock still cut a phase: the message says both, never "before" when it was not
         where = "before its work limit" if tb.work_used < tb.work_total else "as its work limit ran out"
         # a search kept apart (the bound after a plan, decision 98): its caller's notes say what the clock cut
-        apart = tb.parent is not None and not tb.parent.cuts_parent
-        log.log(logging.INFO if apart else logging.WARNING, "deterministic search ended by the wall clock %s (%.2f "
-                "of %.2f): the order may differ across machines; raise time_limit or lower work_limit", where,
-                tb.work_used, tb.work_total)
+        log.log(logging.INFO if tb.kept_apart else logging.WARNING, "deterministic search ended by the wall clock "
+                "%s (%.2f of %.2f): the order may differ across machines; raise time_limit or lower work_limit",
+                where, tb.work_used, tb.work_total)
     s.announce("done")
     stopped = ("proof" if meets(final.makespan, s.bound) else "interrupt" if tb.interrupted
                else "rule" if s.stopped_by_rule else "clock" if tb.cut_by_wall_clock or tb.clock_over() else "work")

@@ -264,6 +264,11 @@ class TimeBudget:
         child.cuts_parent = False
         return child
 
+    @property
+    def kept_apart(self) -> bool:
+        """Whether this budget runs on a clock kept apart (`apart`): a cut here is its caller's to report."""
+        return self.parent is not None and not self.parent.cuts_parent
+
     def monotonic(self, at: float) -> float:
         """`at` on this budget's clock as a `time.monotonic()` time (what the portfolio reads its deadline on),
         never before now."""
