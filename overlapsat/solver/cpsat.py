@@ -127,6 +127,7 @@ class Outcome:
     bound_us: float | None = None
     infeasible: bool = False
     error: str = ""
+    bound_units: int | None = None  # the proven bound in the model's own units (a floor for a stricter model)
 
 
 def solve_whole(problem: Problem, ts: Any, params: SolveParams, tb: TimeBudget, incumbent: Evaluated | None,
@@ -221,8 +222,9 @@ def solve_model(g: Graph, md: Any, ts: Any, params: SolveParams, tb: TimeBudget,
                  deterministic_s=solver.deterministic_time, stopped_by_rule=cb.stopped,
                  model_units_per_us=ts.k * ts.steps_per_us)
     if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        bound_units = solver.best_objective_bound if st == cp_model.FEASIBLE else solver.objective_value
-        return Outcome(md.order_from(solver), ts.bound_us(int(math.floor(bound_units + 1e-6))))
+        bound_units = int(math.floor((solver.best_objective_bound if st == cp_model.FEASIBLE
+                                      else solver.objective_value) + 1e-6))
+        return Outcome(md.order_from(solver), ts.bound_us(bound_units), bound_units=bound_units)
     if st == cp_model.INFEASIBLE:
         return Outcome(infeasible=True)
     if st == cp_model.MODEL_INVALID:

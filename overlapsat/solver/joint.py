@@ -9,9 +9,13 @@ Dependencies: `materialize` maps each edge and buffer by its two ends alone, so 
 bucketing are those of the graph with each pair of its buckets; read off the graph bucketed by one candidate at
 a time (`Union.relations`), each holds when both its ends are present.
 
-Scope (decision 43): level "free" and no budget. Every stricter level and every budget only removes plans, so
-the model relaxes them: where the candidates are every legal bucket (`Candidates.complete`), its proven bound
-holds over every plan of the problem; its plan is checked at the problem's level and budget before it is used.
+Memory (decision 103): each buffer of any bucketing is one `LiveBuffer` of the union, made by whichever of its
+makers is present and read by its present readers (`Union.live_buffers`), and the budget is one cumulative over
+their live intervals, as in the order model (model.py), its bytes rounded down where they must be counted coarser.
+
+Scope (decisions 43, 103): level "free". Every stricter level only removes plans, so the model relaxes it: where
+the candidates are every legal bucket (`Candidates.complete`), its proven bound holds over every plan of the
+problem within its budget; its plan is checked at the problem's level and budget before it is used.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ RUN = 4  # larger keys offer runs of 2..RUN consecutive collectives (the model i
 MAX_CANDIDATES = 120  # beyond this many candidate buckets the model is not built
 MAX_UNION_NODES = 800  # nor beyond this many nodes in the union of the graph and every candidate's nodes
 MAX_STREAM_PAIRS = 20_000  # nor beyond this many pairs of transfers of one group that may both be present
+MAX_STEP_CLAUSES = 400_000  # the budget at each step (`add_memory_steps`) only below this many maker-reader clauses
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,21 @@ class Candidates:
 
     buckets: tuple[Bucket, ...]
     complete: bool
+
+
+@dataclass(frozen=True)
+class LiveBuffer:
+    """A buffer of some bucketing (MODEL.md "Memory"): present in every bucketing, or (`owner`) only where that
+    candidate is chosen; made at the issue of the one present node of `makers` (none: a freeable input, live from
+    the start), released one step after the last present node of `readers` (never, an `output`)."""
+
+    name: str
+    alloc: int
+    free: int
+    owner: tuple[str, int] | None
+    makers: tuple[int, ...]
+    readers: tuple[int, ...]
+    output: bool
 
 
 def candidates(g: Graph) -> Candidates:
@@ -88,6 +108,7 @@ class Union:
         for k in range(len(self.cands)):
             for j in range(4):
                 self.owner[n0 + 4 * k + j] = ("bucket", k)
+        self._live: list[LiveBuffer] | None = None  # `live_buffers`, once read
         self.holding: dict[int, list[int]] = {c: [] for c in self.alone}  # collective -> candidates holding it
         for k, b in enumerate(self.cands):
             for m in b.members:
@@ -137,6 +158,40 @@ class Union:
     def _members(self, o: tuple[str, int]) -> set[str]:
         return {self.g.names[o[1]]} if o[0] == "alone" else set(self.cands[o[1]].members)
 
+    def live_buffers(self) -> list[LiveBuffer]:
+        """Every buffer of every bucketing, read off the graph and each graph bucketed by one candidate:
+        `materialize` maps a buffer's maker and each reader by the bucket that holds it alone, so under a
+        bucketing a buffer is made by the present one of its makers here and read by its present readers. A
+        parameter (no maker, never freed) is left out, as the memory model leaves it out."""
+        if self._live is not None:
+            return self._live
+        g, uid = self.g, self.graph.index
+        out: list[LiveBuffer] = []
+        extra: dict[int, tuple[set[int], set[int]]] = {}  # a buffer of g -> candidates' makers and readers of it
+        for k, (b, gb) in enumerate(zip(self.cands, self.bucketed)):
+            mine = set(b.nodes)
+            for j, buf in enumerate(gb.buffers):
+                p = gb.b_prod[j]
+                if buf.name in g.buffer_index:
+                    makers, readers = extra.setdefault(g.buffer_index[buf.name], (set(), set()))
+                    if p >= 0 and gb.names[p] in mine:
+                        makers.add(uid[gb.names[p]])
+                    readers.update(uid[gb.names[c]] for c in gb.b_cons[j] if gb.names[c] in mine)
+                else:  # the bucket's own: its copy-in, merged or transient buffer
+                    out.append(LiveBuffer(buf.name, gb.b_alloc[j], gb.b_free[j], ("bucket", k),
+                                          (uid[gb.names[p]],), tuple(uid[gb.names[c]] for c in gb.b_cons[j]),
+                                          gb.b_out[j]))
+        for j, buf in enumerate(g.buffers):
+            p = g.b_prod[j]
+            if p < 0 and not g.b_fin[j]:
+                continue
+            makers, readers = extra.get(j, (set(), set()))
+            out.append(LiveBuffer(buf.name, g.b_alloc[j], g.b_free[j], None,
+                                  () if p < 0 else tuple(sorted({p, *makers})), tuple(sorted({*g.b_cons[j], *readers})),
+                                  g.b_out[j]))
+        self._live = out
+        return out
+
 
 class JointModel:
     """Variables with their warm start, one method per constraint family, and the objective (level "free")."""
@@ -162,6 +217,10 @@ class JointModel:
         self.alone = {c: self._bool(f"alone[{u.g.names[c]}]", not any(u.cands[k] in hint_buckets
                                                                      for k in u.holding[c])) for c in u.alone}
         self.chose = [self._bool(f"chose[{b.name}]", b in hint_buckets) for b in u.cands]
+        self.hint_at = {nm: h[0] for nm, h in at.items()}  # the hint's issue of each node it has
+        self.hint_on = {**{u.g.names[c]: all(u.cands[k] not in hint_buckets for k in u.holding[c]) for c in u.alone},
+                        **{b.name: b in hint_buckets for b in u.cands}}  # by collective or candidate name
+        self.memory_quantum = 1
         self.issue: list[Any] = [None] * n
         self.slot_end: list[Any] = [None] * n
         self.comm_start: dict[int, Any] = {}
@@ -272,6 +331,143 @@ class JointModel:
             for a, b in zip(grp, grp[1:]):
                 self.m.add(self.issue[b] == self.slot_end[a])
 
+    def add_memory_budget(self, budget: int) -> None:
+        """Peak memory <= budget in every bucketing, as the order model counts it (model.py,
+        `Model.add_memory_budget`): each buffer's bytes split into non-negative pieces over its live interval,
+        one cumulative over them, checked at every issue. A buffer's alloc is the issue of its present maker and
+        its release one unit after the last issue of its present readers (at least after its alloc: unread, it
+        goes at its own step). Bytes counted coarser than one (`memory_quantum`) are rounded down: a
+        relaxation, so the bound still holds and the plan is checked."""
+        from overlapsat.solver.model import memory_quantum  # the order model's own energy guard
+
+        m, ug = self.m, self.u.graph
+        end = self.horizon + 2  # after every event
+        const, ivs, dem = 0, [], []
+        for lb in self.u.live_buffers():
+            lit = None if lb.owner is None else self._owner_lit(lb.owner)
+            a_size, f_size = (lb.free, lb.free) if not lb.makers else (lb.alloc, lb.free)
+            if lit is not None and f_size > a_size:  # `materialize` sizes a bucket's own buffers alike
+                raise GraphError(f"bucket buffer {lb.name!r} frees more than it allocates")
+            on = [v for v in lb.makers if self._hint_present(v)]
+            a_hint = self.hint_at.get(ug.names[on[0]], 0) if on else 0
+            if not lb.makers:
+                alloc: Any = 0
+            else:
+                alloc = self._var(0, self.horizon, a_hint, f"alloc[{lb.name}]")
+                for v in lb.makers:
+                    m.add(alloc == self.issue[v]).only_enforce_if(self._lits(v))
+            if lb.output:
+                free, f_hint = end, end
+            else:
+                reads = [self.hint_at.get(ug.names[v], 0) + 1 for v in lb.readers if self._hint_present(v)]
+                f_hint = max([a_hint + 1, *reads])
+                free = self._var(1, end, f_hint, f"free[{lb.name}]")
+                m.add(free >= alloc + 1)
+                for v in lb.readers:
+                    m.add(free >= self.issue[v] + 1).only_enforce_if(self._lits(v))
+            pieces = ([(a_size - f_size, alloc, end, a_hint, end), (f_size, alloc, free, a_hint, f_hint)]
+                      if a_size >= f_size else [(a_size, alloc, free, a_hint, f_hint), (f_size - a_size, 0, free, 0, f_hint)])
+            if a_size < f_size:
+                const -= f_size - a_size
+            for d, st, en, sh, eh in pieces:
+                if d == 0:
+                    continue
+                size = self._var(0, end, eh - sh, f"live[{lb.name}].size")
+                ivs.append(self.m.new_interval_var(st, size, en, f"live[{lb.name}]") if lit is None else
+                           self.m.new_optional_interval_var(st, size, en, lit, f"live[{lb.name}]"))
+                dem.append(d)
+        cap = budget - const
+        if cap < 0:
+            m.add_bool_or([])  # the bytes every bucketing holds throughout exceed the budget alone
+            return
+        q = memory_quantum(sum(dem) + cap, end)
+        self.memory_quantum = q
+        if q > 1:
+            dem, cap = [d // q for d in dem], cap // q
+        if ivs:
+            m.add_cumulative(ivs, dem, cap)
+            self.has_memory = True
+        if sum(len(self.u.graph.nodes) * max(1, len(lb.makers)) * max(1, len(lb.readers))
+               for lb in self.u.live_buffers()) <= MAX_STEP_CLAUSES:
+            self.add_memory_steps(budget, q)
+
+    def add_memory_steps(self, budget: int, q: int) -> None:
+        """The budget once more, at each node's step, over literals of which node comes first (decision 103):
+        redundant with the cumulative, but a proof over orders where the cumulative's time-tabling proves
+        nothing until the issue times are fixed (a 12-node graph: no proof in 20 s, then 0.03-2.8 s). The live
+        bytes at v's step split as the cumulative splits them: a buffer holds A - F from its maker's step on
+        (A > F; an output, all of A), min(A, F) from its maker's step to its last reader's (its own step where
+        it has none), and where F > A also F - A up to its last reader, less F - A throughout. Each piece is a
+        literal at least as large as the truth (set by a clause per maker and reader), so every plan within the
+        budget is kept and the bytes counted here are never fewer than the cumulative's."""
+        u, m = self.u, self.m
+        ug = u.graph
+        n = len(ug.nodes)
+        key = [(self.hint_at.get(ug.names[v], 0), v) for v in range(n)]  # the hint's order of the present nodes
+        prec: dict[tuple[int, int], Any] = {}
+
+        def on(v: int) -> list[tuple[Any, bool]]:
+            lit = self.present(v)
+            return [] if lit is None else [(lit, self._hint_present(v))]
+
+        def before(a: int, b: int) -> list[tuple[Any, bool]]:  # a is issued no later than b
+            if a == b:
+                return []
+            i, j = min(a, b), max(a, b)
+            h = key[i] < key[j]
+            if (i, j) not in prec:
+                x = prec[i, j] = self._bool(f"before[{ug.names[i]},{ug.names[j]}]", h)
+                both = self._lits(i, j)
+                m.add(self.issue[j] >= self.issue[i] + 1).only_enforce_if([*both, x])
+                m.add(self.issue[i] >= self.issue[j] + 1).only_enforce_if([*both, ~x])
+            x = prec[i, j]
+            return [(x, h)] if a < b else [(~x, not h)]
+
+        def piece(name: str, clauses: list[list[tuple[Any, bool]]]) -> Any:  # 1 wherever some clause holds
+            y = self._bool(name, any(all(h for _, h in cl) for cl in clauses))
+            for cl in clauses:
+                m.add_bool_or([y, *(~lit for lit, _ in cl)])
+            return y
+
+        terms: list[list[tuple[int, Any]]] = [[] for _ in range(n)]
+        const = 0
+        for lb in u.live_buffers():
+            a_size, f_size = (lb.free, lb.free) if not lb.makers else (lb.alloc, lb.free)
+            if f_size > a_size:
+                const += f_size - a_size  # owned buffers never free more than they allocate (add_memory_budget)
+            for v in range(n):
+                mks = [mk for mk in lb.makers if u.can_coexist(mk, v)]
+                rds = [r for r in lb.readers if u.can_coexist(r, v)]
+                held = [[*on(mk), *before(mk, v)] for mk in mks]  # made by v's step
+                if lb.output or a_size > f_size:
+                    d = a_size if lb.output else a_size - f_size
+                    if held:
+                        terms[v].append((d, piece(f"held[{lb.name},{ug.names[v]}]", held)))
+                if lb.output:
+                    continue
+                live = [[*on(mk), *on(r), *before(mk, v), *before(v, r)] for mk in mks for r in rds
+                        if u.can_coexist(mk, r)] + [[] for mk in mks if mk == v]
+                if not lb.makers:  # a freeable input: live from the start to its last reader
+                    live = [[*on(r), *before(v, r)] for r in rds]
+                if live:
+                    terms[v].append((min(a_size, f_size), piece(f"live[{lb.name},{ug.names[v]}]", live)))
+                if f_size > a_size:
+                    unfreed = [[*on(r), *before(v, r)] for r in rds] + [[*on(mk), *before(v, mk)] for mk in mks]
+                    if unfreed:
+                        terms[v].append((f_size - a_size, piece(f"unfreed[{lb.name},{ug.names[v]}]", unfreed)))
+        cap = (budget + const) // q
+        for v in range(n):
+            ts = [(d // q, y) for d, y in terms[v] if d // q]
+            if ts:
+                m.add(sum(d * y for d, y in ts) <= cap).only_enforce_if(self._lits(v))
+
+    def _hint_present(self, v: int) -> bool:
+        """Whether node v is in the hint's plan."""
+        o = self.u.owner[v]
+        if o is None:
+            return True
+        return self.hint_on[self.u.g.names[o[1]] if o[0] == "alone" else self.u.cands[o[1]].name]
+
     def set_objective(self) -> None:
         """The makespan: the last present slot or transfer end."""
         for v in range(len(self.u.graph.nodes)):
@@ -290,13 +486,17 @@ class JointModel:
 
 
 def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]] | None = None,
-                price: Pricing | None = None, horizon: int | None = None) -> JointModel:
-    """The joint model of `u`; `hint` (buckets among the candidates, an order of their bucketed graph) is the
-    warm start and its makespan the horizon (no plan worth finding ends later)."""
+                price: Pricing | None = None, horizon: int | None = None, budget: int | None = None) -> JointModel:
+    """The joint model of `u`, within `budget` where one is given; `hint` (buckets among the candidates, an order
+    of their bucketed graph) is the warm start and, where it is within the budget, its makespan the horizon (no
+    plan worth finding ends later)."""
     walk = _hint_walk(u, ts, hint, price) if hint is not None else None
     if horizon is None:
-        horizon = safe_horizon(u.graph, ts) if walk is None else walk[1].makespan
+        fits = walk is not None and (budget is None or _hint_peak(walk[0], hint) <= budget)  # type: ignore[arg-type]
+        horizon = walk[1].makespan if fits else safe_horizon(u.graph, ts)  # type: ignore[index]
     md = JointModel(u, ts, horizon, hint, walk)
+    if budget is not None:
+        md.add_memory_budget(budget)
     md.add_bucket_selection()
     md.add_compute_stream()
     md.add_dependencies()
@@ -314,6 +514,12 @@ def _hint_walk(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]]
     bs, order = hint
     gp = materialize(u.g, list(bs), price) if bs else u.g  # type: ignore[arg-type]
     return gp, unit_walk(gp, [gp.index[nm] for nm in order], ts)
+
+
+def _hint_peak(gp: Graph, hint: tuple[Sequence[Bucket], list[str]]) -> int:
+    from overlapsat.simulate import simulate  # the arbiter's peak
+
+    return simulate(gp, [gp.index[nm] for nm in hint[1]]).peak_memory
 
 
 @dataclass
@@ -352,11 +558,11 @@ def too_large(g: Graph, cands: Candidates) -> str:
 def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
                 start: tuple[Sequence[Bucket], list[str]] | None = None,
                 cands: Candidates | None = None, clock: TimeBudget | None = None) -> JointResult:
-    """The joint model of `problem`'s graph at level "free" with no budget, warm-started from `start` (buckets,
+    """The joint model of `problem`'s graph at level "free" within its budget, warm-started from `start` (buckets,
     and an order of their bucketed graph by name; used only when its buckets are candidates), choosing among
     `cands` (default: `candidates` of the graph; a bound only when they are complete). Never raises for
     the solver's sake: a failure is in `stats["error"]`. Its plan is not checked against the problem's level or
-    budget: the caller does that."""
+    (where bytes were counted coarser than one) its budget: the caller does that."""
     from overlapsat.solver.cpsat import JOINT_START_S, solve_model  # the one contained, interruptible CP-SAT call
 
     g = problem.graph.relaxed("free")
@@ -370,21 +576,65 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
         return JointResult(stats={"skipped": why})
     u = Union(g, cands.buckets, price)
     try:
-        ts = choose_scale(u.graph, EXACT_UNITS)  # no memory: as exact as the whole-graph model without a budget
+        ts = choose_scale(u.graph, EXACT_UNITS)  # as exact as the whole-graph model without a budget
     except GraphError as e:
         return JointResult(stats={"skipped": str(e)})
     if start is not None and not set(start[0]) <= set(cands.buckets):
         start = None  # not among the candidates: no complete hint
-    md = build_joint(u, ts, start, price)
     tb = TimeBudget(params, parent=clock)
     stats: dict[str, Any] = {"candidates": len(cands.buckets), "complete": cands.complete,
-                             "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact}
+                             "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact,
+                             "under_budget": problem.budget is not None}
     work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit
     work -= min(JOINT_START_S, work / 2)  # what CP-SAT's start costs before its count moves (decision 98)
+    floor, first = None, None
+    if problem.budget is not None:
+        # first without the budget, for at most half the work and the clock (decision 103): CP-SAT proves it
+        # fast, and its bound is a floor for the budgeted model, whose proofs are slower; its plan where that is
+        # within the budget and proven optimal, since no plan within the budget is then shorter
+        md = build_joint(u, ts, start, price)
+        stats["unbudgeted"] = {}
+        half = tb.reserving(tb.wall_left() / 2)
+        first = solve_model(u.graph, md, ts, params, half, None, None, stats["unbudgeted"], work / 2)
+        tb.spend(half.work_used)
+        floor = first.bound_units
+        if first.order is not None and stats["unbudgeted"].get("solver_status") == "OPTIMAL" and \
+                _within(u, md, first.order, price, problem.budget):
+            return _joint_result(u, md, first, cands, {**stats, **stats["unbudgeted"], "memory_quantum_bytes": 1})
+        work = max(0.01, work - tb.work_used)
+    try:
+        md = build_joint(u, ts, start, price, budget=problem.budget)
+    except GraphError as e:
+        return JointResult(stats={"skipped": str(e)})
+    if floor is not None:
+        md.m.add(md.objective >= floor)  # the budget only removes plans
+    stats["memory_quantum_bytes"] = md.memory_quantum
     out = solve_model(u.graph, md, ts, params, tb, None, None, stats, work)
+    if floor is not None and out.bound_us is None and first is not None and first.bound_us is not None:
+        out = replace(out, bound_us=first.bound_us)  # no answer under the budget: the floor still holds
+    return _joint_result(u, md, out, cands, stats)
+
+
+def _within(u: Union, md: JointModel, order: list[int], price: Pricing, budget: int) -> bool:
+    """Whether the plan of `order` (union ids) peaks within `budget` on its bucketed graph."""
+    from overlapsat.simulate import simulate  # the arbiter's peak
+
+    h = materialize(u.g, list(_chosen(u, order)), price)  # type: ignore[arg-type]
+    return simulate(h, [h.index[u.graph.names[v]] for v in order]).peak_memory <= budget
+
+
+def _chosen(u: Union, order: list[int]) -> tuple[Bucket, ...]:
+    """The candidates whose nodes `order` (union ids) holds."""
+    on = {u.graph.names[v] for v in order}
+    return tuple(b for b in u.cands if b.nodes[1] in on)
+
+
+def _joint_result(u: Union, md: JointModel, out: Any, cands: Candidates, stats: dict[str, Any]) -> JointResult:
+    """A solve's outcome as the joint model's result: a plan where it found one, a bound where the candidates
+    are every legal bucket."""
     res = JointResult(complete=cands.complete, stats={**stats, "error": out.error} if out.error else stats)
     if out.order is not None:
-        res.buckets = md.chosen
+        res.buckets = _chosen(u, out.order)
         res.order = [u.graph.names[v] for v in out.order]
     if cands.complete and out.bound_us is not None:
         res.bound = out.bound_us
@@ -404,4 +654,4 @@ def with_time(params: SolveParams, share: float) -> SolveParams:
                    work_limit=None if params.work_limit is None else max(0.01, share * params.work_limit))
 
 
-__all__ = ["Candidates", "JointModel", "JointResult", "Union", "build_joint", "candidates", "solve_joint"]
+__all__ = ["Candidates", "JointModel", "JointResult", "LiveBuffer", "Union", "build_joint", "candidates", "solve_joint"]

@@ -169,6 +169,7 @@ def _scope(problem: Problem, stats: dict[str, Any], notes: Sequence[str]) -> str
     if problem.budget is None:
         return "every bucketing and order"
     how = ("each bucketing ordered under it" if "every_bucketing" in stats
+           else "the joint model of buckets and order under it" if JOINT_UNDER_BUDGET in notes
            else "the relaxation ordered under it" if LIFTED_UNDER_BUDGET in notes
            else "the budget not used by the bound")
     return f"every bucketing and order within the budget ({how})"
@@ -634,7 +635,7 @@ class PlanSearch:
         if "skipped" not in jr.stats:
             self.judge.ledger.charge_s("joint", JOINT_SHARE * self.judge.ledger.total_s)
         out: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
-                                                           "error") if k in jr.stats}
+                                                           "error", "under_budget") if k in jr.stats}
         out["bound_us"] = jr.bound
         better = checked(self.problem, self.price, jr.buckets, jr.order)
         if better is not None and self._better(better[2]):
@@ -821,6 +822,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])
     rows = {name: replace(e, buckets=bs) for name, bs in [(DEFAULT_PEER, ps.starts.get(DEFAULT_PEER, ())),
                                                           *starts_given.items()] if (e := ps.judge.full.get(bs)) is not None}
+    if jbound > bound and jstats.get("under_budget"):  # the joint model's bound, proven within the budget
+        notes = [*notes, JOINT_UNDER_BUDGET]
     out = _as_plan(problem, res, ps.best, max(bound, jbound), notes,
                    {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
                     "bucketings_unreachable": ps.judge.unreachable,
@@ -845,6 +848,7 @@ def plan_work(params: SolveParams) -> float:
 
 
 INPUT_PORTFOLIO = "input order's portfolio"
+JOINT_UNDER_BUDGET = "the joint model of buckets and order, within the budget, proved the bound (decision 103)"
 BOUND_CUT_BY_CLOCK = ("the clock, not the work, ended the bound's search after the plan (the plan is the work's; a "
                       "bound either way: a faster machine may prove a higher one)")
 

@@ -67,6 +67,20 @@ def test_a_budget_one_bucketing_meets_is_not_called_infeasible(layout):
         assert r.gap > 0.05 and r.message.startswith("the chosen bucketing's order: "), r.message
 
 
+def test_the_bound_over_plans_keeps_the_budget_through_the_joint_model():
+    """Decision 103: the joint model within the budget lifts the bound over every plan of the turn-4 graph from
+    6.38 us (no budget) towards the best plan within it, 9.1366 us (brute force over every legal bucketing and
+    order, at `free` and at the graph's `group`: tests/brute.py, 2026-12-02), and the scope says whose bound it is."""
+    from overlapsat.solver.plan_search import JOINT_UNDER_BUDGET
+
+    x = load("t4_plan_false_infeasible.json")
+    g, m, price = osat.graph_from_dict(x["graph"]), x["meta"], StepPrice(x["spec"])
+    r = optimize_plan(Problem.of(g, m["budget"], m["level"]), price, time_limit=5)
+    assert valid_plan(r, m["budget"], m["level"]) and r.makespan >= 9.136571572064469 - 1e-9
+    assert 8.0 <= r.bound <= 9.136571572064469 + 1e-9, r.stats["plan"]["joint"]
+    assert JOINT_UNDER_BUDGET in r.plan_info.bound_notes and "joint model" in r.plan_info.bound_scope
+
+
 def test_infeasibility_over_plans_is_claimed_only_over_every_bucketing():
     x = load("t4_plan_false_infeasible.json")
     g, m, price = osat.graph_from_dict(x["graph"]), x["meta"], StepPrice(x["spec"])
