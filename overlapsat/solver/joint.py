@@ -15,7 +15,8 @@ their live intervals, as in the order model (model.py), its bytes rounded down w
 
 Scope (decisions 43, 103): level "free". Every stricter level only removes plans, so the model relaxes it: where
 the candidates are every legal bucket (`Candidates.complete`), its proven bound holds over every plan of the
-problem within its budget; its plan is checked at the problem's level and budget before it is used.
+problem within its budget; elsewhere (no bound to prove) the budget is relaxed too. Its plan is checked at the
+problem's level and budget before it is used.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ RUN = 4  # larger keys offer runs of 2..RUN consecutive collectives (the model i
 MAX_CANDIDATES = 120  # beyond this many candidate buckets the model is not built
 MAX_UNION_NODES = 800  # nor beyond this many nodes in the union of the graph and every candidate's nodes
 MAX_STREAM_PAIRS = 20_000  # nor beyond this many pairs of transfers of one group that may both be present
-MAX_STEP_CLAUSES = 400_000  # the budget at each step (`add_memory_steps`) only below this many maker-reader clauses
+# the budget at each step (`add_memory_steps`) is built where its maker-reader clauses, priced at STEP_CLAUSE_S
+# each (building them in Python: 2.95 s for 30,765 at 57 nodes, 11.6 s for 159,155 at 113, 2026-12-02), take at
+# most STEP_SHARE of the joint model's time limit: a function of the limit, not of the clock (decision 103)
+STEP_CLAUSE_S = 1e-4
+STEP_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -331,13 +336,13 @@ class JointModel:
             for a, b in zip(grp, grp[1:]):
                 self.m.add(self.issue[b] == self.slot_end[a])
 
-    def add_memory_budget(self, budget: int) -> None:
+    def add_memory_budget(self, budget: int, steps: bool = True) -> None:
         """Peak memory <= budget in every bucketing, as the order model counts it (model.py,
         `Model.add_memory_budget`): each buffer's bytes split into non-negative pieces over its live interval,
         one cumulative over them, checked at every issue. A buffer's alloc is the issue of its present maker and
         its release one unit after the last issue of its present readers (at least after its alloc: unread, it
         goes at its own step). Bytes counted coarser than one (`memory_quantum`) are rounded down: a
-        relaxation, so the bound still holds and the plan is checked."""
+        relaxation, so the bound still holds and the plan is checked. `steps`: also `add_memory_steps`."""
         from overlapsat.solver.model import memory_quantum  # the order model's own energy guard
 
         m, ug = self.m, self.u.graph
@@ -387,8 +392,7 @@ class JointModel:
         if ivs:
             m.add_cumulative(ivs, dem, cap)
             self.has_memory = True
-        if sum(len(self.u.graph.nodes) * max(1, len(lb.makers)) * max(1, len(lb.readers))
-               for lb in self.u.live_buffers()) <= MAX_STEP_CLAUSES:
+        if steps:
             self.add_memory_steps(budget, q)
 
     def add_memory_steps(self, budget: int, q: int) -> None:
@@ -486,7 +490,8 @@ class JointModel:
 
 
 def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]] | None = None,
-                price: Pricing | None = None, horizon: int | None = None, budget: int | None = None) -> JointModel:
+                price: Pricing | None = None, horizon: int | None = None, budget: int | None = None,
+                steps: bool = True) -> JointModel:
     """The joint model of `u`, within `budget` where one is given; `hint` (buckets among the candidates, an order
     of their bucketed graph) is the warm start and, where it is within the budget, its makespan the horizon (no
     plan worth finding ends later)."""
@@ -496,7 +501,7 @@ def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]
         horizon = walk[1].makespan if fits else safe_horizon(u.graph, ts)  # type: ignore[index]
     md = JointModel(u, ts, horizon, hint, walk)
     if budget is not None:
-        md.add_memory_budget(budget)
+        md.add_memory_budget(budget, steps)
     md.add_bucket_selection()
     md.add_compute_stream()
     md.add_dependencies()
@@ -587,35 +592,42 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
                              "under_budget": problem.budget is not None}
     work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit
     work -= min(JOINT_START_S, work / 2)  # what CP-SAT's start costs before its count moves (decision 98)
-    floor, first = None, None
-    if problem.budget is not None:
-        # first without the budget, for at most half the work and the clock (decision 103): CP-SAT proves it
-        # fast, and its bound is a floor for the budgeted model, whose proofs are slower; its plan where that is
-        # within the budget and proven optimal, since no plan within the budget is then shorter
+    if problem.budget is None or not cands.complete:  # no bound to prove within a budget: relaxed (decision 43)
         md = build_joint(u, ts, start, price)
-        stats["unbudgeted"] = {}
-        half = tb.reserving(tb.wall_left() / 2)
-        first = solve_model(u.graph, md, ts, params, half, None, None, stats["unbudgeted"], work / 2)
-        tb.spend(half.work_used)
-        floor = first.bound_units
-        if first.order is not None and stats["unbudgeted"].get("solver_status") == "OPTIMAL" and \
-                _within(u, md, first.order, price, problem.budget):
-            return _joint_result(u, md, first, cands, {**stats, **stats["unbudgeted"], "memory_quantum_bytes": 1})
-        work = max(0.01, work - tb.work_used)
+        return _joint_result(u, solve_model(u.graph, md, ts, params, tb, None, None, stats, work), cands, stats)
+    # first without the budget, for at most half the work and the clock (decision 103): CP-SAT proves it fast, and
+    # its bound is a floor for the budgeted model, whose proofs are slower; its plan where that is within the
+    # budget (the answer where it is also proven optimal: no plan within the budget is then shorter)
+    free_md = build_joint(u, ts, start, price)
+    stats["unbudgeted"] = {}
+    half = tb.reserving(tb.wall_left() / 2)
+    first = solve_model(u.graph, free_md, ts, params, half, None, None, stats["unbudgeted"], work / 2)
+    tb.spend(half.work_used)
+    kept = first.order is not None and _within(u, first.order, price, problem.budget)
+    if kept and stats["unbudgeted"].get("solver_status") == "OPTIMAL":
+        return _joint_result(u, first, cands, {**stats, **stats["unbudgeted"], "memory_quantum_bytes": 1})
+    steps = step_clauses(u) * STEP_CLAUSE_S <= STEP_SHARE * params.time_limit
     try:
-        md = build_joint(u, ts, start, price, budget=problem.budget)
+        md = build_joint(u, ts, start, price, budget=problem.budget, steps=steps)
     except GraphError as e:
         return JointResult(stats={"skipped": str(e)})
-    if floor is not None:
-        md.m.add(md.objective >= floor)  # the budget only removes plans
-    stats["memory_quantum_bytes"] = md.memory_quantum
-    out = solve_model(u.graph, md, ts, params, tb, None, None, stats, work)
-    if floor is not None and out.bound_us is None and first is not None and first.bound_us is not None:
-        out = replace(out, bound_us=first.bound_us)  # no answer under the budget: the floor still holds
-    return _joint_result(u, md, out, cands, stats)
+    if first.bound_units is not None:
+        md.m.add(md.objective >= first.bound_units)  # the budget only removes plans
+    stats.update(memory_steps=steps, memory_quantum_bytes=md.memory_quantum)
+    out = solve_model(u.graph, md, ts, params, tb, None, None, stats, max(0.01, work - tb.work_used))
+    if out.bound_us is None and first.bound_us is not None:
+        out = replace(out, bound_us=first.bound_us)  # no answer within the budget: the floor still holds
+    if out.order is None and kept:  # the plan without the budget is within it
+        out = replace(out, order=first.order)
+    return _joint_result(u, out, cands, stats)
 
 
-def _within(u: Union, md: JointModel, order: list[int], price: Pricing, budget: int) -> bool:
+def step_clauses(u: Union) -> int:
+    """What `add_memory_steps` builds, as maker-reader clauses (at most; its cost)."""
+    return sum(len(u.graph.nodes) * max(1, len(lb.makers)) * max(1, len(lb.readers)) for lb in u.live_buffers())
+
+
+def _within(u: Union, order: list[int], price: Pricing, budget: int) -> bool:
     """Whether the plan of `order` (union ids) peaks within `budget` on its bucketed graph."""
     from overlapsat.simulate import simulate  # the arbiter's peak
 
@@ -629,7 +641,7 @@ def _chosen(u: Union, order: list[int]) -> tuple[Bucket, ...]:
     return tuple(b for b in u.cands if b.nodes[1] in on)
 
 
-def _joint_result(u: Union, md: JointModel, out: Any, cands: Candidates, stats: dict[str, Any]) -> JointResult:
+def _joint_result(u: Union, out: Any, cands: Candidates, stats: dict[str, Any]) -> JointResult:
     """A solve's outcome as the joint model's result: a plan where it found one, a bound where the candidates
     are every legal bucket."""
     res = JointResult(complete=cands.complete, stats={**stats, "error": out.error} if out.error else stats)

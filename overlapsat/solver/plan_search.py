@@ -635,7 +635,7 @@ class PlanSearch:
         if "skipped" not in jr.stats:
             self.judge.ledger.charge_s("joint", JOINT_SHARE * self.judge.ledger.total_s)
         out: dict[str, Any] = {k: jr.stats.get(k) for k in ("skipped", "candidates", "complete", "solver_status",
-                                                           "error", "under_budget") if k in jr.stats}
+                                                           "error", "under_budget", "memory_steps") if k in jr.stats}
         out["bound_us"] = jr.bound
         better = checked(self.problem, self.price, jr.buckets, jr.order)
         if better is not None and self._better(better[2]):
