@@ -589,7 +589,7 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     tb = TimeBudget(params, parent=clock)
     stats: dict[str, Any] = {"candidates": len(cands.buckets), "complete": cands.complete,
                              "union_nodes": len(u.graph.nodes), "exact_scale": ts.exact,
-                             "under_budget": problem.budget is not None}
+                             "under_budget": problem.budget is not None and cands.complete}
     work = tb.work_left() if math.isfinite(tb.work_left()) else params.time_limit
     work -= min(JOINT_START_S, work / 2)  # what CP-SAT's start costs before its count moves (decision 98)
     if problem.budget is None or not cands.complete:  # no bound to prove within a budget: relaxed (decision 43)
