@@ -74,6 +74,12 @@ class LiveBuffer:
     readers: tuple[int, ...]
     output: bool
 
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(bytes allocated, bytes freed) as the memory model counts them: a freeable input its free size from
+        the start."""
+        return (self.free, self.free) if not self.makers else (self.alloc, self.free)
+
 
 def candidates(g: Graph) -> Candidates:
     """Every legal bucket of each key of at most `COMPLETE_KEY` collectives; runs of 2..`RUN` neighbours of one
@@ -209,7 +215,6 @@ class JointModel:
         self.joint = True  # its deterministic second is priced apart (cpsat.dt_scale, decision 98)
         ug = u.graph
         n = len(ug.nodes)
-        self.chosen: tuple[Bucket, ...] = ()
         # the hint: the given bucketing's walk in units, by node name of the union; absent nodes at 0
         at: dict[str, tuple[int, int, int]] = {}  # name -> (issue, slot end, transfer start)
         hint_buckets: set[Bucket] = set()
@@ -350,7 +355,7 @@ class JointModel:
         const, ivs, dem = 0, [], []
         for lb in self.u.live_buffers():
             lit = None if lb.owner is None else self._owner_lit(lb.owner)
-            a_size, f_size = (lb.free, lb.free) if not lb.makers else (lb.alloc, lb.free)
+            a_size, f_size = lb.sizes
             if lit is not None and f_size > a_size:  # `materialize` sizes a bucket's own buffers alike
                 raise GraphError(f"bucket buffer {lb.name!r} frees more than it allocates")
             on = [v for v in lb.makers if self._hint_present(v)]
@@ -436,7 +441,7 @@ class JointModel:
         terms: list[list[tuple[int, Any]]] = [[] for _ in range(n)]
         const = 0
         for lb in u.live_buffers():
-            a_size, f_size = (lb.free, lb.free) if not lb.makers else (lb.alloc, lb.free)
+            a_size, f_size = lb.sizes
             if f_size > a_size:
                 const += f_size - a_size  # owned buffers never free more than they allocate (add_memory_budget)
             for v in range(n):
@@ -482,8 +487,8 @@ class JointModel:
 
     # -- reading a solution --------------------------------------------------
     def order_from(self, solver: cp_model.CpSolver) -> list[int]:
-        """The present nodes by issue time (union ids); `chosen` becomes the chosen candidates."""
-        self.chosen = tuple(b for b, x in zip(self.u.cands, self.chose) if solver.boolean_value(x))
+        """The present nodes by issue time (union ids); the chosen candidates are those whose nodes it holds
+        (`_chosen`)."""
         on = [v for v in range(len(self.u.graph.nodes))
               if (lit := self.present(v)) is None or solver.boolean_value(lit)]
         return sorted(on, key=lambda v: (solver.value(self.issue[v]), v))
@@ -497,7 +502,7 @@ def build_joint(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]
     plan worth finding ends later)."""
     walk = _hint_walk(u, ts, hint, price) if hint is not None else None
     if horizon is None:
-        fits = walk is not None and (budget is None or _hint_peak(walk[0], hint) <= budget)  # type: ignore[arg-type]
+        fits = walk is not None and (budget is None or _peak(walk[0], hint[1]) <= budget)  # type: ignore[index]
         horizon = walk[1].makespan if fits else safe_horizon(u.graph, ts)  # type: ignore[index]
     md = JointModel(u, ts, horizon, hint, walk)
     if budget is not None:
@@ -521,10 +526,11 @@ def _hint_walk(u: Union, ts: TimeScale, hint: tuple[Sequence[Bucket], list[str]]
     return gp, unit_walk(gp, [gp.index[nm] for nm in order], ts)
 
 
-def _hint_peak(gp: Graph, hint: tuple[Sequence[Bucket], list[str]]) -> int:
-    from overlapsat.simulate import simulate  # the arbiter's peak
+def _peak(gp: Graph, order: Sequence[str]) -> int:
+    """The simulated peak of `order` (names) on the bucketed graph `gp`: the arbiter's, for the hint and a plan."""
+    from overlapsat.simulate import simulate
 
-    return simulate(gp, [gp.index[nm] for nm in hint[1]]).peak_memory
+    return simulate(gp, [gp.index[nm] for nm in order]).peak_memory
 
 
 @dataclass
@@ -629,10 +635,8 @@ def step_clauses(u: Union) -> int:
 
 def _within(u: Union, order: list[int], price: Pricing, budget: int) -> bool:
     """Whether the plan of `order` (union ids) peaks within `budget` on its bucketed graph."""
-    from overlapsat.simulate import simulate  # the arbiter's peak
-
     h = materialize(u.g, list(_chosen(u, order)), price)  # type: ignore[arg-type]
-    return simulate(h, [h.index[u.graph.names[v]] for v in order]).peak_memory <= budget
+    return _peak(h, [u.graph.names[v] for v in order]) <= budget
 
 
 def _chosen(u: Union, order: list[int]) -> tuple[Bucket, ...]:
