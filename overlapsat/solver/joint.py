@@ -344,11 +344,11 @@ class JointModel:
     def add_memory_budget(self, budget: int, steps: bool = True) -> None:
         """Peak memory <= budget in every bucketing, as the order model counts it (model.py,
         `Model.add_memory_budget`): each buffer's bytes split into non-negative pieces over its live interval,
-        one cumulative over them, checked at every issue. A buffer's alloc is the issue of its present maker and
+        one cumulative over them (`live_pieces`), checked at every issue. A buffer's alloc is the issue of its present maker and
         its release one unit after the last issue of its present readers (at least after its alloc: unread, it
         goes at its own step). Bytes counted coarser than one (`memory_quantum`) are rounded down: a
         relaxation, so the bound still holds and the plan is checked. `steps`: also `add_memory_steps`."""
-        from overlapsat.solver.model import memory_quantum  # the order model's own energy guard
+        from overlapsat.solver.model import live_pieces, memory_quantum  # the order model's own split and guard
 
         m, ug = self.m, self.u.graph
         end = self.horizon + 2  # after every event
@@ -375,13 +375,11 @@ class JointModel:
                 m.add(free >= alloc + 1)
                 for v in lb.readers:
                     m.add(free >= self.issue[v] + 1).only_enforce_if(self._lits(v))
-            pieces = ([(a_size - f_size, alloc, end, a_hint, end), (f_size, alloc, free, a_hint, f_hint)]
-                      if a_size >= f_size else [(a_size, alloc, free, a_hint, f_hint), (f_size - a_size, 0, free, 0, f_hint)])
-            if a_size < f_size:
-                const -= f_size - a_size
-            for d, st, en, sh, eh in pieces:
-                if d == 0:
-                    continue
+            pieces, offset = live_pieces(a_size, f_size)
+            const += offset
+            for d, from_alloc, to_free in pieces:
+                st, sh = (alloc, a_hint) if from_alloc else (0, 0)
+                en, eh = (free, f_hint) if to_free else (end, end)
                 size = self._var(0, end, eh - sh, f"live[{lb.name}].size")
                 ivs.append(self.m.new_interval_var(st, size, en, f"live[{lb.name}]") if lit is None else
                            self.m.new_optional_interval_var(st, size, en, lit, f"live[{lb.name}]"))

@@ -193,11 +193,9 @@ class Model:
 
         The live bytes at time t are sum_b A_b [alloc_b <= t] - F_b [free_b <= t],
         with alloc at the producer's issue and free one unit after the last
-        consumer's issue. Split into non-negative pieces:
-          A >= F: (A - F) [alloc <= t] + F [alloc <= t < free]
-          F >  A: A [alloc <= t < free] + (F - A) [t < free] - (F - A)
-        a cumulative over the pieces is exact at every issue point, and
-        between them it sees post-free levels, which are never higher.
+        consumer's issue, split into non-negative pieces (`live_pieces`); a
+        cumulative over the pieces is exact at every issue point, and between
+        them it sees post-free levels, which are never higher.
         """
         g = self.g
         const = 0
@@ -215,13 +213,11 @@ class Model:
                     continue  # parameters: a constant left out of the peak
                 A = F  # a freeable input is counted with its free size from the start
             alloc, free = self._alloc_time(b), self._free_time(b)
-            if A >= F:
-                pieces = [(A - F, alloc, AFTER), (F, alloc, free)]
-            else:
-                pieces = [(A, alloc, free), (F - A, BEFORE, free)]
-                const -= F - A
-            for d, s, e in pieces:
-                if d == 0 or s == AFTER or e == BEFORE:
+            pieces, offset = live_pieces(A, F)
+            const += offset
+            for d, from_alloc, to_free in pieces:
+                s, e = alloc if from_alloc else BEFORE, free if to_free else AFTER
+                if s == AFTER or e == BEFORE:
                     continue
                 if s == BEFORE and e == AFTER:
                     const += d
@@ -366,6 +362,21 @@ class Model:
         vals = {v: solver.value(self.issue[v]) for v in self.nodes}
         inside = sorted(self.nodes, key=lambda v: (vals[v], self.pos[v]))
         return self.ref[:self.scope.start] + inside + self.ref[self.scope.stop:]
+
+
+def live_pieces(alloc_bytes: int, free_bytes: int) -> tuple[list[tuple[int, bool, bool]], int]:
+    """A buffer's live bytes (`alloc_bytes` at its alloc, `free_bytes` released at its free) as non-negative
+    pieces a cumulative can hold, each (bytes, from its alloc (else from the start), to its free (else to the
+    end)), with the constant they overcount by (a buffer that frees more than it allocates):
+      A >= F: (A - F) [alloc <= t] + F [alloc <= t < free]
+      F >  A: A [alloc <= t < free] + (F - A) [t < free] - (F - A)
+    Pieces of no bytes are left out. One split for the order model and the joint model."""
+    a, f = alloc_bytes, free_bytes
+    if a >= f:
+        pieces, offset = [(a - f, True, False), (f, True, True)], 0
+    else:
+        pieces, offset = [(a, True, True), (f - a, False, True)], -(f - a)
+    return [p for p in pieces if p[0]], offset
 
 
 def memory_quantum(total_bytes: int, span_units: int) -> int:

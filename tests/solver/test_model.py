@@ -9,6 +9,7 @@ from ortools.sat.python import cp_model
 
 from overlapsat import GraphBuilder, GraphError, Problem, simulate
 from overlapsat.solver import Scope, build, choose_scale, model_units
+from overlapsat.solver.model import live_pieces
 from overlapsat.solver.units import safe_horizon
 from tests.helpers import graphs, random_valid_order
 
@@ -276,3 +277,17 @@ def test_window_memory_constant_matches_every_buffer():
         assert not solve_fixed(g, order, budget=peak_inside - 1, **kw)
         checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("alloc_bytes, free_bytes", [(0, 0), (5, 5), (7, 3), (3, 7), (0, 4), (4, 0), (2**50, 2**50 - 1)])
+def test_the_live_pieces_sum_to_the_buffers_bytes_at_every_step(alloc_bytes, free_bytes):
+    """Both memory models split a buffer as `live_pieces` does: before its alloc it holds 0, from its alloc to
+    its free `alloc_bytes`, after it `alloc_bytes - free_bytes` (what it never releases), each piece non-negative."""
+    pieces, offset = live_pieces(alloc_bytes, free_bytes)
+    assert all(d > 0 for d, _, _ in pieces)
+    alloc, free = 3, 6
+    for t in range(10):
+        held = sum(d for d, from_alloc, to_free in pieces
+                   if (not from_alloc or alloc <= t) and (not to_free or t < free)) + offset
+        want = 0 if t < alloc else alloc_bytes if t < free else alloc_bytes - free_bytes
+        assert held == want, t
