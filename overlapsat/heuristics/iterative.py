@@ -129,17 +129,17 @@ class _State:
         """comm time of w's collective, compute between them (reset past nested pairs)."""
         kind, rt, dsets = self.g.kind, self.rt, self.dsets
         comm = comp = 0.0
-        waits: list[int] = []
+        nested: set[int] = set()  # what the waits passed read directly: a collective among them is nested
         s = self.prev[w]
         while s != -1:
             self.steps += 1
             if kind[s] == WAIT:
-                waits.append(s)
+                nested.update(dsets[s])
             if kind[s] == COLLECTIVE:
                 if s in dsets[w]:
                     comm = rt[s]
                     break
-                if any(s in dsets[x] for x in waits):
+                if s in nested:
                     comp = 0.0
                 s = self.prev[s]
                 continue
