@@ -412,12 +412,19 @@ class JointModel:
         n = len(ug.nodes)
         key = [(self.hint_at.get(ug.names[v], 0), v) for v in range(n)]  # the hint's order of the present nodes
         prec: dict[tuple[int, int], Any] = {}
+        ons: dict[int, list[tuple[Any, bool]]] = {}
+        befores: dict[tuple[int, int], list[tuple[Any, bool]]] = {}  # each pair's literal, read many times
 
         def on(v: int) -> list[tuple[Any, bool]]:
-            lit = self.present(v)
-            return [] if lit is None else [(lit, self._hint_present(v))]
+            if v not in ons:
+                lit = self.present(v)
+                ons[v] = [] if lit is None else [(lit, self._hint_present(v))]
+            return ons[v]
 
         def before(a: int, b: int) -> list[tuple[Any, bool]]:  # a is issued no later than b
+            got = befores.get((a, b))
+            if got is not None:
+                return got
             if a == b:
                 return []
             i, j = min(a, b), max(a, b)
@@ -428,7 +435,8 @@ class JointModel:
                 m.add(self.issue[j] >= self.issue[i] + 1).only_enforce_if([*both, x])
                 m.add(self.issue[i] >= self.issue[j] + 1).only_enforce_if([*both, ~x])
             x = prec[i, j]
-            return [(x, h)] if a < b else [(~x, not h)]
+            got = befores[a, b] = [(x, h)] if a < b else [(~x, not h)]
+            return got
 
         def piece(name: str, clauses: list[list[tuple[Any, bool]]]) -> Any:  # 1 wherever some clause holds
             y = self._bool(name, any(all(h for _, h in cl) for cl in clauses))
