@@ -1,10 +1,10 @@
 """Does every public call return within 1.1 x its time limit + 1 s? (issue: one search under one clock)
 
-The calls: `optimize`, `optimize_plan`, `compare` (with plan rows), `solve_store` (a store of the one graph; its
-solver runs in a process of its own) and the CLI (`overlapsat solve` in a new process, the interpreter's start
-included).
+The calls: `optimize`, `optimize_plan`, `compare` (with plan rows), `plan_frontier` (`frontier`: a plan at each
+default budget, the limit shared among them), `solve_store` (a store of the one graph; its solver runs in a process
+of its own) and the CLI (`overlapsat solve` in a new process, the interpreter's start included).
 
-    python benchmarks/bench_time_limit.py [--time-limit 2] [--burners 0 2] [--calls optimize optimize_plan compare]
+    python benchmarks/bench_time_limit.py [--time-limit 2] [--burners 0 2] [--calls optimize optimize_plan compare frontier]
         [--graphs bundled corpus fx_corpus large] [--out benchmarks/results/bench_time_limit_DATE.md]
 
 Graphs: the bundled examples, the capture corpus, the FX corpus and generated large graphs (a 36k-node FSDP step,
@@ -27,7 +27,18 @@ import sys
 import tempfile
 import time
 
-from overlapsat import Graph, Problem, compare, graph_from_dict, load_graph, optimize, optimize_plan, save_graph, solve_store
+from overlapsat import (
+    Graph,
+    Problem,
+    compare,
+    graph_from_dict,
+    load_graph,
+    optimize,
+    optimize_plan,
+    plan_frontier,
+    save_graph,
+    solve_store,
+)
 from overlapsat.cost import cost_model
 from overlapsat.examples import bundled, generate
 from overlapsat.graph import Node, NodeKind
@@ -78,6 +89,10 @@ def run(call: str, g: Graph, limit: float) -> tuple[float, bool | None, str]:
     elif call == "compare":
         c = compare(g, time_limit=limit, plans=price)
         cut, status = c.result.cut_by_wall_clock, c.result.status.value
+    elif call == "frontier":
+        fr = plan_frontier(g, price, time_limit=limit)
+        cut = any(p.result is not None and p.result.cut_by_wall_clock for p in fr.points)
+        status = f"{sum(p.result is not None for p in fr.points)} of {len(fr.points)} budgets planned"
     else:
         return _outside(call, g, limit)
     return time.monotonic() - t, cut, status
@@ -113,7 +128,7 @@ def summary(raw: str) -> list[str]:
     out = [f"| burners | call | on time (<= {target:.2f} s) | cut by the clock | slowest: wall s, graph |",
            "| ---: | --- | ---: | ---: | --- |"]
     for burners in sorted({r[3] for r in rows}, key=int):
-        for call in ("optimize", "optimize_plan", "compare", "solve_store", "cli"):
+        for call in ("optimize", "optimize_plan", "compare", "frontier", "solve_store", "cli"):
             mine = [r for r in rows if r[3] == burners and r[2] == call and r[4] != "-"]
             if not mine:
                 continue
@@ -152,7 +167,7 @@ def main() -> None:
         try:
             for name, g in graphs(a.graphs).items():
                 for call in a.calls:
-                    if call in ("optimize_plan", "compare") and len(g.nodes) > 40_000:
+                    if call in ("optimize_plan", "compare", "frontier") and len(g.nodes) > 40_000:
                         continue  # no collectives to bucket: a plan is the order
                     try:
                         wall, cut, status = run(call, g, a.time_limit)

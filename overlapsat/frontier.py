@@ -10,6 +10,7 @@ those within a lower one (a point never shows a lower bound than one above it).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -28,14 +29,25 @@ from overlapsat.problem import Problem
 from overlapsat.simulate import peak_memory
 from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Result, meets
+from overlapsat.solver.params import SolveParams
 from overlapsat.solver.plan_search import CAPS_MB, optimize_plan, torch_greedy
+
+log = logging.getLogger(__name__)
+DEFAULTS_SHARE = 0.25  # of the time limit, at most, for finding the default budgets (two portfolio runs)
+# what one budget's plan search costs at the least, per node of the graph: `optimize_plan` under a budget with a
+# limit of 0.3 s took 1.02 s at 7,928 nodes and 1.57 s at 13,403 (2026-12-02, this 2-core machine)
+LEAST_PLAN_S_PER_NODE = 1.2e-4
+# what the default budgets' two portfolio runs cost at the least, per node (their first passes: 1.3 s at 13,403
+# nodes with a 0.5-s deadline); below it, by default, only the input order's peak and none
+DEFAULTS_S_PER_NODE = 1e-4
 
 
 @dataclass(frozen=True)
 class FrontierPoint:
     """One budget (None: none) and why it was chosen, with the best plan found within it (None: none found, and
     `error` says why), its bound over every plan within that budget, and where the plan came from when a lower
-    budget's plan was shorter."""
+    budget's plan was shorter. `searched`: False where the time limit left no room for this budget's own search
+    (`_affordable`): its plan, if any, is a lower budget's."""
 
     label: str
     budget: int | None
@@ -43,6 +55,7 @@ class FrontierPoint:
     bound: float
     error: str = ""
     from_budget: str = ""
+    searched: bool = True
 
     @property
     def makespan(self) -> float:
@@ -82,7 +95,7 @@ class Frontier:
                  "peak_bytes": p.peak, "bound_us": p.bound, "gap": p.gap,
                  "buckets": len(p.result.buckets) if p.result is not None else None,
                  "status": p.status,
-                 "from_budget": p.from_budget, "error": p.error} for p in self.points]
+                 "from_budget": p.from_budget, "error": p.error, "searched": p.searched} for p in self.points]
 
     def to_markdown(self) -> str:
         floor = (f"; no plan peaks below {fmt_bytes(self.peak_floor)}, proven: the step of {self.floor_node!r} holds "
@@ -96,8 +109,9 @@ class Frontier:
             if p.result is None:
                 lines.append(f"| {b} | {p.label} | no plan found ({p.error}) | - | {fmt_us(p.bound)} | - | - | - |")
                 continue
-            why = p.label + (f" (the plan of {p.from_budget}: shorter, and within this budget)" if p.from_budget
-                             else "")
+            why = p.label + ("" if not p.from_budget else f" (the plan of {p.from_budget}: shorter, and within this "
+                             "budget)" if p.searched else f" (not searched in the time limit: the plan of "
+                             f"{p.from_budget}, within this budget)")
             lines.append(f"| {b} | {why} | {fmt_us(p.makespan)} | {fmt_bytes(p.peak or 0)} | {fmt_us(p.bound)} | "
                          f"{100 * (p.gap or 0.0):.1f}% | {len(p.result.buckets)} | {p.status} |")
         return "\n".join(lines)
@@ -141,12 +155,16 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def default_budgets(problem: Problem, price: Pricing) -> list[tuple[str, int | None]]:
+def default_budgets(problem: Problem, price: Pricing, work_limit: int | None = None,
+                    deadline: float | None = None) -> list[tuple[str, int | None]]:
     """The budgets a frontier shows by default, lowest first: the lowest peak any unbucketed order of the
     portfolio reaches (valid apart from memory), the input order's peak, the peak of torch's greedy buckets with
-    their best pass (torch bucketed), and none."""
+    their best pass (torch bucketed), and none. `work_limit` and `deadline` go to both portfolio runs (`run_all`:
+    the steps of the iterative passes, and no pass starting past the deadline); a pass the deadline left out is
+    logged, as it makes the budgets depend on the machine."""
     unbudgeted = replace(problem, budget=None, budget_default=False)
-    rows = [r for r in run_all(unbudgeted) if r.valid]
+    report: dict[str, list[str]] = {}
+    rows = [r for r in run_all(unbudgeted, work_limit=work_limit, deadline=deadline, report=report) if r.valid]
     out: list[tuple[str, int | None]] = []
     if rows:
         out.append(("lowest peak found", min(r.peak_memory for r in rows)))
@@ -154,11 +172,15 @@ def default_budgets(problem: Problem, price: Pricing) -> list[tuple[str, int | N
     bs = torch_greedy(unbudgeted, unbudgeted.relaxed, CAPS_MB[0])  # torch's default cap
     if bs:
         h = materialize(unbudgeted.relaxed, list(bs), price)
-        brows = [r for r in run_all(unbudgeted.on(h)) if r.valid]
+        brows = [r for r in run_all(unbudgeted.on(h), work_limit=work_limit, deadline=deadline, report=report)
+                 if r.valid]
         if brows:
             best = min(brows, key=rank_key)  # compare's row of torch's greedy buckets
             out.append(("torch bucketed's peak", best.peak_memory))
     out.append(("no budget", None))
+    if report.get("deadline"):
+        log.warning("frontier: the time limit left %d passes out of the default budgets' portfolios; those budgets "
+                    "may differ across machines: raise the time limit, or give --budgets", len(report["deadline"]))
     seen: dict[int | None, str] = {}
     for label, b in out:
         seen[b] = f"{seen[b]}; {label}" if b in seen else label
@@ -169,28 +191,53 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
                   time_limit: float = 60.0, collective_order: str = "group", bucket_layout: str = "copy",
                   bucket_cap: int | str | None = None, **options: Any) -> Frontier:
     """The best plan found within each budget (`budgets`, as `memory_budget` takes them; by default
-    `default_budgets`), each given an equal share of `time_limit`; `options` go to `optimize_plan`. A budget that
-    no plan was found within keeps its row, saying why."""
+    `default_budgets`, found with at most `DEFAULTS_SHARE` of the time), under one clock: the memory floor first,
+    then each budget's plan search gets an equal share of what is left when it starts (one that ran long costs the
+    ones after it, not the limit). `options` go to `optimize_plan`. A budget that no plan was found within keeps
+    its row, saying why."""
     t0 = time.monotonic()
+    params = SolveParams(time_limit=time_limit)  # a limit every search would refuse is named, not raised to 0.01 s
     g = as_graph(graph)
     base = Problem.of(g, "none", collective_order, bucket_cap, bucket_layout)
-    if budgets is None:
-        chosen = default_budgets(base, price)
+    if budgets is None and DEFAULTS_SHARE * time_limit < DEFAULTS_S_PER_NODE * len(g.nodes):
+        log.warning("frontier: a %g-s limit leaves no room to find the lowest peak and torch bucketed's at %d nodes; "
+                    "the frontier shows the input order's peak and no budget (raise the time limit, or give "
+                    "--budgets)", time_limit, len(g.nodes))
+        chosen = [("input order's peak", peak_memory(g)), ("no budget", None)]
+    elif budgets is None:  # two portfolio runs: 14.6 s at 13.4k nodes where nothing limited them
+        chosen = default_budgets(base, price, params.portfolio_steps, t0 + DEFAULTS_SHARE * time_limit)
     else:
         resolved = [(b, resolve_budget(g, b if b is not None else "none")) for b in budgets]
         chosen = sorted(((str(b) if r is not None else "no budget", r) for b, r in resolved),
                         key=lambda x: math.inf if x[1] is None else x[1])
-    share = max(0.01, (time_limit - (time.monotonic() - t0)) / max(1, len(chosen)))
+    floor, node = peak_floor(base.relaxed)
+    planned = _affordable(chosen, time_limit * (1 - DEFAULTS_SHARE if budgets is None else 1), len(g.nodes))
     raw: list[FrontierPoint] = []
     for label, b in chosen:
+        if (label, b) not in planned:  # a function of the limit and the graph's size, not of the clock
+            raw.append(FrontierPoint(label, b, None, 0.0, f"not searched: a {time_limit:g}-s frontier has room for "
+                                     f"{len(planned)} of its {len(chosen)} budgets' plan searches at "
+                                     f"{len(g.nodes):,} nodes; raise the time limit", searched=False))
+            continue
+        k = planned.index((label, b))
+        share = max(0.01, (time_limit - (time.monotonic() - t0)) / (len(planned) - k))
         pb = replace(base, budget=b)
         try:
             r = optimize_plan(pb, price, time_limit=share, **options)
             raw.append(FrontierPoint(label, b, r, r.bound))
         except GraphError as e:  # no plan found within it (or none exists, proven): the row says which
             raw.append(FrontierPoint(label, b, None, 0.0, str(e).split(";")[0]))
-    floor, node = peak_floor(base.relaxed)
     return Frontier(g.name, tuple(_consistent(raw)), peak_memory(g), floor, node)
+
+
+def _affordable(chosen: list[tuple[str, int | None]], seconds: float, nodes: int) -> list[tuple[str, int | None]]:
+    """The budgets whose plan searches fit `seconds` at `LEAST_PLAN_S_PER_NODE` each, in `chosen`'s order (lowest
+    first), at least one: the input order's peak (the budget a plan gets by default) first, then the others from
+    the lowest up (a plan within a lower budget stands for every higher one, `_consistent`)."""
+    fit = max(1, min(len(chosen), int(seconds / max(1e-9, LEAST_PLAN_S_PER_NODE * nodes))))
+    ranked = sorted(chosen, key=lambda c: "input order's peak" not in c[0])  # stable: the rest keep their order
+    keep = set(ranked[:fit])
+    return [c for c in chosen if c in keep]
 
 
 def _consistent(points: list[FrontierPoint]) -> list[FrontierPoint]:

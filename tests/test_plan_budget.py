@@ -149,3 +149,90 @@ def test_the_default_frontier_and_its_picture(tmp_path):
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)
     assert [p["label"] for p in got["points"]] == ["1.0x", "no budget"]
+
+
+@pytest.mark.parametrize("limit", [0, -1.0, math.nan, math.inf])
+def test_the_frontier_names_a_time_limit_no_search_takes(limit, tmp_path):
+    """`plan` refuses these limits by name; the frontier used to share max(0.01, limit) among its budgets and run
+    (2 s for `--time-limit 0`). Now both the function and the command refuse them, before any search, and the
+    picture asked for is not written."""
+    with pytest.raises(osat.GraphError, match="time_limit must be a positive finite number"):
+        plan_frontier("fsdp_small", H200, time_limit=limit)
+    r = run("frontier", "fsdp_small", "--profile", "h200", "--time-limit", str(limit), "--plot",
+            str(tmp_path / "f.png"))
+    assert r.returncode == 2 and "time_limit must be a positive finite number" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "f.png").exists()
+
+
+def test_the_frontiers_budgets_share_what_is_left_of_one_clock(monkeypatch):
+    """Each budget's plan search gets an equal share of what is left when it starts, so one that runs long costs
+    the ones after it, not the limit (a 10-s frontier of a 13.4k-node graph took 20.1 s when the shares were fixed
+    up front and the default budgets' portfolios ran unlimited). A fake clock: each search takes twice its share."""
+    import overlapsat.frontier as fr_mod
+
+    now = [0.0]
+    monkeypatch.setattr(fr_mod.time, "monotonic", lambda: now[0])
+    got = []
+
+    def fake_plan(pb, price, time_limit, **options):
+        got.append(time_limit)
+        now[0] += 2 * time_limit
+        raise osat.GraphError("no plan found (fake)")
+
+    monkeypatch.setattr(fr_mod, "optimize_plan", fake_plan)
+    fr = plan_frontier(osat.load_graph(bundled("fsdp_small")), H200, time_limit=9.0, budgets=["1.0x", "2.0x", None])
+    assert got == pytest.approx([3.0, 1.5, 0.01]) and len(fr.points) == 3
+
+
+def test_a_frontier_too_short_for_every_budget_searches_the_default_one_and_says_so(monkeypatch):
+    """Where the limit has no room for every budget's plan search at this size (priced per node, not read off the
+    clock, so the same rows come on any machine), the input order's peak is searched first, and the rows left out
+    say so; a higher budget shows the lower one's plan, marked as not searched, never as "shorter"."""
+    import overlapsat.frontier as fr_mod
+
+    monkeypatch.setattr(fr_mod, "LEAST_PLAN_S_PER_NODE", 2.0 / 57)  # 2 s a search at fsdp_small's 57 nodes
+    g = osat.load_graph(bundled("fsdp_small"))
+    fr = plan_frontier(g, H200, time_limit=3.0)  # 0.75 x 3 s leaves room for one
+    searched = [p.label for p in fr.points if p.searched]
+    assert len(searched) == 1 and "input order's peak" in searched[0], [p.label for p in fr.points]
+    md = fr.to_markdown()
+    assert "not searched" in md and "shorter" not in md
+    for p in fr.points:
+        if not p.searched:
+            assert p.result is None and "not searched" in p.error or p.result is not None and p.from_budget
+    assert [r["searched"] for r in fr.records()] == [p.searched for p in fr.points]
+    fr = plan_frontier(g, H200, time_limit=9.0)  # room for three
+    assert all(p.searched for p in fr.points)
+
+
+def test_the_default_budgets_say_when_the_clock_left_passes_out(caplog):
+    """The default budgets' two portfolio runs get the frontier's work limit and a deadline; passes the deadline
+    left out make the budgets depend on the machine, and a warning says so."""
+    from overlapsat.frontier import default_budgets
+
+    p = Problem.of(osat.load_graph(bundled("fsdp_small")), "none", "group")
+    with caplog.at_level("WARNING", logger="overlapsat.frontier"):
+        cut = default_budgets(p, H200, work_limit=1000, deadline=0.0)  # every pass after the input order left out
+    assert "left" in caplog.text and "passes out of the default budgets" in caplog.text
+    assert ("input order's peak" in " ".join(lab for lab, _ in cut)) and cut[-1] == ("no budget", None)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="overlapsat.frontier"):
+        default_budgets(p, H200)
+    assert "default budgets" not in caplog.text
+
+
+def test_a_frontier_with_no_room_to_find_the_default_budgets_shows_the_input_orders_peak_and_none(monkeypatch,
+                                                                                                  caplog):
+    """The lowest peak found and torch bucketed's peak take two portfolio runs; where a quarter of the limit has
+    no room for them at this size (priced per node), the frontier shows the two budgets it can name for free,
+    and a warning says what it left out."""
+    import overlapsat.frontier as fr_mod
+
+    monkeypatch.setattr(fr_mod, "DEFAULTS_S_PER_NODE", 1.0)
+    monkeypatch.setattr(fr_mod, "default_budgets", lambda *a, **k: pytest.fail("the portfolios ran"))
+    g = osat.load_graph(bundled("fsdp_small"))
+    with caplog.at_level("WARNING", logger="overlapsat.frontier"):
+        fr = plan_frontier(g, H200, time_limit=4.0)
+    assert [(p.label, p.budget) for p in fr.points] == [("input order's peak", osat.peak_memory(g)),
+                                                          ("no budget", None)]
+    assert "leaves no room to find the lowest peak" in caplog.text
