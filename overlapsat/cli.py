@@ -535,16 +535,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_frontier(args: argparse.Namespace) -> int:
     from overlapsat.frontier import plan_frontier
-    from overlapsat.solver.params import SolveParams
 
     model = _plan_model(args, "frontier")
     if args.memory_budget is not None:
         raise GraphError("frontier: give the budgets to show with --budgets, not --memory-budget")
     g = _load(args.graph).reprice(model)
-    search = _search(args)
-    SolveParams(time_limit=args.time_limit)  # named as `plan` names it, before what is left of it is shared
-    # each budget's plan search gets its share of what is left of the command's limit
-    search["time_limit"] = max(0.01, search.pop("clock").wall_left())
+    search = _search(args)  # its clock: each budget's plan search gets a share of what is left of the command's limit
     fr = plan_frontier(g, model.duration, budgets=args.budgets, collective_order=args.collective_order,
                        bucket_layout=args.bucket_layout, workers=args.workers, **search)
     if args.plot:

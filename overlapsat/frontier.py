@@ -29,7 +29,7 @@ from overlapsat.problem import Problem
 from overlapsat.simulate import peak_memory
 from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Result, meets
-from overlapsat.solver.params import SolveParams
+from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_search import CAPS_MB, optimize_plan, torch_greedy
 
 log = logging.getLogger(__name__)
@@ -189,14 +189,17 @@ def default_budgets(problem: Problem, price: Pricing, work_limit: int | None = N
 
 def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLike] | None = None,
                   time_limit: float = 60.0, collective_order: str = "group", bucket_layout: str = "copy",
-                  bucket_cap: int | str | None = None, **options: Any) -> Frontier:
+                  bucket_cap: int | str | None = None, clock: TimeBudget | None = None,
+                  **options: Any) -> Frontier:
     """The best plan found within each budget (`budgets`, as `memory_budget` takes them; by default
     `default_budgets`, found with at most `DEFAULTS_SHARE` of the time), under one clock: the memory floor first,
     then each budget's plan search gets an equal share of what is left when it starts (one that ran long costs the
-    ones after it, not the limit). `options` go to `optimize_plan`. A budget that no plan was found within keeps
+    ones after it, not the limit). `clock`: the budget of a caller whose limit this is (a command's, counted from
+    its start): the deadline is its, while what the frontier searches is priced by `time_limit` as given, so the
+    same rows come on any machine. `options` go to `optimize_plan`. A budget that no plan was found within keeps
     its row, saying why."""
-    t0 = time.monotonic()
     params = SolveParams(time_limit=time_limit)  # a limit every search would refuse is named, not raised to 0.01 s
+    end = time.monotonic() + (clock.wall_left() if clock is not None else time_limit)
     g = as_graph(graph)
     base = Problem.of(g, "none", collective_order, bucket_cap, bucket_layout)
     if budgets is None and DEFAULTS_SHARE * time_limit < DEFAULTS_S_PER_NODE * len(g.nodes):
@@ -205,13 +208,15 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
                     "--budgets)", time_limit, len(g.nodes))
         chosen = [("input order's peak", peak_memory(g)), ("no budget", None)]
     elif budgets is None:  # two portfolio runs: 14.6 s at 13.4k nodes where nothing limited them
-        chosen = default_budgets(base, price, params.portfolio_steps, t0 + DEFAULTS_SHARE * time_limit)
+        chosen = default_budgets(base, price, params.portfolio_steps,
+                                 min(end, time.monotonic() + DEFAULTS_SHARE * time_limit))
     else:
         resolved = [(b, resolve_budget(g, b if b is not None else "none")) for b in budgets]
         chosen = sorted(((str(b) if r is not None else "no budget", r) for b, r in resolved),
                         key=lambda x: math.inf if x[1] is None else x[1])
     floor, node = peak_floor(base.relaxed)
-    planned = _affordable(chosen, time_limit * (1 - DEFAULTS_SHARE if budgets is None else 1), len(g.nodes))
+    planned = _affordable(chosen, time_limit * (1 - DEFAULTS_SHARE if budgets is None else 1), len(g.nodes),
+                          peak_memory(g))
     raw: list[FrontierPoint] = []
     for label, b in chosen:
         if (label, b) not in planned:  # a function of the limit and the graph's size, not of the clock
@@ -220,7 +225,7 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
                                      f"{len(g.nodes):,} nodes; raise the time limit", searched=False))
             continue
         k = planned.index((label, b))
-        share = max(0.01, (time_limit - (time.monotonic() - t0)) / (len(planned) - k))
+        share = max(0.01, (end - time.monotonic()) / (len(planned) - k))
         pb = replace(base, budget=b)
         try:
             r = optimize_plan(pb, price, time_limit=share, **options)
@@ -230,12 +235,14 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
     return Frontier(g.name, tuple(_consistent(raw)), peak_memory(g), floor, node)
 
 
-def _affordable(chosen: list[tuple[str, int | None]], seconds: float, nodes: int) -> list[tuple[str, int | None]]:
+def _affordable(chosen: list[tuple[str, int | None]], seconds: float, nodes: int,
+                default: int) -> list[tuple[str, int | None]]:
     """The budgets whose plan searches fit `seconds` at `LEAST_PLAN_S_PER_NODE` each, in `chosen`'s order (lowest
-    first), at least one: the input order's peak (the budget a plan gets by default) first, then the others from
-    the lowest up (a plan within a lower budget stands for every higher one, `_consistent`)."""
+    first), at least one: `default` bytes (the input order's peak, the budget a plan gets by default, whatever its
+    row is called) first, then the others from the lowest up (a plan within a lower budget stands for every
+    higher one, `_consistent`)."""
     fit = max(1, min(len(chosen), int(seconds / max(1e-9, LEAST_PLAN_S_PER_NODE * nodes))))
-    ranked = sorted(chosen, key=lambda c: "input order's peak" not in c[0])  # stable: the rest keep their order
+    ranked = sorted(chosen, key=lambda c: c[1] != default)  # stable: the rest keep their order
     keep = set(ranked[:fit])
     return [c for c in chosen if c in keep]
 

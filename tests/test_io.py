@@ -48,12 +48,14 @@ def test_fingerprint_independent_of_node_order_and_layout(tmp_path):
     g2 = load_graph(p)
     assert g2.input_order != g.input_order
     assert g2.fingerprint() == g.fingerprint()
+    assert g2 != g and g2.same_as(g) and g.same_as(g2)  # other fields, the same graph: the fingerprint decides
 
 
 def test_fingerprint_sensitive_to_structure():
     g = random_graph(5, 10)
     g2 = g.with_durations({g.names[0]: g.dur[0] + 1})
     assert g2.fingerprint() != g.fingerprint()
+    assert not g2.same_as(g) and g.same_as(g)
 
 
 def test_fingerprint_stable_across_processes(tmp_path):

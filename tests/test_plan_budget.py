@@ -184,6 +184,32 @@ def test_the_frontiers_budgets_share_what_is_left_of_one_clock(monkeypatch):
     assert got == pytest.approx([3.0, 1.5, 0.01]) and len(fr.points) == 3
 
 
+def test_a_callers_clock_sets_the_frontiers_deadline_and_its_limit_as_given_what_it_searches(monkeypatch):
+    """The command counts its limit from its start (loading included): the frontier takes its clock for the
+    deadline, while the rows it searches are priced by the limit as given, so they do not depend on how long the
+    loading took. A fake clock: 4 s are left of a 9-s limit; each search takes twice its share."""
+    import overlapsat.frontier as fr_mod
+    from overlapsat.solver.params import SolveParams, TimeBudget
+
+    now = [0.0]
+    monkeypatch.setattr(fr_mod.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(fr_mod, "LEAST_PLAN_S_PER_NODE", 3.0 / 57)  # 3 s a search at fsdp_small's 57 nodes
+    got = []
+
+    def fake_plan(pb, price, time_limit, **options):
+        assert "clock" not in options  # each search has its share, not the caller's clock
+        got.append(time_limit)
+        now[0] += 2 * time_limit
+        raise osat.GraphError("no plan found (fake)")
+
+    monkeypatch.setattr(fr_mod, "optimize_plan", fake_plan)
+    clock = TimeBudget(SolveParams(time_limit=4.0), clock=lambda: now[0])
+    fr = plan_frontier(osat.load_graph(bundled("fsdp_small")), H200, time_limit=9.0, budgets=["1.0x", "2.0x", None],
+                       clock=clock)
+    assert all(p.searched for p in fr.points)  # 9 s has room for three 3-s searches; 4 s would have for one
+    assert got == pytest.approx([4 / 3, 2 / 3, 0.01])
+
+
 def test_a_frontier_too_short_for_every_budget_searches_the_default_one_and_says_so(monkeypatch):
     """Where the limit has no room for every budget's plan search at this size (priced per node, not read off the
     clock, so the same rows come on any machine), the input order's peak is searched first, and the rows left out
@@ -203,6 +229,9 @@ def test_a_frontier_too_short_for_every_budget_searches_the_default_one_and_says
     assert [r["searched"] for r in fr.records()] == [p.searched for p in fr.points]
     fr = plan_frontier(g, H200, time_limit=9.0)  # room for three
     assert all(p.searched for p in fr.points)
+    # the budget a plan gets by default is found by its bytes, whatever its row is called
+    fr = plan_frontier(g, H200, time_limit=3.0, budgets=["0.9x", "1.0x", None])
+    assert [p.label for p in fr.points if p.searched] == ["1.0x"], [(p.label, p.searched) for p in fr.points]
 
 
 def test_the_default_budgets_say_when_the_clock_left_passes_out(caplog):

@@ -243,7 +243,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
         if not isinstance(unbucketed, Result) or unbucketed.over != "orders":
             raise GraphError(f"unbucketed: expected optimize's Result on this problem, got {type(unbucketed).__name__}"
                              + (" over plans" if isinstance(unbucketed, Result) else ""))
-        if unbucketed.graph != problem.graph and unbucketed.graph.fingerprint() != problem.graph.fingerprint():
+        if not unbucketed.graph.same_as(problem.graph):
             raise GraphError(f"unbucketed: its result is of another graph ({unbucketed.graph.name!r}, fingerprint "
                              f"{unbucketed.graph.fingerprint()[:12]}) than this problem's ({problem.graph.name!r}, "
                              f"{problem.graph.fingerprint()[:12]}): other nodes or other prices")
