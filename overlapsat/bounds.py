@@ -386,7 +386,13 @@ def lower_bound(problem: Problem | Graph, collective_order: str | None = None) -
     "free" the group's input order means nothing, and only order-free bounds are used.
     """
     pb = as_problem(problem, None, collective_order)
-    graph, collective_order = pb.relaxed, pb.collective_order
+    graph, key = pb.relaxed, ("lower_bound", pb.collective_order)
+    if key not in graph._cache:  # kept on the (frozen) graph: the searches of a frontier's budgets share it
+        graph._cache[key] = _lower_bound(graph, pb.collective_order)
+    return graph._cache[key]
+
+
+def _lower_bound(graph: Graph, collective_order: str) -> LowerBound:
     if collective_order == "free":
         return LowerBound(graph.compute_total, critical_path(graph, fifo=False), comm_load(graph), 0.0,
                           comm_lags(graph))

@@ -111,7 +111,10 @@ class Problem:
     def _canonical_form(self) -> Problem:
         from overlapsat.canonical import canonical_graph
 
-        cg = canonical_graph(self.relaxed, self.collective_order)
+        g, key = self.relaxed, ("canonical", self.collective_order)
+        if key not in g._cache:  # on the graph: a frontier's budgets, each its own problem, share it
+            g._cache[key] = canonical_graph(g, self.collective_order)
+        cg = g._cache[key]
         cp = self.on(cg)
         # the canonical form's own canonical form is itself: not computed again
         return cp.own_canonical() if cp.relaxed.names == cg.names else cp

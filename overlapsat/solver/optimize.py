@@ -56,9 +56,11 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     Raises `InfeasibleBudgetError` only when no order can meet the budget
     (proven), and `NoValidOrderError` when none was found in time.
     """
+    started = TimeBudget.entry(clock)  # the limit counts from here: the checks and the memory floor too
     problem, params = _inputs(graph, params, memory_budget, options)
     check_floor(problem)  # a budget below what some step holds in every order: proven before any search
-    s = Search.of(problem, params, clock, on_progress=on_progress, stop_when=stop_when, on_phase=on_phase)
+    s = Search.of(problem, params, clock, started=started, on_progress=on_progress, stop_when=stop_when,
+                  on_phase=on_phase)
     s.run(Portfolio(heuristic_results, extra_orders))
     if WitnessSearch.applies(s):
         s.run(WitnessSearch())

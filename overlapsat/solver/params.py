@@ -165,9 +165,9 @@ class TimeBudget:
     is given `parent`: it then never ends past the parent's deadline, and what the clock cut is flagged on both."""
 
     def __init__(self, params: SolveParams, clock: Callable[[], float] | None = None,
-                 parent: TimeBudget | None = None) -> None:
+                 parent: TimeBudget | None = None, started: float | None = None) -> None:
         self.clock = clock or (parent.clock if parent is not None else time.monotonic)
-        self.t0 = self.clock()
+        self.t0 = self.clock() if started is None else started  # `started`: the call's entry, checks before it counted
         self.deterministic = params.deterministic
         self.parent = parent
         # deterministic: the work budget ends every phase, and the clock cuts (and says so) only at the time
@@ -241,6 +241,12 @@ class TimeBudget:
         if self.deterministic:
             self.cut_by_wall_clock = True
         return True
+
+    @classmethod
+    def entry(cls, clock: TimeBudget | None) -> float:
+        """The time on the clock a call's budget will read (its caller's, else the monotonic clock): taken at the
+        call's entry and given as `started`, so that what the call checks before its budget exists counts."""
+        return (clock.clock if clock is not None else time.monotonic)()
 
     @classmethod
     def left_of(cls, time_limit: float, spent: float) -> TimeBudget:

@@ -85,10 +85,11 @@ BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every buck
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
-# what building and ordering the chosen bucketing costs before any search, per node (its graph, canonical form and
-# portfolio: about 2.5 s at 36k nodes on this 2-core machine, 2026-11-28): kept back from the search phases, up to
-# the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
-RESERVE_S_PER_NODE = 7e-5
+# what building and ordering the chosen bucketing costs before any search, per node (its memory floor, portfolio and
+# bounds: 0.30-1.43 s at 4.2k-13.4k nodes of the FX corpus, 7e-5 to 1.1e-4 s a node, on this 2-core machine,
+# 2026-12-02; 7e-5 before decisions 71 and 94 added the floor and the overlap bound): kept back from the search
+# phases, up to the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
+RESERVE_S_PER_NODE = 1.2e-4
 BOUND_S_PER_NODE = STEP_S["bound"][1]  # the analytical bound over every bucketing: not started later
 EARLY_BOUND_SHARE = 0.05  # of the time limit: the analytical bound is computed before the search when it costs less
 JUDGE_SHARE = 0.6  # of the time limit on the clock: no pass judging a bucketing starts later
@@ -189,6 +190,7 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     which each all_gather the table offers takes the cheaper transport (MODEL.md "Transport", decision 50): the
     plan is searched, bounded and proven on those prices, and `plan.transports` names the collectives of its
     bucketed graph that take the copy engine."""
+    options.setdefault("started", TimeBudget.entry(options.get("clock")))  # the limit counts from here, checks too
     check_call(problem, price, options.get("starts"))
     problem = problem.with_default_budget()  # no budget given: the input order's peak (decision 63)
     check_floor(problem, "plan")  # below what some step holds in every order: no plan (decision 71), before any search
@@ -220,7 +222,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                    unbucketed: Result | None = None,
                    solved: dict[str, tuple[Sequence[Bucket | Sequence[str]], Result]] | None = None,
                    extra_orders: dict[str, Sequence[str | int]] | None = None,
-                   joint: bool = True, clock: TimeBudget | None = None, **options: Any) -> Result:
+                   joint: bool = True, clock: TimeBudget | None = None, started: float | None = None,
+                   **options: Any) -> Result:
     """Buckets and an order for `problem` (its graph unbucketed), priced by `price` (a cost model's
     `duration`). Deterministic: every step of the search is priced by the graph's size and drawn from one ledger
     of the time limit (ledger.py, decision 79), so the plan is the same on any machine and load; in timed mode
@@ -236,7 +239,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     with the input order, and the plan is never longer than any that is valid (an invalid one is not used).
     `joint=False`
     leaves out the joint CP-SAT model of buckets and order (decision 43; it runs only on small graphs, with
-    `JOINT_SHARE` of the time). `clock`: the budget of a caller that runs this as one of its phases."""
+    `JOINT_SHARE` of the time). `clock`: the budget of a caller that runs this as one of its phases. `started`: when
+    the call began on that clock (`optimize_plan`'s entry, so that its checks count against the limit)."""
     starts_given = starts
     price = laid_out(price, problem.bucket_layout)  # every bucketed graph below is the problem's layout
     if unbucketed is not None:
@@ -262,7 +266,8 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
                          f"{problem.collective_order!r}")
     if max_evaluations is None:  # the ledger (deterministic) or the clock (timed) ends the search
         max_evaluations = 2**62
-    tb = TimeBudget(params, parent=clock)  # the one clock of the call: every phase below ends by its deadline
+    # the one clock of the call, from its entry (`started`): every phase below ends by its deadline
+    tb = TimeBudget(params, parent=clock, started=TimeBudget.entry(clock) if started is None else started)
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
@@ -901,8 +906,11 @@ def plan_canonical(problem: Problem) -> Problem:
     level = problem.collective_order
     if level == "free":
         return problem.canonical
-    cg = canonical_graph(problem.relaxed, "chain" if level == "chain" else "global")
-    return problem.on(cg).own_canonical()  # the same for every layout: `optimize` on it need not redo it (0.5 s at 36k)
+    g, key = problem.relaxed, ("canonical", "chain" if level == "chain" else "global")
+    if key not in g._cache:  # on the graph: a frontier's budgets, each its own problem, share it
+        g._cache[key] = canonical_graph(g, key[1])
+    # the same for every layout: `optimize` on it need not redo it (0.5 s at 36k nodes)
+    return problem.on(g._cache[key]).own_canonical()
 
 
 def _depends_on_input_order(r: Result, **stats: Any) -> Result:

@@ -84,8 +84,9 @@ class Search:
     on_given_order: bool = False  # no time for the canonical form: the search runs on the order as given
 
     @classmethod
-    def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, **hooks: Any) -> Search:
-        tb = TimeBudget(params, parent=clock)
+    def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, started: float | None = None,
+           **hooks: Any) -> Search:
+        tb = TimeBudget(params, parent=clock, started=started)
         late = not problem.canonical_known and tb.wall_left() < CANONICAL_S_PER_NODE * len(problem.graph.nodes)
         if late:
             log.info("%.2f s left at the start: the search runs on the order as given, not on the canonical form "

@@ -78,6 +78,22 @@ def test_exact_at_two_to_the_fifty(size):
     assert overlap_capacity_bound(g, 3 * size - 1) == 19.0
 
 
+def test_the_live_bytes_are_summed_exactly_over_thousands_of_buffers_near_two_to_the_fifty():
+    """The floor sums each step's live buffers in blocks (one matrix product, decision 104's record): exact for
+    4,096 buffers of up to 2^50 B, against Python's integers, over more steps than one block holds."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    sizes = [rng.choice([2**50 - rng.randrange(1000), rng.randrange(2**33), 1, 2**32 - 1, 2**32]) for _ in range(4096)]
+    weights = (np.asarray([w >> 32 for w in sizes], dtype=np.int64),
+               np.asarray([w & 0xFFFFFFFF for w in sizes], dtype=np.int64))
+    sets = [0, (1 << 4096) - 1] + [rng.getrandbits(4096) for _ in range(2 * memory_bound.ROWS + 3)]
+    got = memory_bound._weighted(sets, 4096, weights)
+    assert got == [sum(w for k, w in enumerate(sizes) if x >> k & 1) for x in sets]
+
+
 def test_the_floor_is_never_above_the_least_peak_and_often_meets_it():
     """`peak_floor` against brute force's least peak over every order (so every budget below it is unreachable)."""
     met = checked = 0
