@@ -67,3 +67,44 @@ def test_optimize_warns_and_flags_when_the_clock_cuts(caplog):
         r = optimize(g, time_limit=0.3, work_limit=1000.0)
     assert r.cut_by_wall_clock
     assert any("wall clock" in rec.message for rec in caplog.records)
+
+
+def test_a_budget_started_at_the_calls_entry_counts_what_came_before(monkeypatch):
+    """Decision 105: what a call checks before its budget exists (the memory floor: 0.25-0.45 s at 7-13k nodes)
+    counts against its limit. `optimize_plan` and `optimize` take the time at entry, and their budget starts there,
+    before the floor's check, not after it."""
+    import importlib
+    import time
+
+    import overlapsat.solver.plan_search as ps
+    import overlapsat.solver.search as search_mod
+    from overlapsat import Problem
+    from overlapsat.cost import cost_model
+
+    tb = TimeBudget(SolveParams(time_limit=5.0), clock=lambda: 100.0, started=98.0)
+    assert tb.deadline == 103.0 and tb.elapsed() == 2.0 and tb.wall_left() == 3.0
+
+    opt = importlib.import_module("overlapsat.solver.optimize")
+    for mod, budget_mod in ((ps, ps), (opt, search_mod)):
+        events: list[tuple[str, float | None]] = []
+        real_floor = mod.check_floor
+
+        def floor(*a, real=real_floor, ev=events, **k):
+            ev.append(("floor", time.monotonic()))
+            return real(*a, **k)
+
+        class Recording(TimeBudget):
+            def __init__(self, *a, started=None, ev=events, **k):
+                ev.append(("budget", started))
+                super().__init__(*a, started=started, **k)
+
+        monkeypatch.setattr(mod, "check_floor", floor)
+        monkeypatch.setattr(budget_mod, "TimeBudget", Recording)
+        p = Problem.of(load_graph(bundled("fsdp_small")), "1.0x", "group")
+        if mod is ps:
+            ps.optimize_plan(p, cost_model("h200").duration, time_limit=3.0, joint=False)
+        else:
+            optimize(p, time_limit=3.0)
+        floor_at = next(t for what, t in events if what == "floor")
+        started = next(t for what, t in events if what == "budget")
+        assert started is not None and started <= floor_at, events
