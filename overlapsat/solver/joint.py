@@ -50,6 +50,13 @@ MAX_STREAM_PAIRS = 20_000  # nor beyond this many pairs of transfers of one grou
 # most STEP_SHARE of the joint model's time limit: a function of the limit, not of the clock (decision 103)
 STEP_CLAUSE_S = 1e-4
 STEP_SHARE = 0.25
+# building the model in Python (the union of every candidate's graph, then the CP-SAT model) costs about BUILD_S per
+# union node per candidate, the union about the graph's nodes and 4 per candidate (1.1 s for 102 candidates on a
+# 187-node graph, 0.2-0.4 s for 30-57 on 101-276 nodes; this 2-core machine, 2026-12-02): the model is built only
+# where that is at most BUILD_SHARE of its time limit (a function of the limit, not of the clock), and where the
+# clock still has it (decision 105)
+BUILD_S = 2e-5
+BUILD_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -591,6 +598,14 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     why = too_large(g, cands)
     if why:
         return JointResult(stats={"skipped": why})
+    build = build_price(len(g.nodes), len(cands.buckets))
+    if build > BUILD_SHARE * params.time_limit:
+        return JointResult(stats={"skipped": f"building it is priced at {build:.2f} s, over {BUILD_SHARE:g} of its "
+                                             f"{params.time_limit:g}-s limit"})
+    if clock is not None and clock.wall_left() < build:  # the caller's clock has no room: said as a clock cut
+        if params.deterministic:
+            clock.cut_by_wall_clock = True
+        return JointResult(stats={"skipped": f"the clock left {clock.wall_left():.2f} s, less than its build"})
     u = Union(g, cands.buckets, price)
     try:
         ts = choose_scale(u.graph, EXACT_UNITS)  # as exact as the whole-graph model without a budget
@@ -632,6 +647,11 @@ def solve_joint(problem: Problem, price: Pricing, params: SolveParams,
     if out.order is None and kept:  # the plan without the budget is within it
         out = replace(out, order=first.order)
     return _joint_result(u, out, cands, stats)
+
+
+def build_price(nodes: int, cands: int) -> float:
+    """What building the joint model costs (`BUILD_S`), from the graph's size and the candidates' count alone."""
+    return BUILD_S * (nodes + 4 * cands) * cands
 
 
 def step_clauses(u: Union) -> int:

@@ -22,7 +22,11 @@ from overlapsat.graph import COLLECTIVE, COMPUTE, WAIT, Graph
 TRACKED = 4096  # buffers whose liveness the per-kernel memory floor follows (the largest; the rest count 0)
 MAX_ARCS = 2_000_000  # beyond this the kernels' classes are merged (a coarser network: a larger flow, still a bound)
 MAX_BITS = 4_000_000_000  # nodes x (collectives + tracked buffers) past which the bound is left out (the work)
-S_PER_NODE = 3e-5  # what the bound costs (2.4e-5 s a node measured on 7,928 nodes, 2 cores): the search keeps it
+# what the bound costs a node, measured on this 2-core machine: 2.1e-5 s at 7,928 nodes, 5.7e-5 at 13,403 and 4.7e-5 at
+# 36,401 (2026-12-02; its network grows faster than the graph): the search keeps it, and pays for it only where it is
+# at most SHARE of its time limit
+S_PER_NODE = 6e-5
+SHARE = 0.25
 SCALE = 1000.0  # durations in integer nanoseconds for the flow (capacities rounded up: the flow can only grow)
 
 
@@ -235,4 +239,4 @@ def _coarsen(classes: dict[int, float]) -> list[tuple[int, float]]:
     return sigs
 
 
-__all__ = ["S_PER_NODE", "overlap_capacity_bound", "peak_floor"]
+__all__ = ["S_PER_NODE", "SHARE", "overlap_capacity_bound", "peak_floor"]

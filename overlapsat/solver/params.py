@@ -234,9 +234,10 @@ class TimeBudget:
         """The call's own deadline has passed (not just a phase's)."""
         return self.clock() >= self.deadline
 
-    def cut(self) -> bool:
-        """Whether the deadline has passed; in deterministic mode, flagged as a cut (the work did not end it)."""
-        if self.clock() < self.deadline:
+    def cut(self, ahead: float = 0.0) -> bool:
+        """Whether the deadline has passed, or will within `ahead` seconds (what a step costs before it can stop);
+        in deterministic mode, flagged as a cut (the work did not end it)."""
+        if self.clock() + ahead < self.deadline:
             return False
         if self.deterministic:
             self.cut_by_wall_clock = True

@@ -59,7 +59,7 @@ from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
 from overlapsat.solver.result import PlanInfo
 from overlapsat.solver.room import Checks, room_buckets
-from overlapsat.solver.search import check_floor
+from overlapsat.solver.search import CANONICAL_S_PER_NODE, check_floor, floor_checked
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -771,7 +771,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     given, peer_given = problem, torch_greedy(problem, g, CAPS_MB[0])
     as_given = {"input order as given": list(given.relaxed.names)}  # what the plan replaces, always a candidate
     as_given.update(extra_orders or {})  # orders from elsewhere (torch's OverlapScheduler's): candidates too
-    problem = plan_canonical(problem)
+    problem, on_given = plan_canonical(problem, tb)  # on_given: the clock left no time for the canonical form
+    problem = floor_checked(problem)  # `optimize_plan` checked the floor of the graph as given
     g = problem.relaxed
     starts_given = {name: as_buckets(g, bs) for name, bs in starts_given.items()}
     space = all_bucketings(g, EXHAUSTIVE_BUCKETINGS)
@@ -779,8 +780,9 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     if space is not None:  # few enough to order each (the starts are among them)
         if unbucketed is None:  # the passes from the order as given: a candidate with no buckets (decision 85)
             _contained("the input order's portfolio", lambda: as_given.update(input_portfolio(given, params, tb)))
-        return _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(
+        out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(
             problem, _every_bucketing(problem, price, params, space, tb, as_given), unbucketed), solved_given))
+        return _depends_on_input_order(out, canonical_form=False) if on_given else out
     # timed mode on a large graph: judging one bucketing costs about half a second at 16k nodes, and the order
     # search after it rarely improves on the best pass's order, so the bucket search gets the larger share
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
@@ -842,6 +844,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     won = judged.full.get(())
     if won is not None and won.name.startswith(INPUT_PORTFOLIO):  # the base of every room start, and a candidate
         out = _depends_on_input_order(out, unbucketed_from=won.name)
+    if on_given:  # searched on the order as given: another layout may give another plan
+        out = _depends_on_input_order(out, canonical_form=False)
     return out
 
 
@@ -898,19 +902,29 @@ def named_orders(g: Graph, orders: dict[str, Sequence[str | int]] | None) -> dic
     return out
 
 
-def plan_canonical(problem: Problem) -> Problem:
+def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Problem, bool]:
     """The problem on a canonical form of its relaxed graph, the same for every file layout, on which the plan
     search runs (decisions 58 and 61). At free, `optimize`'s; elsewhere the canonical order that keeps the
     collective sequence ("global"; "chain" at chain), so that each bucketed graph is the one the graph as given
-    makes (`plan.placing`): the same plans, searched from the same node order whatever the file's."""
+    makes (`plan.placing`): the same plans, searched from the same node order whatever the file's. Where `tb` has
+    less left than the form costs (`CANONICAL_S_PER_NODE`), the problem as given, its order as its own form, and the
+    clock's cut said (decision 105, as decision 64 for `optimize`), and True: the caller says the plan depends on the
+    layout."""
     level = problem.collective_order
+    g, key = problem.relaxed, ("canonical", "chain" if level == "chain" else level if level == "free" else "global")
+    known = problem.canonical_known if level == "free" else key in g._cache
+    if tb is not None and not known and tb.wall_left() < CANONICAL_S_PER_NODE * len(g.nodes):
+        log.info("plan: %.2f s left: the search runs on the order as given, not on the canonical form (its plan may "
+                 "depend on the file's node order)", tb.wall_left())
+        if tb.deterministic:
+            tb.cut_by_wall_clock = True
+        return problem.own_canonical(), True
     if level == "free":
-        return problem.canonical
-    g, key = problem.relaxed, ("canonical", "chain" if level == "chain" else "global")
+        return problem.canonical, False
     if key not in g._cache:  # on the graph: a frontier's budgets, each its own problem, share it
         g._cache[key] = canonical_graph(g, key[1])
     # the same for every layout: `optimize` on it need not redo it (0.5 s at 36k nodes)
-    return problem.on(g._cache[key]).own_canonical()
+    return problem.on(g._cache[key]).own_canonical(), False
 
 
 def _depends_on_input_order(r: Result, **stats: Any) -> Result:

@@ -22,10 +22,12 @@ from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, only_over_b
 from overlapsat.fmt import fmt_bytes
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.problem import Problem
+from overlapsat.simulate import peak_memory
 from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
 from overlapsat.solver.fill import FillStats, fill, move_cost
 from overlapsat.solver.memory_bound import S_PER_NODE as MEMORY_BOUND_S
+from overlapsat.solver.memory_bound import SHARE as MEMORY_BOUND_SHARE
 from overlapsat.solver.memory_bound import overlap_capacity_bound, peak_floor
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.result import Progress, StoppingRule, meets
@@ -42,11 +44,16 @@ WITNESS_STEPS_PER_SECOND = 400_000  # placements it may try per second of the li
 # 70 % (the search starts from the latter's orders); in deterministic mode such a cut is flagged (decision 57)
 HEURISTICS_CLOCK_SHARE = (0.4, 0.7)
 # what the portfolio's evaluations, the bound and the final checks cost per node after the passes (about 0.6 s at
-# 36k nodes on this 2-core machine, 2026-11-28): no pass starts that late
-TAIL_S_PER_NODE = 2e-5
-# the canonical form costs about 1.1e-5 s a node on this machine (0.4 s at 36k nodes idle, 2026-11-28): a search
-# that starts with less than this left of its clock runs on the order as given instead (decision 64)
-CANONICAL_S_PER_NODE = 2e-5
+# 36k nodes on this 2-core machine on 2026-11-28; 1.2-1.4 s on 2026-12-02, the analytical bound 0.9 s of it): no
+# pass starts that late
+TAIL_S_PER_NODE = 4e-5
+# the canonical form costs about 3.4e-5 to 4.4e-5 s a node on this machine (1.22 s at 36,401 nodes, 0.59 s at 13,403,
+# 2026-12-02; 0.4 s at 36k on a faster hour of 2026-11-28): a search, or a plan search (decision 105), that starts
+# with less than this left of its clock runs on the order as given instead (decision 64)
+CANONICAL_S_PER_NODE = 4.5e-5
+# what the order search costs before its first step (its time scale: 0.5-0.9 s at 36,401 nodes, 0.04-0.08 s at
+# 8-13k, this 2-core machine, 2026-12-02): with less left of the clock it does not start (decision 105)
+ORDER_SEARCH_S_PER_NODE = 2.5e-5
 FILL_MOVES_TIMED = 10**9  # timed mode without a work limit: the fill's share of the clock ends it
 BUDGETED_WINDOW_NODES = 20  # deterministic mode with a budget: window LNS first from this size (decision 59)
 CHEAP_PASSES = ("sink_waits", "raise_comms", "reorder_compute_for_overlap",
@@ -196,9 +203,9 @@ class Portfolio:
         p, tb = s.params, s.tb
         n = len(s.cp.graph.nodes)
         include = None if n <= p.lns_min_nodes else CHEAP_PASSES  # the iterative passes are quadratic in their moves
-        # decision 71's bound where the limit can pay for it (a function of the limit, not of the clock): at 0.3 s
-        # on 13,403 nodes it alone ran past the promise
-        by_memory = s.problem.budget is not None and MEMORY_BOUND_S * n <= p.time_limit
+        # decision 71's bound where a share of the limit pays for it (a function of the limit, not of the clock): at
+        # 0.3 s on 13,403 nodes, and at 2 s on 36,401 (1.7 s), it alone ran past the promise (decisions 104, 105)
+        by_memory = s.problem.budget is not None and MEMORY_BOUND_S * n <= MEMORY_BOUND_SHARE * p.time_limit
         tail = tb.deadline - (TAIL_S_PER_NODE + (MEMORY_BOUND_S if by_memory else 0.0)) * n
         # (what follows the passes needs this: evaluations, checks, the bounds)
         reports: dict[str, dict[str, list[str]]] = {"input order": {}, "canonical form": {}}  # what run_all left out
@@ -468,6 +475,9 @@ def order_search(s: Search) -> None:
     incumbent the monolithic model goes first (it finds an order or proves there is none). Larger graphs: window
     LNS only; graphs under `lns_min_window_nodes`: the monolithic model only."""
     p, n = s.params, len(s.cp.graph.nodes)
+    if s.tb.cut(ORDER_SEARCH_S_PER_NODE * n):  # its time scale alone would end past the deadline (flagged)
+        s.message = s.message or "the time limit ended the search before its order search: the best order found before it"
+        return
     # a budgeted model runs one worker in deterministic mode (decision 36), where the whole model finds little in
     # its work; windows find more there (decision 59), so they run first from a smaller size
     windows_from = p.lns_min_window_nodes if s.problem.budget is None or not p.deterministic \
@@ -505,10 +515,20 @@ def exhaustive_orders(params: SolveParams) -> int:
 def check_floor(problem: Problem, what: str = "order") -> None:
     """Raise InfeasibleBudgetError before any search where the budget is below the memory floor (decision 71):
     some step holds more than it in every order, and so in every plan."""
-    if problem.budget is not None:
+    # the order as listed is an order: where it peaks within the budget, so does the floor (decision 105), and
+    # the floor (0.2-0.8 s at 8-36k nodes) need not be read; nor where this problem's was read already
+    if problem.budget is not None and problem.__dict__.get("floor_checked") != problem.budget \
+            and peak_memory(problem.relaxed) > problem.budget:
         floor = peak_floor(problem.relaxed)
         if floor[0] > problem.budget:
             raise budget_error(InfeasibleBudgetError, problem.budget, [], proven=True, floor=floor, what=what)
+
+
+def floor_checked(problem: Problem) -> Problem:
+    """`problem`, marked as one whose budget `check_floor` has passed (the plan search's canonical form of a problem
+    that passed it: the same graph, listed otherwise), so that its final `optimize` does not read the floor again."""
+    problem.__dict__["floor_checked"] = problem.budget  # a flag, as `Problem.own_canonical` sets one
+    return problem
 
 
 def budget_error(cls: type[GraphError], budget: int | None, heur: list[Evaluated], proven: bool,

@@ -1,0 +1,87 @@
+"""Decision 105: what a search costs before it can stop is priced, and the clock is asked before it starts. A 2-s
+plan took 6.4 s at 36,401 nodes (7.0 s traced: the memory floor twice, the canonical form, the overlap bound, the
+order search's time scale) and 4.3 s on a 187-node graph beside two CPU-bound processes (the joint model's build).
+Each test fails before the decision."""
+
+import math
+
+import pytest
+
+from overlapsat import Problem, load_graph
+from overlapsat.cost import cost_model
+from overlapsat.examples import bundled
+from overlapsat.solver import joint, search
+from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.plan_search import optimize_plan, plan_canonical
+
+H200 = cost_model("h200").duration
+
+
+def _spent(limit: float = 2.0) -> TimeBudget:
+    """A clock whose deadline has passed: every step that asks it is refused."""
+    now = [0.0]
+    tb = TimeBudget(SolveParams(time_limit=limit), clock=lambda: now[0])
+    now[0] = limit + 1.0
+    return tb
+
+
+def test_the_floor_is_not_read_where_the_order_as_listed_fits_the_budget(monkeypatch):
+    """The order as listed is an order: where it peaks within the budget the floor cannot exceed it (0.2-0.8 s a read
+    at 8-36k nodes); below that order's peak the floor is read and proves what it proves, as before."""
+    g = load_graph(bundled("fsdp_small"))
+    reads = []
+    real = search.peak_floor
+    monkeypatch.setattr(search, "peak_floor", lambda gr: reads.append(1) or real(gr))
+    search.check_floor(Problem.of(g, "1.0x", "group"))
+    assert reads == []
+    floor = real(g.relaxed("free"))[0]
+    with pytest.raises(Exception, match="unreachable"):
+        search.check_floor(Problem.of(g, floor - 1, "group"))
+    assert reads == [1]
+    # the plan search's canonical form of a problem that passed is not read again by its final order
+    q = search.floor_checked(Problem.of(g, floor, "group"))
+    search.check_floor(q)
+    assert reads == [1]
+
+
+def test_the_joint_model_is_built_only_where_its_limit_and_the_clock_have_room_for_the_build():
+    """Building the joint model in Python took 1.1 s on a 187-node graph with 102 candidates, for a 0.5-s share;
+    priced from the graph's size and the candidates' count, it is skipped where its price is over half its limit,
+    and where the caller's clock has less left than the price (a cut, said in deterministic mode)."""
+    p = Problem.of(load_graph(bundled("ddp_small")), "none", "group")
+    g = p.graph.relaxed("free")
+    price = joint.build_price(len(g.nodes), len(joint.candidates(g).buckets))
+    assert 0.1 < price < 1.0  # 57 candidates on 101 nodes: about 0.4 s
+    short = joint.solve_joint(p, H200, SolveParams(time_limit=price))  # half of it: not enough
+    assert "building it is priced" in short.stats["skipped"]
+    tb = _spent()
+    late = joint.solve_joint(p, H200, SolveParams(time_limit=30.0), clock=tb)
+    assert "the clock left" in late.stats["skipped"] and tb.cut_by_wall_clock
+
+
+def test_a_plan_search_with_no_time_for_the_canonical_form_searches_the_order_as_given_and_says_so():
+    """The canonical form cost 1.2 s at 36,401 nodes; a plan search whose clock has less left searches the order
+    as given (as `optimize` does, decision 64), flags the cut, and the plan says it may depend on the layout."""
+    p = Problem.of(load_graph(bundled("fsdp_small")), "1.0x", "group")
+    tb = _spent()
+    q, on_given = plan_canonical(p, tb)
+    assert on_given and q.relaxed.names == p.relaxed.names and tb.cut_by_wall_clock
+    q, on_given = plan_canonical(p, TimeBudget(SolveParams(time_limit=5.0)))
+    assert not on_given and q.relaxed.names != p.relaxed.names
+    q, on_given = plan_canonical(p, _spent())  # built already: it costs nothing, and is used
+    assert not on_given
+    p = Problem.of(load_graph(bundled("fsdp_small")), "1.0x", "group")
+    r = optimize_plan(p, H200, time_limit=1e-3)  # every clock is spent before the search starts
+    assert r.plan_info.depends_on_input_order and r.cut_by_wall_clock
+    assert r.stats["plan"].get("canonical_form") is False
+
+
+def test_the_order_search_does_not_start_where_its_time_scale_would_end_past_the_deadline():
+    """The order search's time scale took 0.9 s at 36,401 nodes and started with 0.4 s left; with less left than
+    its price it is not started, and the message says what ended the search."""
+    p = Problem.of(load_graph(bundled("fsdp_medium")), None, "group")
+    s = search.Search.of(p, SolveParams(time_limit=5.0), clock=_spent(5.0))
+    s.best = s.best or search.evaluate(s.cp, "topological_order", list(range(len(s.cp.graph.nodes))))
+    search.order_search(s)
+    assert "ended the search before its order search" in s.message and s.tb.cut_by_wall_clock
+    assert math.isfinite(s.best.makespan)
