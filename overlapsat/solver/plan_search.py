@@ -912,7 +912,7 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
     layout."""
     level = problem.collective_order
     g, key = problem.relaxed, ("canonical", "chain" if level == "chain" else level if level == "free" else "global")
-    known = problem.canonical_known if level == "free" else key in g._cache
+    known = key in g._cache or (level == "free" and problem.canonical_known)  # built already: it costs nothing
     if tb is not None and not known and tb.wall_left() < CANONICAL_S_PER_NODE * len(g.nodes):
         log.info("plan: %.2f s left: the search runs on the order as given, not on the canonical form (its plan may "
                  "depend on the file's node order)", tb.wall_left())
