@@ -73,6 +73,20 @@ def canonical_graph(g: Graph, collective_order: str = "group") -> Graph:
         )
 
 
+def kept_canonical(g: Graph, collective_order: str = "group") -> Graph:
+    """`canonical_graph(g, collective_order)`, kept on the (frozen) graph: every problem on `g` shares it (a
+    frontier's budgets, the plan search and `optimize`)."""
+    key = ("canonical", collective_order)
+    if key not in g._cache:
+        g._cache[key] = canonical_graph(g, collective_order)
+    return g._cache[key]
+
+
+def is_kept(g: Graph, collective_order: str = "group") -> bool:
+    """Whether `kept_canonical(g, collective_order)` costs nothing now."""
+    return ("canonical", collective_order) in g._cache
+
+
 def _sorted_consumers(b: Buffer) -> Buffer:
     """`b` with its consumers sorted and unique; `b` itself where they are (a copy costs 25 us a buffer)."""
     cs = b.consumers

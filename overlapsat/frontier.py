@@ -201,12 +201,13 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
     params = SolveParams(time_limit=time_limit)  # a limit every search would refuse is named, not raised to 0.01 s
     end = time.monotonic() + (clock.wall_left() if clock is not None else time_limit)
     g = as_graph(graph)
+    input_peak = peak_memory(g)  # the default budget, a row, and the frontier's reference
     base = Problem.of(g, "none", collective_order, bucket_cap, bucket_layout)
     if budgets is None and DEFAULTS_SHARE * time_limit < DEFAULTS_S_PER_NODE * len(g.nodes):
         log.warning("frontier: a %g-s limit leaves no room to find the lowest peak and torch bucketed's at %d nodes; "
                     "the frontier shows the input order's peak and no budget (raise the time limit, or give "
                     "--budgets)", time_limit, len(g.nodes))
-        chosen = [("input order's peak", peak_memory(g)), ("no budget", None)]
+        chosen = [("input order's peak", input_peak), ("no budget", None)]
     elif budgets is None:  # two portfolio runs: 14.6 s at 13.4k nodes where nothing limited them
         chosen = default_budgets(base, price, params.portfolio_steps,
                                  min(end, time.monotonic() + DEFAULTS_SHARE * time_limit))
@@ -216,7 +217,7 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
                         key=lambda x: math.inf if x[1] is None else x[1])
     floor, node = peak_floor(base.relaxed)
     planned = _affordable(chosen, time_limit * (1 - DEFAULTS_SHARE if budgets is None else 1), len(g.nodes),
-                          peak_memory(g))
+                          input_peak)
     raw: list[FrontierPoint] = []
     for label, b in chosen:
         if (label, b) not in planned:  # a function of the limit and the graph's size, not of the clock
@@ -232,7 +233,7 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
             raw.append(FrontierPoint(label, b, r, r.bound))
         except GraphError as e:  # no plan found within it (or none exists, proven): the row says which
             raw.append(FrontierPoint(label, b, None, 0.0, str(e).split(";")[0]))
-    return Frontier(g.name, tuple(_consistent(raw)), peak_memory(g), floor, node)
+    return Frontier(g.name, tuple(_consistent(raw)), input_peak, floor, node)
 
 
 def _affordable(chosen: list[tuple[str, int | None]], seconds: float, nodes: int,

@@ -109,12 +109,9 @@ class Problem:
 
     @cached_property
     def _canonical_form(self) -> Problem:
-        from overlapsat.canonical import canonical_graph
+        from overlapsat.canonical import kept_canonical
 
-        g, key = self.relaxed, ("canonical", self.collective_order)
-        if key not in g._cache:  # on the graph: a frontier's budgets, each its own problem, share it
-            g._cache[key] = canonical_graph(g, self.collective_order)
-        cg = g._cache[key]
+        cg = kept_canonical(self.relaxed, self.collective_order)
         cp = self.on(cg)
         # the canonical form's own canonical form is itself: not computed again
         return cp.own_canonical() if cp.relaxed.names == cg.names else cp

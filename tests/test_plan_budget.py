@@ -215,11 +215,11 @@ def test_a_frontiers_budgets_build_the_graphs_canonical_form_and_bounds_once(mon
     kept on the (frozen) graph, not on each problem, so they are built once (three times before: a 2-s frontier of
     `moe_dsv3_L16_ep8_w128`, 4,166 nodes, took 3.76 s beside two CPU-bound processes, 2.12 s after)."""
     import overlapsat.bounds as bounds_mod
-    import overlapsat.solver.plan_search as ps
+    import overlapsat.canonical as canonical_mod
 
     made, bounded = [], []
-    canonical, bound = ps.canonical_graph, bounds_mod._lower_bound
-    monkeypatch.setattr(ps, "canonical_graph", lambda g, level="group": made.append(g) or canonical(g, level))
+    canonical, bound = canonical_mod.canonical_graph, bounds_mod._lower_bound
+    monkeypatch.setattr(canonical_mod, "canonical_graph", lambda g, level="group": made.append(g) or canonical(g, level))
     monkeypatch.setattr(bounds_mod, "_lower_bound", lambda g, level: bounded.append(g) or bound(g, level))
     g = osat.load_graph(bundled("fsdp_small"))
     fr = plan_frontier(g, H200, time_limit=9.0, budgets=["1.0x", "2.0x", None], collective_order="group")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from overlapsat.bounds import lower_bound
-from overlapsat.canonical import canonical_graph
+from overlapsat.canonical import is_kept, kept_canonical
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
 from overlapsat.fmt import fmt_bytes
@@ -267,7 +267,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     if max_evaluations is None:  # the ledger (deterministic) or the clock (timed) ends the search
         max_evaluations = 2**62
     # the one clock of the call, from its entry (`started`): every phase below ends by its deadline
-    tb = TimeBudget(params, parent=clock, started=TimeBudget.entry(clock) if started is None else started)
+    tb = TimeBudget(params, parent=clock, started=started)
     if on_phase is not None:
         on_phase(Progress(0.0, math.inf, 0.0, "buckets"))
     g = problem.relaxed
@@ -911,8 +911,8 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
     clock's cut said (decision 105, as decision 64 for `optimize`), and True: the caller says the plan depends on the
     layout."""
     level = problem.collective_order
-    g, key = problem.relaxed, ("canonical", "chain" if level == "chain" else level if level == "free" else "global")
-    known = key in g._cache or (level == "free" and problem.canonical_known)  # built already: it costs nothing
+    g, order = problem.relaxed, "chain" if level == "chain" else level if level == "free" else "global"
+    known = is_kept(g, order) or (level == "free" and problem.canonical_known)  # built already: it costs nothing
     if tb is not None and not known and tb.wall_left() < CANONICAL_S_PER_NODE * len(g.nodes):
         log.info("plan: %.2f s left: the search runs on the order as given, not on the canonical form (its plan may "
                  "depend on the file's node order)", tb.wall_left())
@@ -921,10 +921,8 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
         return problem.own_canonical(), True
     if level == "free":
         return problem.canonical, False
-    if key not in g._cache:  # on the graph: a frontier's budgets, each its own problem, share it
-        g._cache[key] = canonical_graph(g, key[1])
     # the same for every layout: `optimize` on it need not redo it (0.5 s at 36k nodes)
-    return problem.on(g._cache[key]).own_canonical(), False
+    return problem.on(kept_canonical(g, order)).own_canonical(), False
 
 
 def _depends_on_input_order(r: Result, **stats: Any) -> Result:
