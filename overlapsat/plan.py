@@ -396,8 +396,8 @@ def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, N
 RATE_STEPS = 128  # the sizes at which `any_bucketing_relaxation` reads the price: each 1/128 above the last
 
 
-def any_bucketing_relaxation(graph: Graph, price: Pricing,
-                             bucket_cap: int | None = None) -> tuple[Graph, list[str]]:
+def any_bucketing_relaxation(graph: Graph, price: Pricing, bucket_cap: int | None = None,
+                             apart: Callable[[int, int], bool] | None = None) -> tuple[Graph, list[str]]:
     """A graph no schedule of which is longer than the best plan's, over every legal bucketing within
     `bucket_cap` (MODEL.md "Bounds over every bucketing"), and the notes on how it was built.
 
@@ -408,12 +408,14 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing,
     within the cap: between it with its smallest such partner and it with all of them. One with no partner is
     never merged and keeps its price, launch and wait. The rate is read from `price` on a grid of sizes, assuming
     the price does not fall as the bytes grow: at a grid point where it falls the key's collectives cost 0.
+    `apart(c, p)`, where given, names pairs (node ids) that no plan within the budget buckets together
+    (decision 106): each leaves the other out of its partners.
     """
     nodes = list(graph.nodes)
     notes: list[str] = []
     for cs in bucketable_by_key(graph).values():
         like = graph.nodes[cs[0]]
-        ranges = _bucket_ranges(graph, cs, bucket_cap)
+        ranges = _bucket_ranges(graph, cs, bucket_cap, apart)
         if not any(ranges):
             continue
         base, floor = getattr(price, "base", None), getattr(price, "floor", None)
@@ -433,10 +435,12 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing,
                      graph.fake_edges, graph.implied_edges, (), graph.chain_is_decided), notes
 
 
-def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None) -> list[tuple[int, int] | None]:
+def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
+                   apart: Callable[[int, int], bool] | None = None) -> list[tuple[int, int] | None]:
     """Per collective of `cs` (one key): the least and the most bytes of a legal bucket within `cap` that holds
-    it, or None where it has no partner (every other reaches it or is reached from it, or the cap leaves none).
-    Reachability through any edge, as `bucket_problems` checks it, in one sweep of the ids between them."""
+    it, or None where it has no partner (every other reaches it or is reached from it, is kept `apart` from it,
+    or the cap leaves none). Reachability through any edge, as `bucket_problems` checks it, in one sweep of the
+    ids between them."""
     k = len(cs)
     at = {c: i for i, c in enumerate(cs)}
     lo_id = min(cs)
@@ -458,6 +462,12 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None) -> list[tuple[i
     total = sum(sizes)
     smallest = sorted(range(k), key=sizes.__getitem__)
     out: list[tuple[int, int] | None] = []
+    if apart is not None:  # a pair the budget keeps apart is as good as dependent here
+        for i in range(k):
+            for j in range(i + 1, k):
+                if not dep[i] >> j & 1 and apart(cs[i], cs[j]):
+                    dep[i] |= 1 << j
+                    dep[j] |= 1 << i
     for i in range(k):
         shut = dep[i] | (1 << i)
         partner = next((j for j in smallest if not shut >> j & 1), None)

@@ -13,7 +13,9 @@ is computed only under a budget.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,10 +32,11 @@ SHARE = 0.25
 SCALE = 1000.0  # durations in integer nanoseconds for the flow (capacities rounded up: the flow can only grow)
 
 
-def overlap_capacity_bound(graph: Graph, budget: int) -> float:
+def overlap_capacity_bound(graph: Graph, budget: int, through: bool = True) -> float:
     """A lower bound on the makespan of every order of `graph` whose peak is at most `budget` bytes (level
     `free`, so every level: Inductor's chain edges are left out). Not smaller than the compute-stream work;
-    equal to it where memory shuts no pair."""
+    equal to it where memory shuts no pair. `through=False` leaves out decision 106's check of the steps after
+    the kernel (the bound before it, for comparison)."""
     graph = graph.relaxed("free")
     n = len(graph.nodes)
     work = sum(graph.work)
@@ -43,7 +46,7 @@ def overlap_capacity_bound(graph: Graph, budget: int) -> float:
     floor = _memory_floor(graph)
     cid = {c: i for i, c in enumerate(colls)}
     held = [_held_bytes(graph, c) for c in colls]
-    desc_c, after_wait, anc_c = _collective_sets(graph, cid)
+    desc_c, after_wait, anc_c = _collective_sets(graph)
     by_size = sorted(range(len(colls)), key=held.__getitem__)
     prefix, acc = [0], 0
     for i in by_size:  # prefix[j]: the j smallest held sizes
@@ -51,6 +54,7 @@ def overlap_capacity_bound(graph: Graph, budget: int) -> float:
         prefix.append(acc)
     sizes = [held[i] for i in by_size]  # ascending: the held sizes at most `room` are a prefix
     everyone = (1 << len(colls)) - 1
+    held_on = _held_on(graph, budget, floor, anc_c) if through else [0] * n
     other = sum(graph.work[v] for v in range(n) if graph.kind[v] != COMPUTE)  # launches, waits: any may overlap
     best = 0.0
     for cs in graph.group_colls:
@@ -63,7 +67,7 @@ def overlap_capacity_bound(graph: Graph, budget: int) -> float:
                 continue
             room = budget - floor[v]
             ok = prefix[bisect_right(sizes, room)]  # c's output fits beside what v's step must hold
-            sig = everyone & ~desc_c[v] & ~after_wait[v] & (anc_c[v] | ok) & gmask
+            sig = everyone & ~desc_c[v] & ~after_wait[v] & (anc_c[v] | ok) & ~held_on[v] & gmask
             if sig:
                 classes[sig] = classes.get(sig, 0.0) + graph.dur[v]
         supply = sum(graph.dur[c] for c in cs)
@@ -84,6 +88,161 @@ def peak_floor(graph: Graph) -> tuple[int, str]:
     return floor[v], graph.names[v]
 
 
+@dataclass(frozen=True)
+class Apart:
+    """Pairs of collectives that share no bucket in any plan within a budget (`kept_apart`), by node id."""
+
+    ordinal: dict[int, int]  # collective node id -> its bit in `shut`
+    shut: dict[int, int]  # collective node id -> the bits of the collectives it cannot share a bucket with
+
+    def __call__(self, c: int, p: int) -> bool:
+        """Whether collectives c and p (node ids) are kept apart by the budget."""
+        return bool(self.shut.get(c, 0) >> self.ordinal[p] & 1 or self.shut.get(p, 0) >> self.ordinal[c] & 1)
+
+    def __len__(self) -> int:
+        """How many collectives lose a partner."""
+        return len(self.shut)
+
+
+def kept_apart(graph: Graph, budget: int) -> Apart:
+    """The pairs of collectives no plan within `budget` bytes buckets together (MODEL.md "Bounds over every
+    bucketing", decision 106). A plan within the budget reads as an order of the unbucketed graph within it, each
+    bucket's members one after another (decision 65), so if c and p share a bucket:
+
+    - p's largest output is live at every node v that must follow c and precede a reader of that output (or is
+      one), and where v does not follow p, the memory floor at v leaves it out;
+    - c's largest input (a buffer a node makes) is live at every node v that must precede p and follow the input's
+      maker, and where neither v nor a node after it reads the input, the floor at v leaves it out.
+
+    Either way the plan peaks at least at the floor at v plus those bytes; where that passes the budget for some
+    v, c and p are apart."""
+    graph = graph.relaxed("free")
+    n = len(graph.nodes)
+    colls = [v for v in range(n) if graph.kind[v] == COLLECTIVE]
+    if not colls or n * (len(colls) + TRACKED) > MAX_BITS:
+        return Apart({}, {})
+    floor = _memory_floor(graph)
+    desc, _, anc = _collective_sets(graph)
+    out_size, later = _outputs_read_later(graph)
+    in_size, made, read_later = _inputs_made_before(graph)
+    # per node: (the collectives one side, the other side, the bytes each of the first would hold) -> the floor
+    hottest: dict[tuple[int, int, int], int] = {}
+    cid = {c: i for i, c in enumerate(colls)}
+    for v in range(n):
+        own = 1 << cid[v] if v in cid else 0  # a collective's own output is in its floor
+        for key in ((later[v] & ~anc[v] & ~own, anc[v], 0), (made[v] & ~read_later[v], desc[v], 1)):
+            if key[0] and key[1] and hottest.get(key, -1) < floor[v]:
+                hottest[key] = floor[v]
+    above = (_above(out_size), _above(in_size))
+    shut_by: dict[int, int] = {}
+    for (held, other, side), f in hottest.items():
+        over = held & above[side](budget - f)  # the collectives whose bytes pass the room at v
+        while over:
+            low = over & -over
+            i = low.bit_length() - 1
+            shut_by[i] = shut_by.get(i, 0) | other
+            over ^= low
+    return Apart(cid, {colls[i]: bits for i, bits in shut_by.items()})
+
+
+def _above(size: list[int]) -> Callable[[int], int]:
+    """A function of a room: the bitset of the indices whose size passes it."""
+    order = sorted(range(len(size)), key=size.__getitem__, reverse=True)
+    neg = [-size[i] for i in order]  # ascending: the sizes above a room are a prefix
+    prefix, acc = [0], 0
+    for i in order:
+        acc |= 1 << i
+        prefix.append(acc)
+    return lambda room: prefix[bisect_left(neg, -room)]
+
+
+def _inputs_made_before(graph: Graph) -> tuple[list[int], list[int], list[int]]:
+    """Per collective (in id order), the bytes of its largest input that a node makes (not a graph output); per
+    node v, bitsets of the collectives whose such input a node before v made, and whose input v or a node after
+    it reads."""
+    n = len(graph.nodes)
+    colls = [v for v in range(n) if graph.kind[v] == COLLECTIVE]
+    size, makes, reads = [0] * len(colls), [0] * n, [0] * n
+    for i, c in enumerate(colls):
+        ins = [j for j in graph.consumes[c] if graph.b_prod[j] >= 0 and not graph.b_out[j]]
+        if not ins:
+            continue
+        j = max(ins, key=graph.b_alloc.__getitem__)
+        size[i] = graph.b_alloc[j]
+        makes[graph.b_prod[j]] |= 1 << i
+        for u in graph.b_cons[j]:
+            reads[u] |= 1 << i
+    return size, _made_before(graph, makes), _at_or_after(graph, reads)
+
+
+def _held_on(graph: Graph, budget: int, floor: list[int], anc: list[int]) -> list[int]:
+    """Per node v, a bitset of the collectives whose transfer cannot overlap v within `budget` (decision 106):
+    one issued before v keeps its largest output live through every node u that v reaches (or v itself) and that
+    reaches a reader of it; where c does not reach u, the floor at u leaves the output out, and the floor plus
+    its bytes passes the budget."""
+    size, later = _outputs_read_later(graph)
+    above = _above(size)
+    n = len(graph.nodes)
+    out = [0] * n
+    for v in range(n - 1, -1, -1):
+        acc = later[v] & ~anc[v] & above(budget - floor[v])
+        for s in graph.succs[v]:
+            acc |= out[s]
+        out[v] = acc
+    return out
+
+
+def _outputs_read_later(graph: Graph) -> tuple[list[int], list[int]]:
+    """Per collective (in id order), the bytes of its largest output; per node, a bitset of the collectives whose
+    largest output it or a node after it reads (a graph output: every node), so where the collective runs before
+    it, that output is live at its step."""
+    n = len(graph.nodes)
+    colls = [v for v in range(n) if graph.kind[v] == COLLECTIVE]
+    size, reads, forever = [0] * len(colls), [0] * n, 0
+    for i, c in enumerate(colls):
+        outs = [j for j in graph.produces[c] if graph.b_prod[j] >= 0]
+        if not outs:
+            continue
+        j = max(outs, key=graph.b_alloc.__getitem__)
+        size[i] = graph.b_alloc[j]
+        if graph.b_out[j]:  # a graph output is never freed
+            forever |= 1 << i
+        for u in graph.b_cons[j]:
+            reads[u] |= 1 << i
+    return size, _at_or_after(graph, reads, forever)
+
+
+def share_tables(source: Graph, target: Graph) -> None:
+    """Hand `target` the memory floor and collective sets `source` has computed: for a graph with the same nodes,
+    buffers and edges (a relaxation that changes only prices), they are the same tables."""
+    src, dst = source.relaxed("free"), target.relaxed("free")
+    for key in ("memory_floor", "collective_sets"):
+        if key in src._cache and key not in dst._cache:
+            dst._cache[key] = src._cache[key]
+
+
+def _made_before(graph: Graph, marks: list[int]) -> list[int]:
+    """Per node, the union of `marks` over the nodes before it (its ancestors, not itself)."""
+    out = [0] * len(graph.nodes)
+    for v in range(len(graph.nodes)):  # ids are a topological order
+        acc = 0
+        for p in graph.preds[v]:
+            acc |= out[p] | marks[p]
+        out[v] = acc
+    return out
+
+
+def _at_or_after(graph: Graph, marks: list[int], always: int = 0) -> list[int]:
+    """Per node, the union of `marks` over it and the nodes after it (its descendants), and `always`."""
+    out = [0] * len(graph.nodes)
+    for v in range(len(graph.nodes) - 1, -1, -1):
+        acc = marks[v] | always
+        for s in graph.succs[v]:
+            acc |= out[s]
+        out[v] = acc
+    return out
+
+
 def _held_bytes(graph: Graph, c: int) -> int:
     """Bytes of c's outputs still live while any kernel between c and its waits runs: each one that is a graph
     output or that a wait of c (or a node after one) reads. Counted only where c is not an ancestor of the
@@ -101,10 +260,18 @@ def _after_waits(graph: Graph, waits: set[int], readers: list[int]) -> bool:
     return any(any(p in waits for p in graph.preds[u]) for u in readers)
 
 
-def _collective_sets(graph: Graph, cid: dict[int, int]) -> tuple[list[int], list[int], list[int]]:
-    """Per node, bitsets over the collectives: those after it (it must precede their issue), those one of
-    whose waits precedes it (their transfer has ended when it starts), and those before it."""
+def _collective_sets(graph: Graph) -> tuple[list[int], list[int], list[int]]:
+    """Per node, bitsets over the collectives (bit i: the i-th in id order): those after it (it must precede
+    their issue), those one of whose waits precedes it (their transfer has ended when it starts), and those
+    before it. Kept on the graph: the overlap bound and the partners a budget keeps apart share them."""
+    if "collective_sets" not in graph._cache:
+        graph._cache["collective_sets"] = _sets_of(graph)
+    return graph._cache["collective_sets"]
+
+
+def _sets_of(graph: Graph) -> tuple[list[int], list[int], list[int]]:
     n = len(graph.nodes)
+    cid = {c: i for i, c in enumerate(v for v in range(n) if graph.kind[v] == COLLECTIVE)}
     desc = [0] * n
     for v in range(n - 1, -1, -1):  # ids are a topological order
         acc = 0
@@ -162,21 +329,10 @@ def _floor_of(graph: Graph) -> list[int]:
             reads[u] |= 1 << bit[j]
         if graph.b_prod[j] >= 0:
             made[graph.b_prod[j]] |= 1 << bit[j]
-    later = [0] * n  # read by v or a node after it
-    for v in range(n - 1, -1, -1):
-        acc = reads[v]
-        for s in graph.succs[v]:
-            acc |= later[s]
-        later[v] = acc
-    before = [0] * n  # made by a node before v
+    later = _at_or_after(graph, reads)  # read by v or a node after it
+    before = _made_before(graph, made)  # made by a node before v
     own = [sum(live_size(j) for j in graph.produces[v] if graph.b_prod[j] >= 0) for v in range(n)]
-    lives = [0] * n
-    for v in range(n):
-        acc = 0
-        for p in graph.preds[v]:
-            acc |= before[p] | made[p]
-        before[v] = acc
-        lives[v] = ((acc | inputs) & later[v] | acc & outputs) & ~made[v]
+    lives = [((before[v] | inputs) & later[v] | before[v] & outputs) & ~made[v] for v in range(n)]
     held = _weighted(lives, len(track), weights)
     return [low + own[v] + held[v] for v in range(n)]
 
@@ -239,4 +395,4 @@ def _coarsen(classes: dict[int, float]) -> list[tuple[int, float]]:
     return sigs
 
 
-__all__ = ["S_PER_NODE", "SHARE", "overlap_capacity_bound", "peak_floor"]
+__all__ = ["S_PER_NODE", "SHARE", "Apart", "kept_apart", "overlap_capacity_bound", "peak_floor", "share_tables"]
