@@ -1,6 +1,7 @@
 """A plan: buckets and an order, found in four steps, each free to keep what the one before found.
 
-1. Small spaces (at most `EXHAUSTIVE_BUCKETINGS` legal bucketings) are ordered whole: `optimize` on each.
+1. Small spaces (at most `EXHAUSTIVE_BUCKETINGS` legal bucketings) are ordered whole: `optimize` on each, then
+   again on the few shortest not yet proven (decision 107).
 2. Otherwise a hill climb over bucketings from warm starts (none, torch's greedy bucketer at several caps, the
    peers' buckets given), each scored by a few of Inductor's passes on its bucketed graph (`materialize`).
 3. Bucket moves that edit the best orders in place (`bucket_moves`, decision 45; at a stricter level than free
@@ -85,6 +86,8 @@ BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every buck
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
+FIRST_ROUND = 0.3  # of an exhaustive search's time: every bucketing ordered once, an equal part each (decision 107)
+SECOND_ROUND = (0.6, 0.25, 0.15)  # the parts of the rest for the unproven bucketings with the shortest orders
 # what building and ordering the chosen bucketing costs before any search, per node (its memory floor, portfolio and
 # bounds: 0.30-1.43 s at 4.2k-13.4k nodes of the FX corpus, 7e-5 to 1.1e-4 s a node, on this 2-core machine,
 # 2026-12-02; 7e-5 before decisions 71 and 94 added the floor and the overlap bound): kept back from the search
@@ -1094,36 +1097,49 @@ def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> 
 
 def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, space: list[tuple[Bucket, ...]],
                      tb: TimeBudget, as_given: dict[str, list[str]]) -> Result:
-    """Order every legal bucketing with `optimize` (a share of the time limit each): the best plan, and a bound
-    at the problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no
-    order within the budget has none), beside the relaxation's."""
+    """Order every legal bucketing with `optimize`, in two rounds (decision 107): each gets an equal part of
+    `FIRST_ROUND` of the time limit; the rest goes to the few whose first order is shortest among those not proven
+    optimal and whose bound leaves them a chance, each from its first order. The best plan, and a bound at the
+    problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no order within
+    the budget has none), beside the relaxation's."""
     g = problem.relaxed
     bound_time = BOUND_SHARE * params.time_limit if len(g.nodes) <= LIFT_NODES else 0.0
-    per = replace(params, time_limit=max(0.01, (params.time_limit - bound_time) / len(space)),
-                  work_limit=None if params.work_limit is None else params.work_limit / len(space))
-    best: tuple[tuple[Bucket, ...], Graph, Result] | None = None
-    bounds: list[float] = []
+    avail = params.time_limit - bound_time
+    first = _share(params, FIRST_ROUND * avail / len(space), FIRST_ROUND / len(space))
+    done: dict[tuple[Bucket, ...], tuple[Graph, Result]] = {}
+    bound_of: dict[tuple[Bucket, ...], float] = {}
     errors: list[GraphError] = []
-    unb = math.inf
     for bs in space:
         try:
             h = materialize(g, list(bs), price)
         except GraphError:  # no valid place for these buckets (an atomic group between): not a plan
             continue
         try:
-            res = optimize(problem.on(h), per, clock=tb, extra_orders=None if bs else as_given)
+            res = optimize(problem.on(h), first, clock=tb, extra_orders=None if bs else as_given)
         except InfeasibleBudgetError as e:  # proven: no order of this bucketing is within the budget
             errors.append(e)
             continue
         except NoValidOrderError as e:  # not proven either way: the analytical bound of its schedules
             errors.append(e)
-            bounds.append(lower_bound(problem.on(h)).makespan)
+            bound_of[bs] = lower_bound(problem.on(h)).makespan
             continue
-        bounds.append(res.bound)
-        if not bs:
-            unb = res.makespan
-        if best is None or (res.makespan, len(bs)) < (best[2].makespan, len(best[0])):
-            best = (bs, h, res)
+        done[bs], bound_of[bs] = (h, res), res.bound
+    rest = (1.0 - FIRST_ROUND) * avail
+    for bs, part in _second_round(done):
+        h, res = done[bs]
+        again = {"the first round's order": res.names, **({} if bs else as_given)}
+        try:
+            more = optimize(problem.on(h), _share(params, part * rest, part * (1.0 - FIRST_ROUND)), clock=tb,
+                            extra_orders=again)
+        except GraphError:  # the first round's order stands (it is valid: the same problem)
+            continue
+        bound_of[bs] = max(res.bound, more.bound)
+        if more.makespan < res.makespan:
+            done[bs] = (h, more)
+    bounds = list(bound_of.values())
+    best = min(((bs, h, res) for bs, (h, res) in done.items()), key=lambda t: (t[2].makespan, len(t[0])),
+               default=None)
+    unb = done[()][1].makespan if () in done else math.inf
     if best is None:
         # proven only where every bucketing that makes a graph was proven to have no order within the budget
         raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors)
@@ -1139,6 +1155,26 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
     if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
         out = _depends_on_input_order(out, unbucketed_from=res.method)
     return out
+
+
+def _share(params: SolveParams, seconds: float, of_work: float) -> SolveParams:
+    """`params` with `seconds` of time limit, and that part (`of_work`) of its work limit where it has one."""
+    return replace(params, time_limit=max(0.01, seconds),
+                   work_limit=None if params.work_limit is None else params.work_limit * of_work)
+
+
+def _second_round(done: dict[tuple[Bucket, ...], tuple[Graph, Result]]) -> list[tuple[tuple[Bucket, ...], float]]:
+    """The bucketings a second round orders again, each with its part of the time left: those whose first order
+    is not proven optimal and whose bound is below the best order found, shortest first (fewer buckets on a
+    tie), at most as many as `SECOND_ROUND` has parts, the parts scaled to sum to 1."""
+    if not done:
+        return []
+    best = min(res.makespan for _, res in done.values())
+    open_ = sorted((bs for bs, (_, res) in done.items()
+                    if not meets(res.makespan, res.bound) and not meets(best, res.bound)),
+                   key=lambda bs: (done[bs][1].makespan, len(bs)))[:len(SECOND_ROUND)]
+    total = sum(SECOND_ROUND[:len(open_)])
+    return [(bs, part / total) for bs, part in zip(open_, SECOND_ROUND)]
 
 
 __all__ = ["optimize_plan"]
