@@ -521,7 +521,9 @@ class PlanSearch:
         read on its bucketed graph as a known valid order (`room.py`); the names of the starts added."""
         j, g = self.judge, self.g
         account = j.ledger
-        count = min(int(ROOM_SHARE * account.total_s / account.price("room")), account.how_many("room", SEARCH_SHARE))
+        # counted to the end of judging, not of the search's share, which the starts before them and a caller's
+        # solved bucketings may have taken: under a budget they are the starts that count most (decision 108)
+        count = min(int(ROOM_SHARE * account.total_s / account.price("room")), account.how_many("room", JUDGE_END))
         if self.problem.budget is None or count == 0:
             return []
         given = None if self.unbucketed_given is None else \

@@ -182,6 +182,23 @@ def test_the_room_starts_are_a_count_the_time_limit_allows_and_a_failure_costs_o
     assert not any(k.startswith("within") for k in r.stats["plan"]["starts"])
 
 
+def test_the_room_starts_are_made_where_other_starts_took_the_search_share(monkeypatch):
+    """Decision 108: the starts within the budget's room are counted up to the end of judging (JUDGE_END), not
+    to the end of the search's share, which the starts before them (here torch's greedy bucketer, priced at the
+    whole share) or the caller's solved bucketings may take: they are the starts a budget most needs."""
+    import overlapsat.solver.ledger as ledger
+    import overlapsat.solver.plan_search as ps
+
+    def cheap_copies(nd):
+        return 5.0 + nd.nbytes / 1000 if nd.kind is K else nd.bytes_accessed / 10_000
+
+    problem = Problem.of(layers(), 16_100, "free")
+    monkeypatch.setitem(ledger.STEP_S, "greedy", (ps.SEARCH_SHARE * 5, 0.0))
+    r = ps.optimize_plan(problem, cheap_copies, time_limit=5)
+    assert any(k.startswith("within the budget") and v < math.inf for k, v in r.stats["plan"]["starts"].items())
+    assert r.peak_memory <= 16_100
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_the_checks_a_room_start_makes_come_from_one_count(seed, monkeypatch):
     """Each exact check (and each repair) takes one from the count the plan search gives, so how many are made is
