@@ -90,14 +90,33 @@ def peak_floor(graph: Graph) -> tuple[int, str]:
 
 @dataclass(frozen=True)
 class Apart:
-    """Pairs of collectives that share no bucket in any plan within a budget (`kept_apart`), by node id."""
+    """Pairs of collectives that share no bucket in any plan within a budget (`kept_apart`), by node id: a pair
+    is apart where either one's bits name the other."""
 
     ordinal: dict[int, int]  # collective node id -> its bit in `shut`
-    shut: dict[int, int]  # collective node id -> the bits of the collectives it cannot share a bucket with
+    shut: dict[int, int]  # collective node id -> bits of collectives it cannot share a bucket with (or they with it)
 
-    def __call__(self, c: int, p: int) -> bool:
+    def pair(self, c: int, p: int) -> bool:
         """Whether collectives c and p (node ids) are kept apart by the budget."""
         return bool(self.shut.get(c, 0) >> self.ordinal[p] & 1 or self.shut.get(p, 0) >> self.ordinal[c] & 1)
+
+    def __call__(self, cs: list[int]) -> list[int]:
+        """For collectives `cs` (node ids), each one's bitset over `cs` of those it is kept apart from: the pairs
+        read out of the bitsets at once (numpy), not one by one (millions of pairs at 36k nodes)."""
+        k, width = len(cs), len(self.ordinal)
+        if not self.shut or k < 2:
+            return [0] * k
+        nbytes = (width + 7) // 8
+        at = np.asarray([self.ordinal[c] for c in cs])
+        rows = np.zeros((k, k), dtype=bool)
+        for i, c in enumerate(cs):
+            bits = self.shut.get(c)
+            if bits:
+                row = np.unpackbits(np.frombuffer(bits.to_bytes(nbytes, "little"), dtype=np.uint8), bitorder="little")
+                rows[i] = row[at]
+        rows |= rows.T
+        packed = np.packbits(rows, axis=1, bitorder="little")
+        return [int.from_bytes(r.tobytes(), "little") for r in packed]
 
     def __len__(self) -> int:
         """How many collectives lose a partner."""
@@ -137,6 +156,8 @@ def kept_apart(graph: Graph, budget: int) -> Apart:
     shut_by: dict[int, int] = {}
     for (held, other, side), f in hottest.items():
         over = held & above[side](budget - f)  # the collectives whose bytes pass the room at v
+        if over and over.bit_count() > other.bit_count():  # the pairs are the same read from either side
+            over, other = other, over
         while over:
             low = over & -over
             i = low.bit_length() - 1

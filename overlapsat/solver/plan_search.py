@@ -94,6 +94,9 @@ SECOND_ROUND = (0.6, 0.25, 0.15)  # the parts of the rest for the unproven bucke
 # phases, up to the whole limit (a limit too short for any search leaves the bucketing unsearched, and says so)
 RESERVE_S_PER_NODE = 1.2e-4
 BOUND_S_PER_NODE = STEP_S["bound"][1]  # the analytical bound over every bucketing: not started later
+# the same under a budget, where no early one was computed (measured 2026-12-02: 5-7e-5 s a node at 2k-13k nodes,
+# 8-10e-5 at 36k with the floor to compute): the plan keeps its ledger's price, only this gate reads it
+BUDGETED_BOUND_S_PER_NODE = 1e-4
 EARLY_BOUND_SHARE = 0.05  # of the time limit: the analytical bound is computed before the search when it costs less
 JUDGE_SHARE = 0.6  # of the time limit on the clock: no pass judging a bucketing starts later
 MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
@@ -816,7 +819,10 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     jstats, jbound = _contained("the joint model", ps.joint_model) if joint else \
         ({"skipped": "joint=False", "bound_us": 0.0}, 0.0)
     res = ps.final_order([*solved_given.values(), *([((), unbucketed)] if unbucketed is not None else [])])
-    bound_fits = tb.wall_left() > BOUND_S_PER_NODE * len(g.nodes)  # the clock left for the stronger bound
+    # the clock left for the stronger bound: where the analytical one is still to compute under a budget, its price
+    # with the memory floor, the overlap bound and the pairs a budget keeps apart (decision 106)
+    late = BOUND_S_PER_NODE if early is not None or problem.budget is None else BUDGETED_BOUND_S_PER_NODE
+    bound_fits = tb.wall_left() > late * len(g.nodes)
     # the bound does not change the plan: what the clock cuts of it is said of the bound (decision 98), and the
     # plan's own flag says only whether the clock chose the plan (decision 57)
     bclock = tb.apart()

@@ -83,7 +83,7 @@ def far_scatters() -> Graph:
 
 
 def _apart(g: Graph, budget: int, a: str, b: str) -> bool:
-    return kept_apart(g, budget)(g.index[a], g.index[b])
+    return kept_apart(g, budget).pair(g.index[a], g.index[b])
 
 
 def test_a_bucket_that_would_hold_an_output_through_the_high_steps_is_kept_apart():
@@ -202,3 +202,20 @@ def test_the_check_catches_a_floor_that_counts_too_much(monkeypatch):
              analytical_over_bucketings(Problem.of(g, f"{budget}B", "free", None, layout), pr)[1]
              > best * (1 + 1e-9) + 1e-9]
     assert false
+
+
+def test_the_bitsets_of_a_key_are_the_pairs_one_by_one():
+    """`Apart(cs)` reads every pair at once; it is the pairs `Apart.pair` names, both ways, on each key of the
+    random steps at their least peaks and on the hand-made ones."""
+    from overlapsat.plan import bucketable_by_key
+
+    graphs = [(far_gathers(), 6010), (far_scatters(), H + 109)]
+    graphs += [(g, budget) for _, g, _, _, budget, _ in _cases(range(12))]
+    seen = 0
+    for g, budget in graphs:
+        a = kept_apart(g, budget)
+        for cs in bucketable_by_key(g.relaxed("free")).values():
+            want = [sum(1 << j for j in range(len(cs)) if j != i and a.pair(c, cs[j])) for i, c in enumerate(cs)]
+            assert a(cs) == want
+            seen += any(want)
+    assert seen >= 2
