@@ -115,6 +115,7 @@ class Apart:
                 row = np.unpackbits(np.frombuffer(bits.to_bytes(nbytes, "little"), dtype=np.uint8), bitorder="little")
                 rows[i] = row[at]
         rows |= rows.T
+        np.fill_diagonal(rows, False)
         packed = np.packbits(rows, axis=1, bitorder="little")
         return [int.from_bytes(r.tobytes(), "little") for r in packed]
 
