@@ -217,7 +217,14 @@ def _held_on(graph: Graph, budget: int, floor: list[int], anc: list[int]) -> lis
 def _outputs_read_later(graph: Graph) -> tuple[list[int], list[int]]:
     """Per collective (in id order), the bytes of its largest output; per node, a bitset of the collectives whose
     largest output it or a node after it reads (a graph output: every node), so where the collective runs before
-    it, that output is live at its step."""
+    it, that output is live at its step. Kept on the graph: the pairs kept apart and the overlap bound both read
+    it, on the graph and on its relaxation (`share_tables`)."""
+    if "outputs_read_later" not in graph._cache:
+        graph._cache["outputs_read_later"] = _outputs_of(graph)
+    return graph._cache["outputs_read_later"]
+
+
+def _outputs_of(graph: Graph) -> tuple[list[int], list[int]]:
     n = len(graph.nodes)
     colls = [v for v in range(n) if graph.kind[v] == COLLECTIVE]
     size, reads, forever = [0] * len(colls), [0] * n, 0
@@ -235,10 +242,10 @@ def _outputs_read_later(graph: Graph) -> tuple[list[int], list[int]]:
 
 
 def share_tables(source: Graph, target: Graph) -> None:
-    """Hand `target` the memory floor and collective sets `source` has computed: for a graph with the same nodes,
-    buffers and edges (a relaxation that changes only prices), they are the same tables."""
+    """Hand `target` the memory floor, collective sets and outputs' readers `source` has computed: for a graph with
+    the same nodes, buffers and edges (a relaxation that changes only prices), they are the same tables."""
     src, dst = source.relaxed("free"), target.relaxed("free")
-    for key in ("memory_floor", "collective_sets"):
+    for key in ("memory_floor", "collective_sets", "outputs_read_later"):
         if key in src._cache and key not in dst._cache:
             dst._cache[key] = src._cache[key]
 
