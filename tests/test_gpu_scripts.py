@@ -758,6 +758,23 @@ def test_contended_plan_ranks_the_plan_search_by_the_contended_walk_and_restores
     assert all(r.makespan == simulate(r.sim.graph, r.order).makespan for r in ps.run_all(pb) if r.valid)
 
 
+def test_rank_zeros_memory_on_the_fake_group_is_what_the_raw_files_give():
+    """The one-GPU memory runs of 2026-12-02: the committed table is what `fake_memory.py` computes from the
+    results now; the stand-in equals the NCCL runs to the byte on `a` (independent runs of other days), and a
+    default-budget plan over its budget is counted against `a`'s measured peak of its own call."""
+    import runpy
+
+    fm = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "fake_memory.py"))
+    folder = ROOT / "benchmarks" / "results" / "gpu_2026-12-02_fake"
+    made = "\n".join(fm["table"](str(folder))) + "\n\n" + "\n\n".join(fm["summary"](str(folder))) + "\n"
+    assert made == (folder / "table.md").read_text()
+    rows = fm["rows"](str(folder))
+    a_rows = [r for r in rows if r["config"] == "a"]
+    assert len(a_rows) == 4 and all(r["peak"] == r["nccl"] for r in a_rows)
+    over = {r["step"]: r["peak"] - r["budget"] for r in rows if r["budget"] is not None}
+    assert over == {"eq": 0, "tp2_regather": 3 * 2**20, "w4_regather": 23_820_800, "w4_regather_rounds": 0}
+
+
 def test_the_coalesced_plans_repriced_at_the_measured_group_call_time_are_what_the_raw_files_give():
     """Decision 56's before-and-after figures: the committed table is what the probe computes from runs 91-94's
     stored plans and results now, and the page and the decision quote its rows."""

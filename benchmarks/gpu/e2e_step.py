@@ -442,7 +442,12 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"ind_{cfg}_{rank}_")
     if gpu:
         torch.cuda.set_device(rank)
-    dist.init_process_group("nccl" if gpu else "gloo", rank=rank, world_size=world)
+    if a.fake:  # --fake: this one process is rank 0 of `world`; its collectives move nothing
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    else:
+        dist.init_process_group("nccl" if gpu else "gloo", rank=rank, world_size=world)
     # NCCL's first barrier caches a 1-byte tensor (one 512-B block) for the process group's life
     # (benchmarks/results/gpu_2026-12-01_barrier): only the configurations that capture and solve a store called
     # barrier before their timed steps, so their peaks read 512 B above `a`'s. Every configuration holds it now.
@@ -964,6 +969,10 @@ def main() -> None:
     ap.add_argument("--no-buffer-reuse", action="store_true",
                     help="Inductor's allow_buffer_reuse off: no freed buffer held until a later one takes it over")
     ap.add_argument("--keep-traces", nargs="*", default=["d"])
+    ap.add_argument("--fake", action="store_true",
+                    help="one process, rank 0 of --world on torch's fake process group (one GPU): its tensors and "
+                         "the caching allocator's peak as rank 0 holds them, its compute alone (the collectives "
+                         "move nothing, so its step times are the compute floor, not a step on NCCL)")
     ap.add_argument("--trace-all-ranks", action="store_true",
                     help="keep every rank's trace of --keep-traces, not rank 0's alone (waits between ranks, run 57)")
     ap.add_argument("--predict", metavar="STORE_DIR",
@@ -1013,10 +1022,11 @@ def main() -> None:
             port = s.getsockname()[1]
         t0 = time.monotonic()
         try:
-            mp.spawn(worker, args=(a.world, cfg, a, port, store, a.out), nprocs=a.world, join=True)
+            procs = 1 if a.fake else a.world
+            mp.spawn(worker, args=(a.world, cfg, a, port, store, a.out), nprocs=procs, join=True)
             rows = [json.load(open(os.path.join(a.out, f"res_{cfg}_{r}.json"), encoding="utf-8"))
-                    for r in range(a.world)]
-            for r in range(a.world):
+                    for r in range(procs)]
+            for r in range(procs):
                 os.remove(os.path.join(a.out, f"res_{cfg}_{r}.json"))
             results["configs"][cfg] = {"wall_s": time.monotonic() - t0, "ranks": rows}
         except Exception as e:  # noqa: BLE001 - the other configurations still run

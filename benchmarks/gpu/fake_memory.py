@@ -1,0 +1,106 @@
+"""Rank 0's memory on one GPU, the fake process group standing for the other ranks: the table, from the raw files.
+
+    python benchmarks/gpu/fake_memory.py [benchmarks/results/gpu_2026-12-02_fake] > FOLDER/table.md
+
+Reads `*/results.json` of `benchmarks/gpu/fake_memory.sh` (and `eq_shape.sh` with `EXTRA=--fake`). Per step and
+configuration: the caching allocator's peak (`torch.cuda.max_memory_allocated`, the blocks it handed out) and the
+bytes the tensors asked for (`requested_bytes_peak`), the budget of a plan under the default budget (`a`'s
+measured peak in the same call: the order it replaces), the predicted peak (`equal_memory.predicted_peak`) and,
+where the same shape ran on NCCL before, that run's measured peak for the same configuration: where the two are
+equal, the fake process group is a faithful stand-in for that configuration's memory.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from benchmarks.gpu.equal_memory import after_fusion_peak, predicted_peak  # noqa: E402
+
+# each step's earlier run on NCCL (2 or 4 GPUs), for the configurations both ran
+NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w4_regather",
+             "w4_regather_rounds": "gpu_2026-11-28/eqshape_w4_regather",
+             "tp2_regather": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather"}
+DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
+
+
+def rows(folder: str) -> list[dict]:
+    """One row per step and configuration, in the order the calls ran them."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(folder, "*", "results.json"))):
+        step = os.path.basename(os.path.dirname(path))
+        d = json.load(open(path, encoding="utf-8"))
+        real_path = os.path.join(ROOT, "benchmarks", "results", NCCL_RUNS.get(step, "-"), "results.json")
+        real = json.load(open(real_path, encoding="utf-8"))["configs"] if os.path.exists(real_path) else {}
+        a_peak = d["configs"]["a"]["ranks"][0]["peak_memory_bytes"]
+        for cfg, v in d["configs"].items():
+            r = v["ranks"][0]
+            peak = r["peak_memory_bytes"]
+            nccl = [x.get("peak_memory_bytes") for x in (real.get(cfg) or {}).get("ranks") or []]
+            out.append({"step": step, "config": cfg, "peak": peak, "requested": r["memory"]["requested_bytes_peak"],
+                        "budget": a_peak if cfg in DEFAULT_BUDGET else None,
+                        "predicted": predicted_peak(d, cfg), "fused": after_fusion_peak(d, cfg),
+                        "nccl": max(nccl) if nccl and all(nccl) else None,
+                        "rounds": len(r.get("resolved") or [])})
+    return out
+
+
+def table(folder: str) -> list[str]:
+    out = ["| step | configuration | measured peak B (allocator) | requested B | budget B | over it B | "
+           "predicted B (FX) | vs measured | predicted after fusion | vs measured | NCCL run's peak B | fake - NCCL B |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for x in rows(folder):
+        over = "-" if x["budget"] is None else f"{x['peak'] - x['budget']:,}"
+        pred = "-" if x["predicted"] is None else f"{x['predicted']:,}"
+        err = "-" if x["predicted"] is None else f"{100 * (x['predicted'] / x['peak'] - 1):+.1f} %"
+        fused = "-" if x["fused"] is None else f"{x['fused']:,}"
+        ferr = "-" if x["fused"] is None else f"{100 * (x['fused'] / x['peak'] - 1):+.1f} %"
+        nccl = "-" if x["nccl"] is None else f"{x['nccl']:,}"
+        diff = "-" if x["nccl"] is None else f"{x['peak'] - x['nccl']:,}"
+        cfg = x["config"] + (f", {x['rounds']} round(s) solved again" if x["rounds"] else "")
+        budget = "-" if x["budget"] is None else f"{x['budget']:,}"
+        out.append(f"| {x['step']} | `{cfg}` | {x['peak']:,} | {x['requested']:,} | {budget} | {over} | {pred} | "
+                   f"{err} | {fused} | {ferr} | {nccl} | {diff} |")
+    return out
+
+
+def summary(folder: str) -> list[str]:
+    """The sentences a page quotes: the stand-in against NCCL, the default budget, the predictions."""
+    xs = rows(folder)
+    same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
+    other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
+    held = [x for x in xs if x["budget"] is not None]
+    over = [x for x in held if x["peak"] > x["budget"]]
+    fx = [x for x in xs if x["predicted"] is not None]
+    fused = [x for x in xs if x["fused"] is not None]
+
+    def within(rs, key):
+        return sum(abs(x[key] / x["peak"] - 1) <= 0.05 for x in rs)
+
+    return [
+        f"Against the NCCL runs of the same shapes: {len(same)} of {len(same) + len(other)} rows measure the same "
+        f"peak to 512 B ({', '.join(sorted({x['config'] for x in same}))}); the other {len(other)} are "
+        f"configurations that chose otherwise ({', '.join(sorted({x['config'] for x in other}))}).",
+        f"Plans under the default budget: {len(held) - len(over)} of {len(held)} measure within it; over it: "
+        + "; ".join(f"{x['step']} `{x['config']}` by {x['peak'] - x['budget']:,} B (requested "
+                    f"{x['requested'] - next(y['requested'] for y in xs if y['step'] == x['step'] and y['config'] == 'a'):+,} B)"
+                    for x in over) + ".",
+        f"Predicted peak within 5 % of measured: {within(fx, 'predicted')} of {len(fx)} by the FX graphs, "
+        f"{within(fused, 'fused')} of {len(fused)} read after fusion.",
+    ]
+
+
+def main() -> None:
+    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-12-02_fake")
+    print("\n".join(table(folder)))
+    print()
+    print("\n\n".join(summary(folder)))
+
+
+if __name__ == "__main__":
+    main()
