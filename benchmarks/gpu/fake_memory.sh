@@ -6,7 +6,7 @@
 # 512-B barrier block). Torch's bucketed scheduler (c_bkt) chooses otherwise when no collective takes time,
 # so it is not measured here. Each step: `a` first, then CONFIGS; one results.json per step:
 #   CONFIGS="p_co p_co_free" bash benchmarks/gpu/fake_memory.sh eq eqshape_w4_regather
-# EXTRA: more e2e_step options (e.g. --resolve-rounds 2: a plan set aside after fusion is solved again and compiled)
+# CONFIGS="" runs `a` alone. EXTRA: more e2e_step options (e.g. --resolve-rounds 2: a plan set aside after fusion is solved again and compiled)
 set -u
 . benchmarks/gpu/device_env.sh
 for step in "$@"; do
@@ -20,6 +20,6 @@ for step in "$@"; do
   mkdir -p "$OUT/fake_$step"
   timeout "${LIMIT:-280}" python3 benchmarks/gpu/e2e_step.py --fake $shape --profile h200 --steps 10 --warmup 5 \
     --prof-steps 4 --prof-warmup 1 --solve-s "${SOLVE_S:-12}" --keep-traces --out "$OUT/fake_$step" \
-    --configs a ${CONFIGS:-p_co p_co_free} ${EXTRA:-} 2>&1 | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$OUT/fake_$step/log.txt"
+    --configs a ${CONFIGS-p_co p_co_free} ${EXTRA:-} 2>&1 | grep -v -i "warn\|pre_bucket\|^ \|^\[rank" > "$OUT/fake_$step/log.txt"
   grep -E "^(a|p|p_co|p_co_mem|p_co_free) " "$OUT/fake_$step/log.txt" | cut -c1-160
 done
