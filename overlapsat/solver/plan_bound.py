@@ -48,6 +48,7 @@ NO_PLAN_WITHIN_BUDGET = "the relaxation has no order within the budget (proven):
 KEPT_APART = ("the budget keeps some collectives out of one bucket: a bucket of both would hold an output or an "
               "input through a step with no room for it (decision 106)")
 OVERLAP_SHUT_BY_BUDGET = "the budget leaves too little memory for some transfers to overlap kernels (decision 71)"
+KERNELS_ONLY = "the clock left no time for the bound over every bucketing: the kernels' total time"
 
 
 def analytical_over_bucketings(problem: Problem, price: Pricing,
@@ -75,8 +76,8 @@ def kernel_bound(g: Graph) -> tuple[float, list[str]]:
     """A bound over every plan that costs one pass: the compute stream runs every kernel of `g`, in any bucketing
     (a bucket adds copies and merges launches, never removes a kernel). Where the clock left no time for more."""
     total = sum(nd.duration for nd in g.nodes if nd.kind is NodeKind.COMPUTE)
-    return total, ["the clock left no time for the bound over every bucketing: the kernels' total time"]
+    return total, [KERNELS_ONLY]
 
 
-__all__ = ["KEPT_APART", "LIFTED_UNDER_BUDGET", "LIFT_NODES", "NO_PLAN_WITHIN_BUDGET", "OVERLAP_SHUT_BY_BUDGET",
+__all__ = ["KEPT_APART", "KERNELS_ONLY", "LIFTED_UNDER_BUDGET", "LIFT_NODES", "NO_PLAN_WITHIN_BUDGET", "OVERLAP_SHUT_BY_BUDGET",
            "analytical_over_bucketings", "bound_over_bucketings", "kernel_bound"]

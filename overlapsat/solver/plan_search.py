@@ -48,9 +48,12 @@ from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import (
+    KEPT_APART,
+    KERNELS_ONLY,
     LIFT_NODES,
     LIFTED_UNDER_BUDGET,
     NO_PLAN_WITHIN_BUDGET,
+    OVERLAP_SHUT_BY_BUDGET,
     analytical_over_bucketings,
     bound_over_bucketings,
     kernel_bound,
@@ -178,7 +181,10 @@ def _scope(problem: Problem, stats: dict[str, Any], notes: Sequence[str]) -> str
     how = ("each bucketing ordered under it" if "every_bucketing" in stats
            else "the joint model of buckets and order under it" if JOINT_UNDER_BUDGET in notes
            else "the relaxation ordered under it" if LIFTED_UNDER_BUDGET in notes
-           else "the budget not used by the bound")
+           else "the relaxation's buckets and overlaps read under it" if KEPT_APART in notes
+           or OVERLAP_SHUT_BY_BUDGET in notes
+           else "the budget not used by the bound" if KERNELS_ONLY in notes
+           else "read by the relaxation's buckets and overlaps, of which it shut none")
     return f"every bucketing and order within the budget ({how})"
 
 

@@ -219,3 +219,28 @@ def test_the_bitsets_of_a_key_are_the_pairs_one_by_one():
             assert a(cs) == want
             seen += any(want)
     assert seen >= 2
+
+
+def test_the_bounds_scope_says_how_the_budget_entered_it(monkeypatch):
+    """`plan_info.bound_scope` is true of the bound it comes with: where neither every bucketing nor the
+    relaxation is ordered (past 32 bucketings and LIFT_NODES nodes), a budget that keeps g0 and g1 apart is said
+    to have been read by the relaxation; a generous one was read too and shut nothing; and where the clock left
+    only the kernels' total, the budget is said not to be in the bound (before, all three read "the budget not
+    used by the bound")."""
+    from overlapsat import optimize_plan
+    from overlapsat.solver import plan_bound, plan_search
+
+    monkeypatch.setattr(plan_bound, "LIFT_NODES", 0)
+    monkeypatch.setattr(plan_search, "EXHAUSTIVE_BUCKETINGS", 0)  # not every bucketing ordered: the relaxation's bound
+    g = far_gathers()
+    tight = optimize_plan(Problem.of(g, "6010B", "free"), price, time_limit=5, joint=False)
+    assert tight.bound == pytest.approx(41.0) and KEPT_APART in tight.plan_info.bound_notes
+    assert "buckets and overlaps read under it" in tight.plan_info.bound_scope
+    loose = optimize_plan(Problem.of(g, "1000000B", "free"), price, time_limit=5, joint=False)
+    assert loose.plan_info.bound_notes == () and loose.bound == pytest.approx(28.5)
+    assert "of which it shut none" in loose.plan_info.bound_scope
+    monkeypatch.setattr(plan_search, "BOUND_S_PER_NODE", 1e6)
+    monkeypatch.setattr(plan_search, "BUDGETED_BOUND_S_PER_NODE", 1e6)
+    clocked = optimize_plan(Problem.of(g, "6010B", "free"), price, time_limit=5, joint=False)
+    assert clocked.plan_info.bound_notes[0] == plan_bound.KERNELS_ONLY and clocked.bound == 21.0  # m0, k, k2, m1
+    assert clocked.plan_info.bound_scope.endswith("(the budget not used by the bound)")
