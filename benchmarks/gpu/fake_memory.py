@@ -5,7 +5,8 @@
 Reads `*/results.json` of `benchmarks/gpu/fake_memory.sh` (and `eq_shape.sh` with `EXTRA=--fake`). Per step and
 configuration: the caching allocator's peak (`torch.cuda.max_memory_allocated`, the blocks it handed out) and the
 bytes the tensors asked for (`requested_bytes_peak`), the budget of a plan under the default budget (`a`'s
-measured peak in the same call: the order it replaces), the predicted peak (`equal_memory.predicted_peak`) and,
+measured peak in the same call: the order it replaces), the predicted peak (`equal_memory.predicted_peak`, and
+read after Inductor's fusion, `after_fusion_peak`) and,
 where the same shape ran on NCCL before, that run's measured peak for the same configuration: where the two are
 equal, the fake process group is a faithful stand-in for that configuration's memory.
 """
@@ -52,6 +53,7 @@ def rows(folder: str) -> list[dict]:
 
 
 def table(folder: str) -> list[str]:
+    """The raw folder's table (`table.md`): every row, the bytes exact, so a test can hold a page to them."""
     out = ["| step | configuration | measured peak B (allocator) | requested B | budget B | over it B | "
            "predicted B (FX) | vs measured | predicted after fusion | vs measured | NCCL run's peak B | fake - NCCL B |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
