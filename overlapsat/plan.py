@@ -397,7 +397,7 @@ RATE_STEPS = 128  # the sizes at which `any_bucketing_relaxation` reads the pric
 
 
 def any_bucketing_relaxation(graph: Graph, price: Pricing, bucket_cap: int | None = None,
-                             apart: Callable[[list[int]], list[int]] | None = None) -> tuple[Graph, list[str]]:
+                             apart: Callable[[list[int]], np.ndarray] | None = None) -> tuple[Graph, list[str]]:
     """A graph no schedule of which is longer than the best plan's, over every legal bucketing within
     `bucket_cap` (MODEL.md "Bounds over every bucketing"), and the notes on how it was built.
 
@@ -408,8 +408,8 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing, bucket_cap: int | Non
     within the cap: between it with its smallest such partner and it with all of them. One with no partner is
     never merged and keeps its price, launch and wait. The rate is read from `price` on a grid of sizes, assuming
     the price does not fall as the bytes grow: at a grid point where it falls the key's collectives cost 0.
-    `apart(cs)`, where given, names for a key's collectives (node ids) those no plan within the budget buckets
-    with each (decision 106, a bitset over `cs` each): each leaves the other out of its partners.
+    `apart(cs)`, where given, names for a key's collectives (node ids) the pairs no plan within the budget buckets
+    together (decision 106, a boolean matrix over `cs`): each leaves the other out of its partners.
     """
     nodes = list(graph.nodes)
     notes: list[str] = []
@@ -436,7 +436,7 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing, bucket_cap: int | Non
 
 
 def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
-                   apart: Callable[[list[int]], list[int]] | None = None) -> list[tuple[int, int] | None]:
+                   apart: Callable[[list[int]], np.ndarray] | None = None) -> list[tuple[int, int] | None]:
     """Per collective of `cs` (one key): the least and the most bytes of a legal bucket within `cap` that holds
     it, or None where it has no partner (every other reaches it or is reached from it, is kept `apart` from it,
     or the cap leaves none). Reachability through any edge, as `bucket_problems` checks it, in one sweep of the
@@ -460,14 +460,14 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
             reach[v] = r
     sizes = [int(graph.nodes[c].nbytes) for c in cs]
     total = sum(sizes)
-    if apart is not None:  # a pair the budget keeps apart is as good as dependent here
-        dep = [d | a for d, a in zip(dep, apart(cs))]
     # each row's dependents as a bool array: their sizes summed in int64 (at most 2^50 B each, a few thousand of
     # them: exact), the smallest partner found at once (thousands of members with thousands of pairs at 36k nodes)
     nbytes = (k + 7) // 8
     sz = np.asarray(sizes, dtype=np.int64)
     rows = np.unpackbits(np.frombuffer(b"".join(d.to_bytes(nbytes, "little") for d in dep), dtype=np.uint8)
                          .reshape(k, nbytes), axis=1, bitorder="little")[:, :k].astype(bool)
+    if apart is not None:  # a pair the budget keeps apart is as good as dependent here
+        rows |= apart(cs)
     np.fill_diagonal(rows, False)  # a member is not its own dependent
     out: list[tuple[int, int] | None] = []
     for i in range(k):

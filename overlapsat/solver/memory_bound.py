@@ -100,15 +100,16 @@ class Apart:
         """Whether collectives c and p (node ids) are kept apart by the budget."""
         return bool(self.shut.get(c, 0) >> self.ordinal[p] & 1 or self.shut.get(p, 0) >> self.ordinal[c] & 1)
 
-    def __call__(self, cs: list[int]) -> list[int]:
-        """For collectives `cs` (node ids), each one's bitset over `cs` of those it is kept apart from: the pairs
-        read out of the bitsets at once (numpy), not one by one (millions of pairs at 36k nodes)."""
+    def __call__(self, cs: list[int]) -> np.ndarray:
+        """For collectives `cs` (node ids), a symmetric boolean matrix over `cs`: [i, j] where cs[i] and cs[j] are
+        kept apart. The pairs are read out of the bitsets at once (numpy), not one by one (millions of pairs at 36k
+        nodes), in the form the relaxation reads them (`plan._bucket_ranges`)."""
         k, width = len(cs), len(self.ordinal)
+        rows = np.zeros((k, k), dtype=bool)
         if not self.shut or k < 2:
-            return [0] * k
+            return rows
         nbytes = (width + 7) // 8
         at = np.asarray([self.ordinal[c] for c in cs])
-        rows = np.zeros((k, k), dtype=bool)
         for i, c in enumerate(cs):
             bits = self.shut.get(c)
             if bits:
@@ -116,8 +117,7 @@ class Apart:
                 rows[i] = row[at]
         rows |= rows.T
         np.fill_diagonal(rows, False)
-        packed = np.packbits(rows, axis=1, bitorder="little")
-        return [int.from_bytes(r.tobytes(), "little") for r in packed]
+        return rows
 
     def __len__(self) -> int:
         """How many collectives lose a partner."""
