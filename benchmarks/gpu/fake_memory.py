@@ -39,13 +39,14 @@ def rows(folder: str) -> list[dict]:
         d = json.load(open(path, encoding="utf-8"))
         real_path = os.path.join(ROOT, "benchmarks", "results", NCCL_RUNS.get(step, "-"), "results.json")
         real = json.load(open(real_path, encoding="utf-8"))["configs"] if os.path.exists(real_path) else {}
-        a_peak = d["configs"]["a"]["ranks"][0]["peak_memory_bytes"]
+        a_row = d["configs"]["a"]["ranks"][0]
         for cfg, v in d["configs"].items():
             r = v["ranks"][0]
             peak = r["peak_memory_bytes"]
             nccl = [x.get("peak_memory_bytes") for x in (real.get(cfg) or {}).get("ranks") or []]
             out.append({"step": step, "config": cfg, "peak": peak, "requested": r["memory"]["requested_bytes_peak"],
-                        "budget": a_peak if cfg in DEFAULT_BUDGET else None,
+                        "budget": a_row["peak_memory_bytes"] if cfg in DEFAULT_BUDGET else None,
+                        "a_requested": a_row["memory"]["requested_bytes_peak"],
                         "predicted": predicted_peak(d, cfg), "fused": after_fusion_peak(d, cfg),
                         "nccl": max(nccl) if nccl and all(nccl) else None,
                         "rounds": len(r.get("resolved") or [])})
@@ -95,8 +96,7 @@ def summary(folder: str) -> list[str]:
         f"configurations that ran other schedules ({', '.join(sorted({x['config'] for x in other}))}).",
         f"Plans under the default budget: {len(held) - len(over)} of {len(held)} measure within it; over it: "
         + "; ".join(f"{x['step']} `{x['config']}` by {x['peak'] - x['budget']:,} B (requested "
-                    f"{x['requested'] - next(y['requested'] for y in xs if y['step'] == x['step'] and y['config'] == 'a'):+,} B)"
-                    for x in over) + ".",
+                    f"{x['requested'] - x['a_requested']:+,} B)" for x in over) + ".",
         f"Predicted peak within 5 % of measured: {within(fx, 'predicted')} of {len(fx)} by the FX graphs, "
         f"{within(fused, 'fused')} of {len(fused)} read after fusion.",
         f"Run again in a call of its own: {sum(x['peak'] == y['peak'] for x, y in again)} of {len(again)} "
@@ -104,11 +104,14 @@ def summary(folder: str) -> list[str]:
     ]
 
 
+def page(folder: str) -> str:
+    """`table.md`: the table, then the sentences."""
+    return "\n".join(table(folder)) + "\n\n" + "\n\n".join(summary(folder)) + "\n"
+
+
 def main() -> None:
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-12-02_fake")
-    print("\n".join(table(folder)))
-    print()
-    print("\n\n".join(summary(folder)))
+    print(page(folder), end="")
 
 
 if __name__ == "__main__":
