@@ -27,7 +27,8 @@ from benchmarks.gpu.equal_memory import after_fusion_peak, predicted_peak  # noq
 NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w4_regather",
              "w4_regather_rounds": "gpu_2026-11-28/eqshape_w4_regather",
              "tp2_regather": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
-             "tp2_regather_again": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather"}
+             "tp2_regather_again": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
+             "tp2_regather_again_snapshot": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather"}
 DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
 
 
@@ -75,11 +76,12 @@ def table(folder: str) -> list[str]:
 
 def summary(folder: str) -> list[str]:
     """The sentences a page quotes: the stand-in against NCCL, the default budget, the predictions (a step run
-    again, `<step>_again`, is counted once: its own sentence says whether it measured the same)."""
+    again, `<step>_again` or `<step>_again_<why>`, is counted once: its own sentence says whether it measured
+    the same)."""
     every = rows(folder)
-    xs = [x for x in every if not x["step"].endswith("_again")]
-    again = [(x, next(y for y in xs if y["step"] == x["step"][: -len("_again")] and y["config"] == x["config"]))
-             for x in every if x["step"].endswith("_again")]
+    xs = [x for x in every if "_again" not in x["step"]]
+    again = [(x, next(y for y in xs if y["step"] == x["step"].split("_again")[0] and y["config"] == x["config"]))
+             for x in every if "_again" in x["step"]]
     same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
     other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
     held = [x for x in xs if x["budget"] is not None]
@@ -104,9 +106,71 @@ def summary(folder: str) -> list[str]:
     ]
 
 
+def loss_phase(folder: str, step: str = "tp2_regather_again_snapshot") -> dict:
+    """Where `a`'s peak falls on `step` (a run with `--snapshot`: the allocator's events of one step, kept as
+    `events_a.json.xz`), and what is live there, by who asked for each block: the bytes held before the step,
+    the compiled graphs' blocks (the frame is a module of Inductor's), and the harness's eager loss
+    (`.float().pow(2).mean()` and its backward: e2e_step.py's frames, and autograd's, which have none outside
+    torch). Beside them the FX model's figure for what the forward graph leaves the backward: the backward
+    graph's freeable inputs less its incoming gradient (`tangents_*`), read from the plan store of the step's
+    earlier call, whose captured graphs are the same."""
+    import lzma
+    import tarfile
+    import tempfile
+
+    from overlapsat import load_graph
+
+    with lzma.open(os.path.join(folder, step, "events_a.json.xz"), "rt", encoding="utf-8") as f:
+        snap = json.load(f)
+    base, live, cur, peak, at_peak = snap["base_allocated_bytes"], {}, snap["base_allocated_bytes"], 0, {}
+    for action, addr, size, where in snap["events"]:
+        if action == "alloc":
+            live[addr] = (size, where)
+            cur += size
+        elif action == "free_completed":
+            cur -= live.pop(addr, (size, ""))[0]
+        if cur > peak:
+            peak, at_peak = cur, dict(live)
+    loss = [s for s, w in at_peak.values() if w.startswith("e2e_step.py") or w == "-"]
+    graphs = sum(s for s, _ in at_peak.values()) - sum(loss)
+    base_step = step.split("_again")[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(os.path.join(folder, base_step, "second", "store.tar.gz")) as t:
+            t.extractall(tmp, filter="data")
+        bwd = max((load_graph(p) for p in glob.glob(os.path.join(tmp, "**", "*.graph.json"), recursive=True)),
+                  key=lambda g: len(g.coll_seq))
+    inputs = [b for b in bwd.buffers if b.freeable_input]
+    saved = sum(b.size_free for b in inputs if not b.name.startswith("tangents_"))
+    d = json.load(open(os.path.join(folder, step, "results.json"), encoding="utf-8"))
+    r0 = d["configs"]["a"]["ranks"][0]
+    return {"peak": peak, "base": base, "held_before_steps": r0["allocated_before_steps_bytes"],
+            "graphs": graphs, "model_saved": saved, "loss": sum(loss), "loss_blocks": sorted(loss, reverse=True),
+            "requested_peak": r0["memory"]["requested_bytes_peak"], "measured": r0["peak_memory_bytes"]}
+
+
+def loss_phase_sentence(folder: str) -> str:
+    """The page's sentence on where the tensor-parallel step's `a` peaks, from `loss_phase` and the loss-in-graph
+    run (`tp2_regather_loss_in_graph`)."""
+    x = loss_phase(folder)
+    fp32 = [s for s in x["loss_blocks"] if s > 1024]
+    lig = {r["config"]: r for r in rows(folder) if r["step"] == "tp2_regather_loss_in_graph"}["a"]
+    return (f"The tensor-parallel step's `a` peaks in neither compiled graph but in the harness's eager loss "
+            f"between them (`.float().pow(2).mean()` and its backward, outside `torch.compile`). A memory snapshot "
+            f"of one step (`tp2_regather_again_snapshot`) holds at its peak of {x['peak']:,} B: {x['base']:,} B "
+            f"held before the step, {x['graphs']:,} B the forward graph left for the backward (the FX model's "
+            f"saved inputs of the backward graph: {x['model_saved']:,} B), and {x['loss']:,} B of the loss "
+            f"({len(fp32)} fp32 copies of the step's output, {fp32[0]:,} B each, and scalars). The FX model prices "
+            f"the graphs only; the sum above is {x['peak'] - x['requested_peak']:+,} B from the timed steps' "
+            f"requested peak ({x['requested_peak']:,} B; not looked into further) and "
+            f"{100 * (x['peak'] / x['measured'] - 1):+.1f} % from their measured peak. With the loss "
+            f"inside the compiled graph (`tp2_regather_loss_in_graph`, `--loss-in-graph`) `a` measures "
+            f"{lig['peak']:,} B and the FX model reads it at {100 * (lig['predicted'] / lig['peak'] - 1):+.1f} %.")
+
+
 def page(folder: str) -> str:
     """`table.md`: the table, then the sentences."""
-    return "\n".join(table(folder)) + "\n\n" + "\n\n".join(summary(folder)) + "\n"
+    return ("\n".join(table(folder)) + "\n\n" + "\n\n".join(summary(folder)) + "\n\n" + loss_phase_sentence(folder)
+            + "\n")
 
 
 def main() -> None:
