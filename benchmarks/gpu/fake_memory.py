@@ -28,7 +28,8 @@ NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w
              "w4_regather_rounds": "gpu_2026-11-28/eqshape_w4_regather",
              "tp2_regather": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
              "tp2_regather_again": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
-             "tp2_regather_again_snapshot": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather"}
+             "tp2_regather_again_snapshot": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
+             "w4_regather_trial": "gpu_2026-11-28/eqshape_w4_regather"}
 DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
 
 
@@ -76,12 +77,16 @@ def table(folder: str) -> list[str]:
 
 def summary(folder: str) -> list[str]:
     """The sentences a page quotes: the stand-in against NCCL, the default budget, the predictions (a step run
-    again, `<step>_again` or `<step>_again_<why>`, is counted once: its own sentence says whether it measured
-    the same)."""
+    again, `<step>_again` or `<step>_again_<why>`, and `a` of a `<step>_trial`, is counted once: its own sentence
+    says whether it measured the same)."""
     every = rows(folder)
-    xs = [x for x in every if "_again" not in x["step"]]
-    again = [(x, next(y for y in xs if y["step"] == x["step"].split("_again")[0] and y["config"] == x["config"]))
-             for x in every if "_again" in x["step"]]
+
+    def repeat(x: dict) -> bool:  # `a` of a `_trial` step is the same order again, in a call of its own
+        return "_again" in x["step"] or (x["step"].endswith("_trial") and x["config"] == "a")
+
+    xs = [x for x in every if not repeat(x)]
+    again = [(x, next(y for y in xs if y["step"] == x["step"].split("_again")[0].removesuffix("_trial")
+                      and y["config"] == x["config"])) for x in every if repeat(x)]
     same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
     other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
     held = [x for x in xs if x["budget"] is not None]
@@ -103,7 +108,23 @@ def summary(folder: str) -> list[str]:
         f"{within(fused, 'fused')} of {len(fused)} read after fusion.",
         f"Run again in a call of its own: {sum(x['peak'] == y['peak'] for x, y in again)} of {len(again)} "
         "configurations measured the same peak to the byte.",
+        trial_sentence(every),
     ]
+
+
+def trial_sentence(every: list[dict]) -> str:
+    """Decision 110 (`<step>_trial`: the library with the trial lowering) against the same step's first compile
+    before it: the default-budget plans' bytes over their budget, measured and requested."""
+    pairs = [(x, next(y for y in every if y["step"] == x["step"][: -len("_trial")] and y["config"] == x["config"]))
+             for x in every if x["step"].endswith("_trial") and x["budget"] is not None]
+
+    def over(x: dict) -> str:
+        return f"{x['peak'] - x['budget']:,} B (requested {x['requested'] - x['a_requested']:+,} B)"
+
+    return ("With the trial lowering (decision 110), the first compile of a default-budget plan over its budget after "
+            "fusion keeps the captured order for that graph: " + "; ".join(
+                f"{y['step']} `{y['config']}` over by {over(y)} before it, by {over(x)} with it" for x, y in pairs)
+            + ".")
 
 
 def loss_phase(folder: str, step: str = "tp2_regather_again_snapshot") -> dict:

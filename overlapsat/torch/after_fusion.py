@@ -23,6 +23,12 @@ fit either, the lower of the two orders stands and one warning names the
 peak and the budget. What it leaves for
 every graph is the memory-planning info Inductor's own buffer reuse reads
 (`inform_reuse`, decisions.md 22).
+
+A plan's buckets cannot be taken back here: the FX graph is already
+bucketed. So before a budgeted plan is applied, the FX pass lowers and
+fuses a copy of the plan's graph and refits it by the same rule
+(`trial_refit`, decision 110); a plan that does not fit there is set aside
+in that compile, which keeps the captured order.
 """
 
 from __future__ import annotations
@@ -325,6 +331,59 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
         pass
 
 
+def _rest_of_post_grad(gm: Any) -> None:
+    """The post-grad steps Inductor runs after the custom post pass, on `gm` (a copy): the stable sort, the
+    constructors moved to the GPU, the in-place rewrites and the functionalized wrappers' decompositions, which
+    change what the graph allocates (torch/_inductor/fx_passes/post_grad.py). Torch's bucketing and overlap
+    passes, which come between them, are off where a plan applies (install_fx)."""
+    from torch._inductor.fx_passes import post_grad
+    from torch._inductor.fx_passes.reinplace import reinplace_inplaceable_ops
+    from torch._inductor.fx_utils import FakeTensorUpdater
+    from torch._inductor.pattern_matcher import stable_topological_sort
+
+    stable_topological_sort(gm.graph)
+    post_grad.move_constructors_to_gpu(gm.graph)
+    try:
+        updater = FakeTensorUpdater(gm)
+    except Exception:  # noqa: BLE001 - an older torch takes the graph
+        updater = FakeTensorUpdater(gm.graph)
+    updater.incremental_update()
+    reinplace_inplaceable_ops(updater, gm.graph)
+    for name in ("decompose_triton_kernel_wrapper_functional", "decompose_auto_functionalized"):
+        if hasattr(post_grad, name):
+            getattr(post_grad, name)(gm.graph)
+    gm.recompile()
+
+
+def trial_refit(graph: Any, budget: int) -> Refit:
+    """What the check after fusion will find for `graph` (a copy of a post-grad FX graph with a plan applied)
+    before the plan is applied to the real one (decision 110): the copy is lowered and fused as Inductor will
+    (the rest of its post-grad steps, `GraphLowering`, the scheduler's fusion) and refitted to `budget` by the
+    same rule and moves (`refit`, deterministic, so the compile's own check does the same). Nothing is generated,
+    and the copy's lowering leaves Inductor's handler as it was. Raises where the copy cannot be lowered."""
+    import copy
+
+    import torch
+    import torch._inductor.config as icfg
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.virtualized import V
+
+    twin = copy.deepcopy(graph)
+    gm = torch.fx.GraphModule(graph.owning_module, twin)
+    _rest_of_post_grad(gm)
+    inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    fake = torch._guards.detect_fake_mode(inputs)
+    backward = any(n.op == "placeholder" and n.name.startswith("tangents") for n in gm.graph.nodes)
+    lowering = GraphLowering(gm, example_inputs=inputs, shape_env=fake.shape_env if fake is not None else None,
+                             is_inference=False, is_backward=backward)
+    # this pass must not run on the copy's nodes: it would take the real graph's pending budget
+    with V.set_graph_handler(lowering), icfg.patch(_post_fusion_custom_pass=None):
+        lowering.run(*inputs)
+        lowering._update_scheduler()
+        _, done = refit(lowering.scheduler.nodes, budget)
+    return done
+
+
 def install_check() -> bool:
     """Put the check in Inductor's `_post_fusion_custom_pass`, unless torch lacks that slot or it holds someone
     else's pass (left as it is). True if the check is there."""
@@ -344,4 +403,4 @@ def install_check() -> bool:
 
 
 __all__ = ["MAX_MOVES", "AfterFusionCheck", "Expected", "Refit", "expect", "fused_peak",
-           "inform_reuse", "install_check", "plan_memory", "planning_info_restored", "refit"]
+           "inform_reuse", "install_check", "plan_memory", "planning_info_restored", "refit", "trial_refit"]

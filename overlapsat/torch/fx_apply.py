@@ -192,11 +192,14 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         return import_fx(fx_graph, name=f"fx {part} graph", profile=self.profile,
                          inline=self.inline).with_structural_groups()
 
-    def _dry_run(self, graph: Any, g: Graph, plan: Plan, budget: int | None = None) -> _Pending:
+    def _dry_run(self, graph: Any, g: Graph, plan: Plan, expected: Expected | None = None) -> _Pending:
         """Merge, order and move to the copy engine a copy of the graph: what the plan would make, checked before
-        the graph is touched. Copy-engine transports that cannot apply here (no CUDA, no symmetric memory for
-        the group) stay on NCCL with one warning; the buckets and order stand."""
+        the graph is touched: against the FX budget it was solved under, and, lowered and fused as Inductor will,
+        against its budget after fusion (`_trial`). Copy-engine transports that cannot apply here (no CUDA, no
+        symmetric memory for the group) stay on NCCL with one warning; the buckets and order stand."""
         import copy
+
+        budget = expected.fx_budget if expected is not None else None
 
         def twin_of() -> Any:
             twin = copy.deepcopy(graph)
@@ -222,6 +225,8 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                 twin = twin_of()
                 h, moved, ce = merge_plan(twin, g, plan, self._importer)
                 self._move(twin, h, moved, level="free")
+        if expected is not None and expected.budget:
+            _trial(twin, expected)
         return _Pending(plan, g, collective_sequence(twin))
 
     def _run(self, graph: Any) -> Moved | _Pending | None:
@@ -236,7 +241,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                                                          collective_order=self.collective_order, plans=self.plans)
             if order is not None and plan is not None:
                 self._budget = _budget_of(fp, metrics, fused_record(self.store, fp), self.store)
-                pending = self._dry_run(graph, g, plan, self._budget.fx_budget if self._budget is not None else None)
+                pending = self._dry_run(graph, g, plan, self._budget)
                 note("fx", g.name, fp, "applied", f"a plan: {len(plan.buckets)} buckets, "
                      f"{len(pending.plan.transports)} by copy engine, {len(order)} nodes")
                 return pending
@@ -313,6 +318,28 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         self.agree_timeout = state.get("agree_timeout", 1800.0)
         self.plans = state.get("plans", False)
         self.torch_order = state.get("torch_order", True)
+
+
+def _trial(twin: Any, expected: Expected) -> None:
+    """Decision 110: the plan's graph (`twin`, a copy) lowered and fused as Inductor will, and refitted to its
+    budget after fusion as the check there will: where that does not fit, the plan is set aside now, as the check
+    would set it aside (decision 82), and raises, so this compile keeps the captured order instead of running a
+    plan over its budget. A trial that cannot lower the copy leaves the plan to the check, and says so."""
+    from overlapsat.torch.after_fusion import AfterFusionCheck, trial_refit
+
+    try:
+        done = trial_refit(twin, int(expected.budget))
+    except Exception as e:  # noqa: BLE001 - the check after fusion still holds the budget where it can
+        log.info("overlapsat: graph %s: the plan's trial lowering failed (%s: %s); it is applied and checked "
+                 "after fusion", expected.fingerprint, type(e).__name__, e)
+        return
+    if done.fits:
+        return
+    nxt = AfterFusionCheck._record_over(done, expected)
+    raise GraphError(f"graph {expected.fingerprint}: the plan, lowered and fused as Inductor will, peaks at "
+                     f"{done.after} B after fusion, over its budget of {done.budget} B there (decision 110)"
+                     + (f"; it is set aside until `overlapsat solve-cache` solves it again under an FX budget of "
+                        f"{nxt} B (decision 82)" if nxt else ""))
 
 
 @dataclass(frozen=True)

@@ -149,10 +149,11 @@ def fake_world():
 
 
 @contextlib.contextmanager
-def _applied_regather_step():
+def _applied_regather_step(plans: bool = False):
     """The small re-gather step at `free`, captured, solved under 1.5 x the captured peak (a work limit and a fixed
-    worker count: the same orders on every machine) and applied: inside, (model, input) compile with the plans and
-    the check after fusion, graph caches off; Inductor's peak-memory reordering on, its overlap reordering off."""
+    worker count: the same orders on every machine) and applied: inside, (model, input) compile with the orders
+    (`plans`: the plans, buckets and all) and the check after fusion, graph caches off; Inductor's peak-memory
+    reordering on, its overlap reordering off."""
     import torch._inductor.config as icfg
 
     from benchmarks.gpu.e2e_step import build
@@ -171,9 +172,9 @@ def _applied_regather_step():
         # without the fill moves (decision 96): the scenarios below need the backward plan of before it, which goes
         # over its budget after fusion by what one move fits
         solve_store(store, time_limit=300, work_limit=1, workers=2, collective_order="free", memory_budget="1.5x",
-                    fill_share=0)
+                    fill_share=0, **({"plans": "h200"} if plans else {}))
         torch._dynamo.reset()
-        install_fx("apply", store, collective_order="free", pin="compute")
+        install_fx("apply", store, collective_order="free", pin="compute", plans=plans)
         yield model, x
         torch._dynamo.reset()
 
@@ -431,3 +432,50 @@ def test_a_plan_the_memory_first_order_fitted_stays_where_no_tighter_plan_is_fou
             assert "kept" not in fused_record(store, fp) or fx not in fused_record(store, fp)["kept"]
             assert solve_store(store, time_limit=2, plans="h200")[0].outcome == "kept_captured"
     assert outcomes == {"sorted": "kept_moved", "over": "kept_captured"}
+
+
+def test_a_plan_its_trial_lowering_finds_over_its_budget_is_not_run_by_that_compile(fake_world, caplog,
+                                                                                      monkeypatch):
+    """Decision 110: before a budgeted plan is applied, a copy of its graph is lowered and fused as Inductor will
+    (`trial_refit`). The trial reads the peak the compile's own check then reads on the real fused nodes, to the
+    byte (the backward graph, whose plan fits and is applied); and where the trial finds the plan over its budget
+    after fusion (the forward graph, given 1 byte), the plan is not applied in this compile: the forward graph
+    compiles in its captured order, the check there has no budget to hold, and one warning says why."""
+    import torch._inductor.config as icfg
+
+    from overlapsat.torch import fx_apply
+
+    trials, checks, applied = [], [], []
+    real_trial, real_budget_of = af.trial_refit, fx_apply._budget_of
+
+    def trial(graph, budget):
+        done = real_trial(graph, budget)
+        trials.append(done)
+        return done
+
+    def budget_of(fp, metrics, record, store):
+        exp = real_budget_of(fp, metrics, record, store)
+        return exp if exp is None or len(trials) else af.Expected(fp, 1, exp.model_peak, fx_budget=exp.fx_budget)
+
+    monkeypatch.setattr(af, "trial_refit", trial)
+    monkeypatch.setattr(fx_apply, "_budget_of", budget_of)
+    with _applied_regather_step(plans=True) as (model, x):
+
+        class Watching(af.AfterFusionCheck):
+            def __call__(self, nodes):
+                checks.append((af._PENDING.value, af.fused_peak(nodes)))
+                return super().__call__(nodes)
+
+        icfg._post_fusion_custom_pass = Watching()
+        icfg.post_grad_custom_post_pass.on_apply = lambda g, order: applied.append(g.name)
+        with caplog.at_level(logging.INFO):
+            torch.compile(model)(x).sum().backward()
+    assert len(trials) == 2 and len(checks) == 2, (trials, checks)
+    fwd_trial, bwd_trial = trials
+    assert fwd_trial.budget == 1 and not fwd_trial.fits
+    assert checks[0][0] is None  # the forward graph compiled as captured: nothing to hold there
+    assert checks[1][0] is not None and checks[1][1] == bwd_trial.before  # the trial read what the check reads
+    assert bwd_trial.fits and applied == ["fx backward graph"], applied
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "decision 110" in
+              r.getMessage()]
+    assert len(warned) == 1 and f"peaks at {fwd_trial.after} B after fusion" in warned[0], warned
