@@ -479,3 +479,32 @@ def test_a_plan_its_trial_lowering_finds_over_its_budget_is_not_run_by_that_comp
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "decision 110" in
               r.getMessage()]
     assert len(warned) == 1 and f"peaks at {fwd_trial.after} B after fusion" in warned[0], warned
+
+
+def test_the_trial_sets_a_plan_aside_as_the_check_would_and_a_failed_trial_leaves_it_to_the_check(
+        tmp_path, monkeypatch, caplog):
+    """Decision 110, the decision itself: a trial that fits lets the plan apply; one over its budget records the
+    plan over (as the check after fusion would: the next solve tightens) and raises, naming the peak, the budget
+    and the next FX budget; a trial that cannot lower the copy lets the plan apply, with one INFO line."""
+    from overlapsat import GraphError
+    from overlapsat import store as st
+    from overlapsat.torch import fx_apply
+
+    recorded = []
+    monkeypatch.setattr(st, "record_over", lambda *a, **k: recorded.append((a[1:], k)) or 90)
+    pending = af.Expected("fp", 100, 98, store=str(tmp_path), fx_budget=120)
+    monkeypatch.setattr(af, "trial_refit", lambda graph, budget: af.Refit(99, 99, budget, 0))
+    assert fx_apply._trial(object(), pending) is None and recorded == []
+    monkeypatch.setattr(af, "trial_refit", lambda graph, budget: af.Refit(103, 101, budget, 2))
+    with pytest.raises(GraphError, match=r"peaks at 101 B after fusion, over its budget of 100 B .*FX budget of 90 B"):
+        fx_apply._trial(object(), pending)
+    assert recorded == [(("fp", 120, 3, 100), {"moved": False})]
+
+    def broken(graph, budget):
+        raise RuntimeError("no lowering here")
+
+    monkeypatch.setattr(af, "trial_refit", broken)
+    with caplog.at_level(logging.INFO, logger="overlapsat.torch.fx_apply"):
+        assert fx_apply._trial(object(), pending) is None
+    (line,) = [r for r in caplog.records if "trial lowering failed" in r.getMessage()]
+    assert line.levelno == logging.INFO and "RuntimeError: no lowering here" in line.getMessage()
