@@ -67,6 +67,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
+if os.environ.get("OVERLAPSAT_LOG"):  # the library's lines at that level too (INFO: what its checks read), on stderr
+    import logging
+
+    logging.basicConfig(format="%(message)s")
+    logging.getLogger("overlapsat").setLevel(os.environ["OVERLAPSAT_LOG"])
+
 from benchmarks.gpu.run_files import stored_schedules  # noqa: E402
 from benchmarks.gpu.titan_models import build_titan, gqa_flop_counts  # noqa: E402
 from benchmarks.gpu.trace_stats import analyse_trace  # noqa: E402

@@ -7,7 +7,7 @@
 # so it is not measured here. Each step: `a` first, then CONFIGS; one results.json per step:
 #   CONFIGS="p_co p_co_free" bash benchmarks/gpu/fake_memory.sh eq eqshape_w4_regather
 # CONFIGS="" runs `a` alone. EXTRA: more e2e_step options (e.g. --resolve-rounds 2: a plan set aside after fusion is solved again and compiled)
-set -u
+set -u  # OVERLAPSAT_LOG=INFO: the library's INFO lines too, in each step's log.txt
 . benchmarks/gpu/device_env.sh
 for step in "$@"; do
   case $step in
@@ -15,6 +15,9 @@ for step in "$@"; do
     eq_w4_regather) shape="--world 4 --layers 8 --regather" ;;
     eqshape_w4_regather) shape="--world 4 --layers 10 --dim 2560 --heads 20 --ffn 6912 --seq 3072 --regather" ;;
     eqshape_w4_tp2_regather) shape="--world 4 --tp 2 --layers 10 --dim 2560 --heads 20 --ffn 6912 --seq 3072 --regather" ;;
+    # a shape no run had before 2026-12-02 (6 layers, dim 3072, sequence 2560)
+    newshape_w4_regather) shape="--world 4 --layers 6 --dim 3072 --heads 24 --ffn 8192 --seq 2560 --regather" ;;
+    newshape_w4_tp2_regather) shape="--world 4 --tp 2 --layers 6 --dim 3072 --heads 24 --ffn 8192 --seq 2560 --regather" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   mkdir -p "$OUT/fake_$step"

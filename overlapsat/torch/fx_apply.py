@@ -226,8 +226,18 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                 h, moved, ce = merge_plan(twin, g, plan, self._importer)
                 self._move(twin, h, moved, level="free")
         if expected is not None and expected.budget:
-            _trial(twin, expected)
+            _trial(lambda: self._as_applied(twin_of(), g, plan), expected)
         return _Pending(plan, g, collective_sequence(twin))
+
+    def _as_applied(self, graph: Any, g: Graph, plan: Plan) -> Any:
+        """`graph` with `plan` applied as `_agree_plan` applies it: merged, moved, pinned (the pins' control
+        dependencies constrain what Inductor and the check after fusion may move), its transports moved."""
+        h, order, ce = merge_plan(graph, g, plan, self._importer)
+        moved = self._move(graph, h, order, level="free")
+        gathers = transport_nodes(graph, ce)
+        self._pin(graph, *moved, report=False)
+        apply_transports(graph, gathers)
+        return graph
 
     def _run(self, graph: Any) -> Moved | _Pending | None:
         """Import, then record the graph (capture, a miss) or move its nodes to the schedule (what `_pin` needs)."""
@@ -280,15 +290,19 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         return g, order, deps, preserve
 
     def _pin(self, graph: Any, g: Graph, order: list[str], deps: dict[Any, Any],
-             preserve: Callable[..., None] | None) -> None:
-        """Pin the moved graph's overlaps (control dependencies), then report the applied order."""
+             preserve: Callable[..., None] | None, report: bool = True) -> None:
+        """Pin the moved graph's overlaps (control dependencies), then report the applied order (`report`: a
+        copy for the trial lowering is neither reported nor warned about)."""
         if preserve is not None:
             try:
                 preserve(graph, deps)
                 graph.lint()
             except Exception as e:  # noqa: BLE001 - the order stands; each wrapped node computes what it did
-                log.warning("overlapsat: applied the order to this FX graph, but pinning it failed: %s: %s",
-                            type(e).__name__, e)
+                if report:
+                    log.warning("overlapsat: applied the order to this FX graph, but pinning it failed: %s: %s",
+                                type(e).__name__, e)
+        if not report:
+            return
         if self.on_apply is not None:
             self.on_apply(g, order)
         log.info("overlapsat: applied a schedule to an FX graph (%d nodes, %d pinned)", len(order), len(deps))
@@ -320,20 +334,24 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
         self.torch_order = state.get("torch_order", True)
 
 
-def _trial(twin: Any, expected: Expected) -> None:
-    """Decision 110: the plan's graph (`twin`, a copy) lowered and fused as Inductor will, and refitted to its
-    budget after fusion as the check there will: where that does not fit, the plan is set aside now, as the check
-    would set it aside (decision 82), and raises, so this compile keeps the captured order instead of running a
-    plan over its budget. A trial that cannot lower the copy leaves the plan to the check, and says so."""
+def _trial(applied: Callable[[], Any], expected: Expected) -> None:
+    """Decision 110: the plan's graph (`applied()`: a copy, the plan applied as it will be, pins and all) lowered
+    and fused as Inductor will, and refitted to its budget after fusion as the check there will: where that does
+    not fit, the plan is set aside now, as the check would set it aside (decision 82), and raises, so this compile
+    keeps the captured order instead of running a plan over its budget. A trial that cannot build or lower the
+    copy leaves the plan to the check, and says so."""
     from overlapsat.torch.after_fusion import AfterFusionCheck, trial_refit
 
     try:
-        done = trial_refit(twin, int(expected.budget))
+        done = trial_refit(applied(), int(expected.budget))
     except Exception as e:  # noqa: BLE001 - the check after fusion still holds the budget where it can
         log.info("overlapsat: graph %s: the plan's trial lowering failed (%s: %s); it is applied and checked "
                  "after fusion", expected.fingerprint, type(e).__name__, e)
         return
     if done.fits:
+        log.info("overlapsat: graph %s: the plan, lowered and fused as Inductor will, peaks at %d B after fusion "
+                 "(%d B before %d moves), within its budget of %d B there: applied", expected.fingerprint,
+                 done.after, done.before, done.moves, done.budget)
         return
     nxt = AfterFusionCheck._record_over(done, expected)
     raise GraphError(f"graph {expected.fingerprint}: the plan, lowered and fused as Inductor will, peaks at "
