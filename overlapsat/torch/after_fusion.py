@@ -356,20 +356,18 @@ def _rest_of_post_grad(gm: Any) -> None:
 
 
 def trial_refit(graph: Any, budget: int) -> Refit:
-    """What the check after fusion will find for `graph` (a copy of a post-grad FX graph with a plan applied)
-    before the plan is applied to the real one (decision 110): the copy is lowered and fused as Inductor will
-    (the rest of its post-grad steps, `GraphLowering`, the scheduler's fusion) and refitted to `budget` by the
-    same rule and moves (`refit`, deterministic, so the compile's own check does the same). Nothing is generated,
-    and the copy's lowering leaves Inductor's handler as it was. Raises where the copy cannot be lowered."""
-    import copy
-
+    """What the check after fusion will find for `graph` (a copy of a post-grad FX graph with a plan applied,
+    which this takes and changes) before the plan is applied to the real one (decision 110): the copy is lowered
+    and fused as Inductor will (the rest of its post-grad steps, `GraphLowering`, the scheduler's fusion) and
+    refitted to `budget` by the same rule and moves (`refit`, deterministic, so the compile's own check does the
+    same). Nothing is generated, and the copy's lowering leaves Inductor's handler as it was. Raises where the
+    copy cannot be lowered."""
     import torch
     import torch._inductor.config as icfg
     from torch._inductor.graph import GraphLowering
     from torch._inductor.virtualized import V
 
-    twin = copy.deepcopy(graph)
-    gm = torch.fx.GraphModule(graph.owning_module, twin)
+    gm = torch.fx.GraphModule(graph.owning_module, graph)
     _rest_of_post_grad(gm)
     inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
     fake = torch._guards.detect_fake_mode(inputs)
