@@ -775,9 +775,26 @@ def test_rank_zeros_memory_on_the_fake_group_is_what_the_raw_files_give():
                     "w4_regather_rounds": 0, "tp2_regather_loss_in_graph": 15_750_144,
                     "tp2_regather_loss_in_graph_trial": 3 * 2**20, "w4_regather_trial": 0,
                     "newshape_w4_regather": 0, "newshape_w4_tp2_regather": -512 * 1024,
-                    "newshape_w4_tp2_regather_again_info": -512 * 1024}
+                    "newshape_w4_tp2_regather_again_info": -512 * 1024,
+                    "newshape_w4_tp2_regather_again_pins": -512 * 1024}
     # decision 110: with the trial lowering, the plans' tensors ask for no more than the captured order's
     assert all(r["requested"] == r["a_requested"] for r in rows if r["step"].endswith("_trial"))
+
+
+def test_the_trial_with_the_plans_pins_sets_aside_the_plan_the_check_found_over():
+    """Decision 110 on the GPU: without the pins the trial applied the new shape's backward plan and the check
+    after fusion found it over; with them the trial reads the check's figure (1,084,454,992 B, the ninth call's
+    check line) over the same budget and sets the plan aside, and no check finds an applied plan over."""
+    import runpy
+
+    fm = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "fake_memory.py"))
+    folder = str(ROOT / "benchmarks" / "results" / "gpu_2026-12-02_fake")
+    before = fm["trial_log"](folder, "newshape_w4_tp2_regather_again_info")
+    after = fm["trial_log"](folder, "newshape_w4_tp2_regather_again_pins")
+    g = "243e036b94037ad29d2bbb563f4fb8bd"
+    assert before[g]["applied"] and before[g]["check_over"]
+    assert not after[g]["applied"] and after[g]["peak"] == 1_084_454_992 > after[g]["budget"] == before[g]["budget"]
+    assert not any(v["check_over"] for v in after.values())
 
 
 def test_the_tensor_parallel_steps_peak_is_the_harness_loss_as_the_snapshot_gives():

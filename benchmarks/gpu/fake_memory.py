@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -188,10 +189,40 @@ def loss_phase_sentence(folder: str) -> str:
             f"{lig['peak']:,} B and the FX model reads it at {100 * (lig['predicted'] / lig['peak'] - 1):+.1f} %.")
 
 
+def trial_log(folder: str, step: str) -> dict:
+    """What a step's INFO lines (`OVERLAPSAT_LOG=INFO`) say of its plans after fusion, per graph: the trial's
+    reading (decision 110: `peak`, `budget`, and whether it `applied` the plan) and whether the check after
+    fusion then found the applied plan over its budget (`check_over`)."""
+    out: dict[str, dict] = {}
+    trial = re.compile(r"graph (\w+): the plan, lowered and fused as Inductor will, peaks at (\d+) B after fusion"
+                       r".*?(within|over) its budget of (\d+) B")
+    check = re.compile(r"graph (\w+) was ordered within a memory budget .* but after Inductor's fusion its peak is")
+    for line in open(os.path.join(folder, step, "log.txt"), encoding="utf-8"):
+        if m := trial.search(line):
+            out[m[1]] = {"peak": int(m[2]), "budget": int(m[4]), "applied": m[3] == "within", "check_over": False}
+        elif m := check.search(line):
+            out[m[1]]["check_over"] = True
+    return out
+
+
+def pins_sentence(folder: str, before: str = "newshape_w4_tp2_regather_again_info",
+                  after: str = "newshape_w4_tp2_regather_again_pins") -> str:
+    """The trial with the plan's pins (`after`) against the trial without them (`before`) on the graph where the
+    two differ: the one the check after fusion found over its budget."""
+    b, a = trial_log(folder, before), trial_log(folder, after)
+    g = next(k for k, v in b.items() if v["check_over"])
+    checks = sum(v["check_over"] for v in a.values())
+    return (f"The trial's copy with the plan's pins (`{after}`, 2026-12-02 evening): graph {g[:8]}'s plan read "
+            f"{a[g]['peak']:,} B after fusion against its budget of {a[g]['budget']:,} B, and was "
+            f"{'applied' if a[g]['applied'] else 'set aside in that compile'}; the check after fusion found "
+            f"{checks} applied plan(s) over budget. Without the pins (`{before}`) the trial had applied it "
+            f"({b[g]['peak']:,} B after its moves) and the check had found it over.")
+
+
 def page(folder: str) -> str:
     """`table.md`: the table, then the sentences."""
     return ("\n".join(table(folder)) + "\n\n" + "\n\n".join(summary(folder)) + "\n\n" + loss_phase_sentence(folder)
-            + "\n")
+            + "\n\n" + pins_sentence(folder) + "\n")
 
 
 def main() -> None:
