@@ -16,7 +16,9 @@ LINE = re.compile(r"(loading|heuristics|model|lns|polish): (\d+\.\d) s, best mak
 
 
 def test_without_a_terminal_progress_is_logged_at_each_phase_and_periodically():
-    r = run("compare", "tp_large", "--time-limit", "60")  # a search of over 5 s (about 12 idle): a periodic line
+    # a search of over 5 s (a work of 10 reference seconds: about 10 s here idle, longer under load; the clock's
+    # default work, 30, took 60 s of a CI run for the same lines): a periodic line
+    r = run("compare", "tp_large", "--time-limit", "60", "--work", "10")
     assert r.returncode == 0, r.stderr
     lines = [m for m in map(LINE.search, r.stderr.splitlines()) if m]
     phases = [m.group(1) for m in lines]

@@ -2,7 +2,8 @@
 debug model (SDPA attention, for the CPU) under its own SimpleFSDP, one training step traced by graph_trainer's make_fx
 tracer, through overlapsat's graph_trainer pass in PHASE ("capture" or "apply"), then run by graph_trainer's
 runner. Writes OUT.RANK (JSON): collectives left in the graph, whether the loss and gradients equal eager's
-(bitwise), and overlapsat's warnings.
+(bitwise), and overlapsat's warnings. STORE may name several stores, joined by os.pathsep: each is applied to a
+trace of its own, in one process per rank (imports and the model built once), and OUT.RANK holds a row per store.
 
     python tests/torch/titan_ranks.py PHASE STORE OUT [llama3|dsv3]
 
@@ -12,6 +13,7 @@ combine), under the same SimpleFSDP.
 
 import json
 import logging
+import os
 import sys
 import tempfile
 
@@ -29,7 +31,7 @@ class _Caught(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str, name: str) -> None:
+def _rank(rank: int, world: int, init: str, phase: str, stores: str, out: str, name: str) -> None:
     caught = _Caught()
     logging.getLogger("overlapsat").addHandler(caught)
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
@@ -41,19 +43,22 @@ def _rank(rank: int, world: int, init: str, phase: str, store: str, out: str, na
     built = titan_step(rank, world, name, seq=32 if name == "dsv3" else 64)
     model, step, tokens, labels = built.model, built.step, built.tokens, built.labels
     eager = [local(t) for t in step(tokens, labels)]
-    traced = minimal_fx_tracer(step, module=model)(tokens, labels)
-    traced.gm = TitanPass(store, mode=phase, agree_timeout=120)(traced.gm, traced.example_inputs)
-    got = [local(t) for t in run_traced(traced, module=model)(tokens, labels)]
+    rows = []
+    for store in stores.split(os.pathsep):  # each store on a trace of its own: a pass changes the graph it is given
+        caught.messages = []
+        traced = minimal_fx_tracer(step, module=model)(tokens, labels)
+        traced.gm = TitanPass(store, mode=phase, agree_timeout=120)(traced.gm, traced.example_inputs)
+        got = [local(t) for t in run_traced(traced, module=model)(tokens, labels)]
 
-    def count(op: str) -> int:
-        return sum(op in str(n.target) for n in traced.gm.graph.nodes if n.op == "call_function")
+        def count(op: str, gm=traced.gm) -> int:
+            return sum(op in str(n.target) for n in gm.graph.nodes if n.op == "call_function")
 
-    row = {"rank": rank, "gathers": count("all_gather_into_tensor"), "reduce_scatters": count("reduce_scatter_tensor"),
-           "all_to_alls": count("all_to_all"),
-           "bitwise": len(got) == len(eager) and all(torch.equal(a, b) for a, b in zip(got, eager)),
-           "warnings": caught.messages}
+        rows.append({"rank": rank, "gathers": count("all_gather_into_tensor"),
+                     "reduce_scatters": count("reduce_scatter_tensor"), "all_to_alls": count("all_to_all"),
+                     "bitwise": len(got) == len(eager) and all(torch.equal(a, b) for a, b in zip(got, eager)),
+                     "warnings": caught.messages})
     with open(f"{out}.{rank}", "w", encoding="utf-8") as f:
-        json.dump(row, f)
+        json.dump(rows, f)
     dist.destroy_process_group()
 
 
