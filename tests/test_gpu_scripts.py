@@ -797,6 +797,31 @@ def test_the_trial_with_the_plans_pins_sets_aside_the_plan_the_check_found_over(
     assert not any(v["check_over"] for v in after.values())
 
 
+def test_the_whole_steps_peak_is_the_model_the_workspaces_and_the_harness_loss():
+    """The step's prediction (the graphs after fusion, the graphs' inputs, two 32-MiB GEMM workspaces and the eager
+    loss's five fp32 copies of the output, hand-computed below) against the allocator's own figures: every row within
+    5 % of the measured peak, and `a`'s requested peak (what the tensors asked for, before the allocator rounds)
+    met to the byte on all five shapes; what is held before each step is the inputs and the workspaces, plus at
+    most 1,577,984 B of the allocator's blocks."""
+    import json
+    import runpy
+
+    fm = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "fake_memory.py"))
+    folder = ROOT / "benchmarks" / "results" / "gpu_2026-12-02_fake"
+    assert fm["GEMM_WORKSPACES"] == 64 * 2**20
+    assert fm["LOSS_COPIES"] * 4 * 2560 * 3072 + fm["LOSS_SCALARS"] == 157_286_408  # the snapshot's loss blocks
+    rows = [r for r in fm["rows"](str(folder)) if r["step_predicted"] is not None]
+    assert len(rows) >= 30
+    assert all(abs(r["step_predicted"] / r["peak"] - 1) <= 0.05 for r in rows)
+    firsts = {"eq", "newshape_w4_regather", "newshape_w4_tp2_regather", "tp2_regather", "w4_regather"}
+    a_rows = [r for r in rows if r["config"] == "a" and r["step"] in firsts]
+    assert len(a_rows) == 5 and all(r["step_predicted"] == r["requested"] for r in a_rows)
+    for step in firsts:
+        d = json.loads((folder / step / "results.json").read_text())
+        held = d["configs"]["a"]["ranks"][0]["allocated_before_steps_bytes"]
+        assert 0 <= held - fm["_primals"](d, "a") - fm["GEMM_WORKSPACES"] <= 1_577_984, step
+
+
 def test_the_tensor_parallel_steps_peak_is_the_harness_loss_as_the_snapshot_gives():
     """`a` of the tensor-parallel re-gather step peaks in the eager loss between its graphs: at the snapshot's
     peak, what was held before the step, the blocks the FX model says the forward leaves for the backward (to the

@@ -34,6 +34,63 @@ NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w
 DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
 
 
+# fp32 copies of the step's output that the harness's eager loss (`.float().pow(2).mean()` and its backward) holds at
+# its peak, beside two 4-B scalars: read off the memory snapshot of `tp2_regather_again_snapshot` (`loss_phase`)
+LOSS_COPIES, LOSS_SCALARS = 5, 8
+
+
+def saved_for_backward(folder: str, step: str) -> int | None:
+    """What the forward graph leaves for the backward by the FX model: the backward graph's (the one with an
+    incoming gradient, `tangents_*`) freeable inputs less that gradient, read from the step's plan store (a step
+    run again, `_again*`, `_trial`, `_rounds`, has its first run's graphs). None where no store was kept."""
+    import tarfile
+    import tempfile
+
+    from overlapsat import load_graph
+
+    base = re.sub(r"(_again.*|_trial|_rounds)$", "", step)
+    tars = [t for s in (step, base) for t in (os.path.join(folder, s, "store.tar.gz"),
+                                               os.path.join(folder, s, "second", "store.tar.gz")) if os.path.exists(t)]
+    if not tars:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(tars[0]) as t:
+            t.extractall(tmp, filter="data")
+        for path in glob.glob(os.path.join(tmp, "**", "*.graph.json"), recursive=True):
+            ins = [b for b in load_graph(path).buffers if b.freeable_input]
+            if any(b.name.startswith("tangents_") for b in ins):
+                return sum(b.size_free for b in ins if not b.name.startswith("tangents_"))
+    return None
+
+
+# what the caller holds before a step beside the graphs' inputs: cuBLAS's workspace, 32 MiB a handle on Hopper
+# (torch's default), one handle for the forward's thread and one for autograd's backward thread; no graph counts it
+GEMM_WORKSPACES = 2 * 32 * 2**20
+
+
+def _primals(d: dict, cfg: str) -> int | None:
+    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or next(
+        (v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
+    return max(g.get("primals_bytes") or 0 for g in gs) if gs else None
+
+
+def step_prediction(d: dict, cfg: str, saved: int | None) -> int | None:
+    """The step's peak as the harness runs it, predicted: the graphs' inputs (the FX model's primals) and the GEMM
+    workspaces (`GEMM_WORKSPACES`), plus the largest of the phases' figures: each compiled graph read after
+    fusion, and between them the harness's eager loss (what the forward left for the backward, `saved`, with
+    `LOSS_COPIES` fp32 copies of the output and the scalars; none with the loss in the graph). None where a
+    figure is missing."""
+    fused, args, primals = after_fusion_peak(d, cfg), d["meta"]["args"], _primals(d, cfg)
+    if fused is None or primals is None:
+        return None
+    phases = [fused - primals]
+    if not args.get("loss_in_graph"):
+        if saved is None:
+            return None
+        phases.append(saved + LOSS_COPIES * 4 * args["seq"] * args["dim"] + LOSS_SCALARS)
+    return primals + GEMM_WORKSPACES + max(phases)
+
+
 def rows(folder: str) -> list[dict]:
     """One row per step and configuration, in the order the calls ran them."""
     out = []
@@ -42,7 +99,7 @@ def rows(folder: str) -> list[dict]:
         d = json.load(open(path, encoding="utf-8"))
         real_path = os.path.join(ROOT, "benchmarks", "results", NCCL_RUNS.get(step, "-"), "results.json")
         real = json.load(open(real_path, encoding="utf-8"))["configs"] if os.path.exists(real_path) else {}
-        a_row = d["configs"]["a"]["ranks"][0]
+        a_row, saved = d["configs"]["a"]["ranks"][0], saved_for_backward(folder, step)
         for cfg, v in d["configs"].items():
             r = v["ranks"][0]
             peak = r["peak_memory_bytes"]
@@ -51,6 +108,7 @@ def rows(folder: str) -> list[dict]:
                         "budget": a_row["peak_memory_bytes"] if cfg in DEFAULT_BUDGET else None,
                         "a_requested": a_row["memory"]["requested_bytes_peak"],
                         "predicted": predicted_peak(d, cfg), "fused": after_fusion_peak(d, cfg),
+                        "step_predicted": step_prediction(d, cfg, saved),
                         "nccl": max(nccl) if nccl and all(nccl) else None,
                         "rounds": len(r.get("resolved") or [])})
     return out
@@ -59,8 +117,9 @@ def rows(folder: str) -> list[dict]:
 def table(folder: str) -> list[str]:
     """The raw folder's table (`table.md`): every row, the bytes exact, so a test can hold a page to them."""
     out = ["| step | configuration | measured peak B (allocator) | requested B | budget B | over it B | "
-           "predicted B (FX) | vs measured | predicted after fusion | vs measured | NCCL run's peak B | fake - NCCL B |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "predicted B (FX) | vs measured | predicted after fusion | vs measured | predicted step B | vs measured | "
+           "- requested B | NCCL run's peak B | fake - NCCL B |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for x in rows(folder):
         over = "-" if x["budget"] is None else f"{x['peak'] - x['budget']:,}"
         pred = "-" if x["predicted"] is None else f"{x['predicted']:,}"
@@ -69,10 +128,13 @@ def table(folder: str) -> list[str]:
         ferr = "-" if x["fused"] is None else f"{100 * (x['fused'] / x['peak'] - 1):+.1f} %"
         nccl = "-" if x["nccl"] is None else f"{x['nccl']:,}"
         diff = "-" if x["nccl"] is None else f"{x['peak'] - x['nccl']:,}"
+        sp = x["step_predicted"]
+        step = "- | - | -" if sp is None else (f"{sp:,} | {100 * (sp / x['peak'] - 1):+.1f} % | "
+                                                f"{sp - x['requested']:+,}")
         cfg = x["config"] + (f", {x['rounds']} round(s) solved again" if x["rounds"] else "")
         budget = "-" if x["budget"] is None else f"{x['budget']:,}"
         out.append(f"| {x['step']} | `{cfg}` | {x['peak']:,} | {x['requested']:,} | {budget} | {over} | {pred} | "
-                   f"{err} | {fused} | {ferr} | {nccl} | {diff} |")
+                   f"{err} | {fused} | {ferr} | {step} | {nccl} | {diff} |")
     return out
 
 
@@ -107,10 +169,26 @@ def summary(folder: str) -> list[str]:
                     f"{x['requested'] - x['a_requested']:+,} B)" for x in over) + ".",
         f"Predicted peak within 5 % of measured: {within(fx, 'predicted')} of {len(fx)} by the FX graphs, "
         f"{within(fused, 'fused')} of {len(fused)} read after fusion.",
+        step_sentence(xs),
         f"Run again in a call of its own: {sum(x['peak'] == y['peak'] for x, y in again)} of {len(again)} "
         "configurations measured the same peak to the byte.",
         trial_sentence(every),
     ]
+
+
+def step_sentence(xs: list[dict]) -> str:
+    """The page's sentence on the whole step's prediction (`step_prediction`) against the allocator's peak and
+    against the bytes the tensors asked for."""
+    got = [x for x in xs if x["step_predicted"] is not None]
+    err = [100 * (x["step_predicted"] / x["peak"] - 1) for x in got]
+    req = [x["step_predicted"] - x["requested"] for x in got]
+    return (f"Predicted for the whole step (the graphs' inputs and the GEMM workspaces, {GEMM_WORKSPACES:,} B, plus "
+            f"the largest phase: each graph read after fusion, or the harness's eager loss between them): "
+            f"{sum(abs(e) <= 5 for e in err)} of {len(got)} rows within 5 % of measured ({min(err):+.1f} to "
+            f"{max(err):+.1f} %, the allocator's blocks above the tensors); against the bytes the tensors asked for "
+            f"at the peak, {sum(r == 0 for r in req)} of {len(got)} to the byte and "
+            f"{sum(abs(r) <= 0.01 * x['requested'] for r, x in zip(req, got))} within 1 % "
+            f"({min(req):+,} to {max(req):+,} B).")
 
 
 def trial_sentence(every: list[dict]) -> str:
@@ -167,7 +245,9 @@ def loss_phase(folder: str, step: str = "tp2_regather_again_snapshot") -> dict:
     r0 = d["configs"]["a"]["ranks"][0]
     return {"peak": peak, "base": base, "held_before_steps": r0["allocated_before_steps_bytes"],
             "graphs": graphs, "model_saved": saved, "loss": sum(loss), "loss_blocks": sorted(loss, reverse=True),
-            "requested_peak": r0["memory"]["requested_bytes_peak"], "measured": r0["peak_memory_bytes"]}
+            "requested_peak": r0["memory"]["requested_bytes_peak"], "measured": r0["peak_memory_bytes"],
+            "primals": _primals(json.load(open(os.path.join(folder, base_step, "results.json"), encoding="utf-8")),
+                                "a")}
 
 
 def loss_phase_sentence(folder: str) -> str:
@@ -183,7 +263,9 @@ def loss_phase_sentence(folder: str) -> str:
             f"saved inputs of the backward graph: {x['model_saved']:,} B), and {x['loss']:,} B of the loss "
             f"({len(fp32)} fp32 copies of the step's output, {fp32[0]:,} B each, and scalars). The FX model prices "
             f"the graphs only; the sum above is {x['peak'] - x['requested_peak']:+,} B from the timed steps' "
-            f"requested peak ({x['requested_peak']:,} B; not looked into further) and "
+            f"requested peak ({x['requested_peak']:,} B: the bytes by which what is held before the step passes "
+            f"the graphs' inputs and the GEMM workspaces, {x['held_before_steps'] - x['primals'] - GEMM_WORKSPACES:,} "
+            f"B, are no tensor of the peak, as the whole step's prediction meets that peak without them) and "
             f"{100 * (x['peak'] / x['measured'] - 1):+.1f} % from their measured peak. With the loss "
             f"inside the compiled graph (`tp2_regather_loss_in_graph`, `--loss-in-graph`) `a` measures "
             f"{lig['peak']:,} B and the FX model reads it at {100 * (lig['predicted'] / lig['peak'] - 1):+.1f} %.")
