@@ -423,13 +423,20 @@ def test_the_table_by_time_limit_now_is_the_raw_files():
 def test_the_gpu_verdict_file_is_what_the_runs_give():
     """benchmarks/results/gpu_verdict_2026-12-01.md is `equal_memory --verdict` on the committed runs (a run added
     or changed fails here until the file is made again), and docs/plans.md quotes its table and sentences."""
-    from benchmarks.gpu.equal_memory import gpu_summary, predicted_within, verdict_file, verdict_table
+    from benchmarks.gpu.equal_memory import (
+        gpu_summary,
+        predicted_within,
+        step_predicted_within,
+        verdict_file,
+        verdict_table,
+    )
 
     with open(os.path.join(RESULTS, "gpu_verdict_2026-12-01.md")) as f:
         assert f.read() == verdict_file(RESULTS)
     page = " ".join(_plans().split())
     assert "\n".join(verdict_table(RESULTS)) in _plans()
     assert gpu_summary(RESULTS) in page and predicted_within(RESULTS) in page
+    assert step_predicted_within(RESULTS) in page
 
 
 def test_the_gpu_verdict_agrees_with_the_runs_by_hand():

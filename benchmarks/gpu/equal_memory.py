@@ -29,6 +29,63 @@ NAMES = {"a": "no reordering (a)", "c_bkt": "torch bucketed (c_bkt)", "tbb_torch
          "p_co_free": "coalesced plan, no budget (p_co_free)"}
 
 
+# fp32 copies of the step's output that the harness's eager loss (`.float().pow(2).mean()` and its backward) holds at
+# its peak, beside two 4-B scalars: read off the memory snapshot of `tp2_regather_again_snapshot` (`loss_phase`)
+LOSS_COPIES, LOSS_SCALARS = 5, 8
+
+
+def saved_in(*step_folders: str) -> int | None:
+    """What the forward graph leaves for the backward by the FX model: the backward graph's (the one with an
+    incoming gradient, `tangents_*`) freeable inputs less that gradient, read from the first plan store kept in
+    `step_folders` (`store.tar.gz`, or `second/store.tar.gz` of a step run in two calls). None where none was
+    kept."""
+    import tarfile
+    import tempfile
+
+    from overlapsat import load_graph
+
+    tars = [t for f in step_folders for t in (os.path.join(f, "store.tar.gz"), os.path.join(f, "second", "store.tar.gz"))
+            if os.path.exists(t)]
+    if not tars:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(tars[0]) as t:
+            t.extractall(tmp, filter="data")
+        for path in glob.glob(os.path.join(tmp, "**", "*.graph.json"), recursive=True):
+            ins = [b for b in load_graph(path).buffers if b.freeable_input]
+            if any(b.name.startswith("tangents_") for b in ins):
+                return sum(b.size_free for b in ins if not b.name.startswith("tangents_"))
+    return None
+
+
+# what the caller holds before a step beside the graphs' inputs: cuBLAS's workspace, 32 MiB a handle on Hopper
+# (torch's default), one handle for the forward's thread and one for autograd's backward thread; no graph counts it
+GEMM_WORKSPACES = 2 * 32 * 2**20
+
+
+def _primals(d: dict, cfg: str) -> int | None:
+    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or next(
+        (v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
+    return max(g.get("primals_bytes") or 0 for g in gs) if gs else None
+
+
+def step_prediction(d: dict, cfg: str, saved: int | None) -> int | None:
+    """The step's peak as the harness runs it, predicted: the graphs' inputs (the FX model's primals) and the GEMM
+    workspaces (`GEMM_WORKSPACES`), plus the largest of the phases' figures: each compiled graph read after
+    fusion, and between them the harness's eager loss (what the forward left for the backward, `saved`, with
+    `LOSS_COPIES` fp32 copies of the output and the scalars; none with the loss in the graph). None where a
+    figure is missing."""
+    fused, args, primals = after_fusion_peak(d, cfg), d["meta"]["args"], _primals(d, cfg)
+    if fused is None or primals is None:
+        return None
+    phases = [fused - primals]
+    if not args.get("loss_in_graph"):
+        if saved is None:
+            return None
+        phases.append(saved + LOSS_COPIES * 4 * args["seq"] * args["dim"] + LOSS_SCALARS)
+    return primals + GEMM_WORKSPACES + max(phases)
+
+
 def predicted_peak(d: dict, cfg: str) -> int | None:
     """The graphs' inputs (the forward graph's primals) plus the larger graph peak of the schedules `cfg`
     applied (for `a`, the captured orders, recorded beside any plan's prediction; for torch's configurations, their
@@ -349,13 +406,38 @@ def predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
             f"the measured one on {len(rows) - len(out)}" + (f"; outside it: {', '.join(out)}." if out else "."))
 
 
+def step_predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
+    """The page's sentence on the whole step's prediction (`step_prediction`: the graphs after fusion, their
+    inputs, the GEMM workspaces and the harness's eager loss) over the rows of `runs` that have one (a reading
+    after fusion and a kept plan store), against the measured peak and the bytes the tensors asked for."""
+    rows = []
+    for run in runs:
+        d = json.load(open(os.path.join(root, run, "results.json")))
+        saved = saved_in(os.path.join(root, run))
+        for c, v in d["configs"].items():
+            pred = step_prediction(d, c, saved)
+            if pred is not None:
+                real = max(r["peak_memory_bytes"] for r in v["ranks"])
+                req = (v["ranks"][0].get("memory") or {}).get("requested_bytes_peak")
+                rows.append((run.split("/")[1], c, 100 * (pred / real - 1), None if req is None else req - pred))
+    out = [f"{r} `{c}` {e:+.1f} %" for r, c, e, _ in rows if abs(e) > 5]
+    exact = sum(q is not None and 0 <= q <= 1 for *_, q in rows)
+    return (f"Predicted for the whole step instead (the graphs read after fusion, their inputs, cuBLAS's two "
+            f"workspaces and the harness's eager loss between the graphs: `step_prediction`), {len(rows)} rows of "
+            f"these runs have a figure (a reading after fusion and a kept plan store), and it is within 5 % of the "
+            f"measured peak on {len(rows) - len(out)} ({min(e for _, _, e, _ in rows):+.1f} to "
+            f"{max(e for _, _, e, _ in rows):+.1f} %)" + (f"; outside it: {', '.join(out)}" if out else "")
+            + f". Rank 0's tensors asked for the predicted bytes, or those and NCCL's 1-B barrier tensor, on "
+            f"{exact} of them.")
+
+
 def verdict_file(root: str) -> str:
     """What `python benchmarks/gpu/equal_memory.py --verdict` prints (committed as
     `benchmarks/results/gpu_verdict_2026-12-01.md`, whose figures docs/plans.md quotes)."""
     return "\n".join(["# The plan at equal memory on GPUs: the newest run of each step", "",
                       "Generated by `python benchmarks/gpu/equal_memory.py --verdict` from the runs named in the "
                       "table (`LATEST`).", "", *verdict_table(root), "", gpu_summary(root), "",
-                      predicted_within(root), ""])
+                      predicted_within(root), "", step_predicted_within(root), ""])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,16 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, ROOT)
 
-from benchmarks.gpu.equal_memory import after_fusion_peak, predicted_peak  # noqa: E402
+from benchmarks.gpu.equal_memory import (  # noqa: E402
+    GEMM_WORKSPACES,
+    LOSS_COPIES,  # noqa: F401 - the test reads them here
+    LOSS_SCALARS,  # noqa: F401
+    _primals,
+    after_fusion_peak,
+    predicted_peak,
+    saved_in,
+    step_prediction,
+)
 
 # each step's earlier run on NCCL (2 or 4 GPUs), for the configurations both ran
 NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w4_regather",
@@ -34,61 +43,11 @@ NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w
 DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
 
 
-# fp32 copies of the step's output that the harness's eager loss (`.float().pow(2).mean()` and its backward) holds at
-# its peak, beside two 4-B scalars: read off the memory snapshot of `tp2_regather_again_snapshot` (`loss_phase`)
-LOSS_COPIES, LOSS_SCALARS = 5, 8
-
-
 def saved_for_backward(folder: str, step: str) -> int | None:
-    """What the forward graph leaves for the backward by the FX model: the backward graph's (the one with an
-    incoming gradient, `tangents_*`) freeable inputs less that gradient, read from the step's plan store (a step
-    run again, `_again*`, `_trial`, `_rounds`, has its first run's graphs). None where no store was kept."""
-    import tarfile
-    import tempfile
-
-    from overlapsat import load_graph
-
+    """`equal_memory.saved_for_backward` of a step of this folder: a step run again (`_again*`, `_trial`,
+    `_rounds`) has its first run's graphs."""
     base = re.sub(r"(_again.*|_trial|_rounds)$", "", step)
-    tars = [t for s in (step, base) for t in (os.path.join(folder, s, "store.tar.gz"),
-                                               os.path.join(folder, s, "second", "store.tar.gz")) if os.path.exists(t)]
-    if not tars:
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(tars[0]) as t:
-            t.extractall(tmp, filter="data")
-        for path in glob.glob(os.path.join(tmp, "**", "*.graph.json"), recursive=True):
-            ins = [b for b in load_graph(path).buffers if b.freeable_input]
-            if any(b.name.startswith("tangents_") for b in ins):
-                return sum(b.size_free for b in ins if not b.name.startswith("tangents_"))
-    return None
-
-
-# what the caller holds before a step beside the graphs' inputs: cuBLAS's workspace, 32 MiB a handle on Hopper
-# (torch's default), one handle for the forward's thread and one for autograd's backward thread; no graph counts it
-GEMM_WORKSPACES = 2 * 32 * 2**20
-
-
-def _primals(d: dict, cfg: str) -> int | None:
-    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or next(
-        (v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
-    return max(g.get("primals_bytes") or 0 for g in gs) if gs else None
-
-
-def step_prediction(d: dict, cfg: str, saved: int | None) -> int | None:
-    """The step's peak as the harness runs it, predicted: the graphs' inputs (the FX model's primals) and the GEMM
-    workspaces (`GEMM_WORKSPACES`), plus the largest of the phases' figures: each compiled graph read after
-    fusion, and between them the harness's eager loss (what the forward left for the backward, `saved`, with
-    `LOSS_COPIES` fp32 copies of the output and the scalars; none with the loss in the graph). None where a
-    figure is missing."""
-    fused, args, primals = after_fusion_peak(d, cfg), d["meta"]["args"], _primals(d, cfg)
-    if fused is None or primals is None:
-        return None
-    phases = [fused - primals]
-    if not args.get("loss_in_graph"):
-        if saved is None:
-            return None
-        phases.append(saved + LOSS_COPIES * 4 * args["seq"] * args["dim"] + LOSS_SCALARS)
-    return primals + GEMM_WORKSPACES + max(phases)
+    return saved_in(os.path.join(folder, step), os.path.join(folder, base))
 
 
 def rows(folder: str) -> list[dict]:
