@@ -18,6 +18,9 @@ for step in "$@"; do
     # a shape no run had before 2026-12-02 (6 layers, dim 3072, sequence 2560)
     newshape_w4_regather) shape="--world 4 --layers 6 --dim 3072 --heads 24 --ffn 8192 --seq 2560 --regather" ;;
     newshape_w4_tp2_regather) shape="--world 4 --tp 2 --layers 6 --dim 3072 --heads 24 --ffn 8192 --seq 2560 --regather" ;;
+    # a third shape, first run in the evening session of 2026-12-02 (4 layers, dim 4096, FFN 14336, sequence 2048)
+    shape3_w4) shape="--world 4 --layers 4 --dim 4096 --heads 32 --ffn 14336 --seq 2048" ;;
+    shape3_w4_tp2_regather) shape="--world 4 --tp 2 --layers 4 --dim 4096 --heads 32 --ffn 14336 --seq 2048 --regather" ;;
     *) echo "unknown step $step"; exit 2 ;;
   esac
   mkdir -p "$OUT/fake_$step"
