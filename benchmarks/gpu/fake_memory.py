@@ -132,6 +132,7 @@ def summary(folder: str) -> list[str]:
         f"Run again in a call of its own: {sum(x['peak'] == y['peak'] for x, y in again)} of {len(again)} "
         "configurations measured the same peak to the byte.",
         trial_sentence(every),
+        kept_sentence(every),
     ]
 
 
@@ -144,10 +145,23 @@ def step_sentence(xs: list[dict]) -> str:
     return (f"Predicted for the whole step (the graphs' inputs and the GEMM workspaces, {GEMM_WORKSPACES:,} B, plus "
             f"the largest phase: each graph read after fusion, or the harness's eager loss between them): "
             f"{sum(abs(e) <= 5 for e in err)} of {len(got)} rows within 5 % of measured ({min(err):+.1f} to "
-            f"{max(err):+.1f} %, the allocator's blocks above the tensors); against the bytes the tensors asked for "
+            f"{max(err):+.1f} %: below, the allocator's blocks above the tensors; above, on "
+            f"{sum(e > 0 for e in err)} rows, graphs Inductor re-sorted by memory after the reading, as it does "
+            f"without overlapsat); against the bytes the tensors asked for "
             f"at the peak, {sum(r == 0 for r in req)} of {len(got)} to the byte and "
             f"{sum(abs(r) <= 0.01 * x['requested'] for r, x in zip(req, got))} within 1 % "
             f"({min(req):+,} to {max(req):+,} B).")
+
+
+def kept_sentence(every: list[dict]) -> str:
+    """Decision 111 (`<step>_111`: a graph compiled as it came gets Inductor's own re-sorting by memory, and the
+    captured order's peak after fusion is read after it) against the same step before it: the default-budget
+    plans' bytes over their budget."""
+    pairs = [(x, next(y for y in every if y["step"] == x["step"][: -len("_111")] and y["config"] == x["config"]))
+             for x in every if x["step"].endswith("_111") and x["budget"] is not None]
+    return ("With decision 111 a default-budget plan whose graph is set aside compiles that graph as Inductor alone "
+            "would: " + "; ".join(f"{y['step']} `{y['config']}` over by {y['peak'] - y['budget']:,} B before it, by "
+                                  f"{x['peak'] - x['budget']:,} B with it" for x, y in pairs) + ".")
 
 
 def trial_sentence(every: list[dict]) -> str:
@@ -258,6 +272,28 @@ def pins_sentence(folder: str, before: str = "newshape_w4_tp2_regather_again_inf
             f"{'applied' if a[g]['applied'] else 'set aside in that compile'}; the check after fusion found "
             f"{checks} applied plan(s) over budget. Without the pins (`{before}`) the trial had applied it "
             f"({b[g]['peak']:,} B after its moves) and the check had found it over.")
+
+
+def backward_launches(folder: str, step: str = "shape3_w4_tp2_regather_again_snapshot") -> dict[str, list[str]]:
+    """Per configuration of a `--snapshot` step, the kernels its backward graph's generated code launches, in order
+    (numbered kernels by their fused ops' names): which order each compile emitted. The modules were kept as
+    `snapshot_<cfg>.modules.tgz`; a configuration whose process compiled the backward graph more than once (a
+    trial lowering) keeps the module its snapshot ran, the one the allocator's events name."""
+    import lzma
+    import tarfile
+
+    out = {}
+    for tgz in sorted(glob.glob(os.path.join(folder, step, "snapshot_*.modules.tgz"))):
+        cfg = os.path.basename(tgz)[len("snapshot_"):-len(".modules.tgz")]
+        with lzma.open(os.path.join(folder, step, f"events_{cfg}.json.xz"), "rt", encoding="utf-8") as f:
+            ran = {w.split(":")[0] for *_, w in json.load(f)["events"] if w.endswith(tuple("0123456789"))}
+        with tarfile.open(tgz) as t:
+            for m in t.getmembers():
+                text = t.extractfile(m).read().decode() if m.isfile() else ""
+                if os.path.basename(m.name) in ran and "_backward" in text.split("\n", 1)[0]:
+                    call = text.split("def call(", 1)[1]
+                    out[cfg] = [re.sub(r"_\d+$", "", k) for k in re.findall(r"(triton_\w+?_\d+)\.run", call)]
+    return out
 
 
 def page(folder: str) -> str:

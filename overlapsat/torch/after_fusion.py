@@ -55,18 +55,20 @@ class Expected:
     """What the FX pass asks of the check after fusion for one graph: `budget` (bytes after fusion; None: none)
     with the schedule's `model_peak` and the FX budget it was solved under (`fx_budget`); and `store`, where a
     captured order's peak after fusion is recorded (no budget), or where a default-budget plan found over its
-    budget is (decision 82)."""
+    budget is (decision 82); `reorder`, for a graph that compiles in the order it came, where the user's settings
+    have Inductor's `reorder_for_peak_memory` on: the check runs it, as Inductor would have (decision 111)."""
 
     fingerprint: str
     budget: int | None = None
     model_peak: int | None = None
     store: str | None = None
     fx_budget: int | None = None
+    reorder: bool = False
 
 
 def expect(what: Expected | None) -> None:
     """Called by the FX pass for each graph: what the scheduler that follows in this thread should check."""
-    _PENDING.value = what if what is not None and (what.budget or what.store) else None
+    _PENDING.value = what if what is not None and (what.budget or what.store or what.reorder) else None
 
 
 def _take() -> Expected | None:
@@ -121,6 +123,19 @@ def plan_memory(nodes: list[Any]) -> tuple[dict[str, Any], Any]:
     memory.assign_memory_planning_info_for_scheduler_nodes(nodes, sched.name_to_fused_node, sched.name_to_buf,
                                                            free_in)
     return free_in, OrderedSet(V.graph.get_output_names())
+
+
+def inductor_memory_order(nodes: list[Any]) -> list[Any]:
+    """The order Inductor's own `reorder_for_peak_memory` gives the fused `nodes`, called as its scheduler calls
+    it. `install_fx` turns that pass off (it would re-sort an applied order); where no order is applied, the check
+    after fusion runs it in its place, so the graph compiles as without overlapsat (decision 111)."""
+    from torch._inductor.memory import reorder_for_peak_memory
+    from torch._inductor.utils import OrderedSet
+    from torch._inductor.virtualized import V
+
+    sched = V.graph.scheduler
+    return reorder_for_peak_memory(nodes, sched.name_to_buf, sched.name_to_fused_node,
+                                   OrderedSet(V.graph.graph_inputs.keys()), OrderedSet(V.graph.get_output_names()))
 
 
 def inform_reuse(nodes: list[Any]) -> None:
@@ -249,6 +264,13 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
     def __call__(self, nodes: list[Any]) -> list[Any]:
         pending = _take()
         done = None
+        kept = pending is not None and not pending.budget  # the graph compiles in the order it came
+        if kept and pending.reorder:  # as the user's Inductor would emit it (decision 111)
+            try:
+                nodes = inductor_memory_order(nodes)
+            except Exception as e:  # noqa: BLE001 - the order stands as fused
+                log.warning("overlapsat: graph %s: Inductor's reorder_for_peak_memory failed on it (%s: %s); it "
+                            "compiles in the order it came", pending.fingerprint, type(e).__name__, e)
         if pending is not None and pending.store and not pending.budget:  # a captured order: its peak after fusion
             try:
                 from overlapsat.store import record_fused_peak
@@ -265,10 +287,12 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
                 log.warning("overlapsat: graph %s: its memory budget of %d B could not be checked after "
                             "Inductor's fusion (%s: %s); the order stands as fused", pending.fingerprint,
                             pending.budget, type(e).__name__, e)
-        try:  # the planning info of the order Inductor will emit stays for its buffer reuse
-            inform_reuse(nodes)
-        except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
-            log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s", type(e).__name__, e)
+        if not (kept and pending.reorder):  # Inductor's reorder leaves its own planning info, as without overlapsat
+            try:  # the planning info of the order Inductor will emit stays for its buffer reuse
+                inform_reuse(nodes)
+            except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it
+                log.debug("overlapsat: no planning info left for Inductor's buffer reuse: %s: %s", type(e).__name__,
+                          e)
         if pending is not None and done is not None:
             self._report(done, pending, self._record_over(done, pending))
         return nodes
@@ -322,7 +346,7 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
                 "budget of %d B%s%s%s", fp, done.after, done.budget, moved, reuse, again)
 
     def uuid(self) -> str:
-        return "overlapsat-after-fusion-4"  # 4: records captured peaks and over-budget plans (decision 82)
+        return "overlapsat-after-fusion-5"  # 5: runs Inductor's memory reorder on a graph kept as it came (111)
 
     def __getstate__(self) -> dict[str, str]:
         return {"uuid": self.uuid()}

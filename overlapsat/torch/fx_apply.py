@@ -6,7 +6,8 @@ does, records it (capture), applies the stored schedule (apply) or solves it
 inline (solve). Applying moves the graph's nodes into the solved order. So
 that Inductor's later scheduling keeps that order, `install` turns off the
 scheduler-level passes that would re-sort nodes (`reorder_for_peak_memory`,
-`reorder_for_compute_comm_overlap`), and the pass pins each collective's
+`reorder_for_compute_comm_overlap`; a graph given no order still gets the
+first, as the user's settings have it: decision 111), and the pass pins each collective's
 overlap as OverlapScheduler does (`insert_overlap_deps`): the kernels the
 order puts between a collective and its wait get control dependencies
 (torch's `control_deps`), after the collective and before the wait, so no
@@ -42,7 +43,7 @@ from overlapsat.torch.after_fusion import Expected, expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.torch.fx_plan import apply_transports, merge_plan, transport_nodes
-from overlapsat.torch.installing import chained, installed_by, name_pricing, note, swap_config
+from overlapsat.torch.installing import chained, installed_by, name_pricing, note, swap_config, user_setting
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -131,8 +132,11 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             stands = self._agree(graph, before, moved)
         if stands and self._budget is not None:
             expect(self._budget)  # the order was solved under a budget: check it after fusion (after_fusion.py)
-        elif not stands and self._recorded is not None:  # the captured order compiles: its peak after fusion
-            expect(Expected(self._recorded, store=self.store))
+        elif not stands:  # the order it came in compiles, as Inductor alone would emit it (decision 111), and a
+            # recorded graph's peak after fusion is read there
+            fp = self._recorded or (self._budget.fingerprint if self._budget is not None else "")
+            expect(Expected(fp, store=self.store if self._recorded is not None else None,
+                            reorder=bool(user_setting("reorder_for_peak_memory"))))
 
     def _agree(self, graph: Any, before: list[Any], moved: Moved | _Pending | None) -> bool:
         """Keep a free order only if every rank issues the same collective sequence; else restore the graph.

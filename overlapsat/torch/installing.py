@@ -48,6 +48,18 @@ def swap_config(what: str, changes: dict[str, Any]) -> None:
     _SWAPS.append(_Swap(what, before, dict(changes)))
 
 
+def user_setting(key: str) -> Any:
+    """Inductor's setting `key` as the user had it before any install of this process changed it (decision 111:
+    a graph compiled in the order it came gets Inductor's own passes as the user's settings have them)."""
+    import torch._inductor.config as icfg
+
+    for swap in _SWAPS:
+        if key in swap.before:
+            old = swap.before[key]
+            return None if old is _MISSING else old
+    return getattr(icfg, key, None)
+
+
 def uninstall() -> bool:
     """Undo the latest `install` or `install_fx` of this process: each setting it changed gets its earlier value
     back, unless something else changed it since (that one is left, with a warning). False if none was left."""
