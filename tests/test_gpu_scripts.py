@@ -778,7 +778,7 @@ def test_rank_zeros_memory_on_the_fake_group_is_what_the_raw_files_give():
                     "newshape_w4_tp2_regather_again_info": -512 * 1024,
                     "newshape_w4_tp2_regather_again_pins": -512 * 1024, "shape3_w4": 0,
                     "shape3_w4_tp2_regather": 33_816_576, "shape3_w4_tp2_regather_again_snapshot": 33_816_576,
-                    "shape3_w4_tp2_regather_111": 0}
+                    "shape3_w4_tp2_regather_111": 0, "tp2_regather_111": 3 * 2**20, "w4_regather_111": 0}
     # decision 110: with the trial lowering, the plans' tensors ask for no more than the captured order's
     assert all(r["requested"] == r["a_requested"] for r in rows if r["step"].endswith("_trial"))
 

@@ -103,12 +103,12 @@ def summary(folder: str) -> list[str]:
     says whether it measured the same)."""
     every = rows(folder)
 
-    def repeat(x: dict) -> bool:  # `a` of a `_trial` step is the same order again, in a call of its own
-        return "_again" in x["step"] or (x["step"].endswith("_trial") and x["config"] == "a")
+    def repeat(x: dict) -> bool:  # `a` of a `_trial` or `_111` step is the same order again, in a call of its own
+        return "_again" in x["step"] or (x["step"].endswith(("_trial", "_111")) and x["config"] == "a")
 
     xs = [x for x in every if not repeat(x)]
     again = [(x, next(y for y in xs if y["step"] == x["step"].split("_again")[0].removesuffix("_trial")
-                      and y["config"] == x["config"])) for x in every if repeat(x)]
+                      .removesuffix("_111") and y["config"] == x["config"])) for x in every if repeat(x)]
     same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
     other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
     held = [x for x in xs if x["budget"] is not None]
@@ -157,11 +157,16 @@ def kept_sentence(every: list[dict]) -> str:
     """Decision 111 (`<step>_111`: a graph compiled as it came gets Inductor's own re-sorting by memory, and the
     captured order's peak after fusion is read after it) against the same step before it: the default-budget
     plans' bytes over their budget."""
-    pairs = [(x, next(y for y in every if y["step"] == x["step"][: -len("_111")] and y["config"] == x["config"]))
-             for x in every if x["step"].endswith("_111") and x["budget"] is not None]
+    def before(x: dict) -> dict:  # the step's latest run before: with decision 110 where there is one
+        base = x["step"][: -len("_111")]
+        return next(y for s in (base + "_trial", base) for y in every if y["step"] == s and y["config"] == x["config"])
+
+    pairs = [(x, before(x)) for x in every if x["step"].endswith("_111") and x["budget"] is not None]
     return ("With decision 111 a default-budget plan whose graph is set aside compiles that graph as Inductor alone "
-            "would: " + "; ".join(f"{y['step']} `{y['config']}` over by {y['peak'] - y['budget']:,} B before it, by "
-                                  f"{x['peak'] - x['budget']:,} B with it" for x, y in pairs) + ".")
+            "would: " + "; ".join(f"{y['step']} `{y['config']}` over by {y['peak'] - y['budget']:,} B (requested "
+                                  f"{y['requested'] - y['a_requested']:+,} B) before it, by {x['peak'] - x['budget']:,}"
+                                  f" B (requested {x['requested'] - x['a_requested']:+,} B) with it"
+                                  for x, y in pairs) + ".")
 
 
 def trial_sentence(every: list[dict]) -> str:
