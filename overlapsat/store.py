@@ -66,8 +66,10 @@ def fused_record(store: str, fp: str) -> dict[str, Any]:
     budget went over that peak after fusion, `over` (the FX budgets such plans were solved under) and
     `next_fx_budget` (the FX budget the next solve takes: the last one less the excess); `moved`, the FX budgets
     of those plans that nodes moved after fusion brought back within it, and `kept`, those of them kept because
-    no plan fits the tighter budget (decision 88). Empty when none was recorded, or when the file does not read
-    as one (the FX budget then stands alone, as before the record)."""
+    no plan fits the tighter budget (decision 88). Empty when none was recorded, when the file does not read
+    as one (the FX budget then stands alone, as before the record), or when it was read before decision 111 (on
+    the order before Inductor's own re-sorting by memory, looser than what Inductor emits: the next capture or
+    miss records it again)."""
     import json
 
     try:
@@ -75,7 +77,8 @@ def fused_record(store: str, fp: str) -> dict[str, Any]:
             rec = json.load(f)
     except (OSError, ValueError):
         return {}
-    if not isinstance(rec, dict) or not _positive(rec.get("captured_peak_after_fusion")):
+    if not isinstance(rec, dict) or not _positive(rec.get("captured_peak_after_fusion")) \
+            or rec.get("read_on") != READ_ON:
         return {}
     out: dict[str, Any] = {"captured_peak_after_fusion": rec["captured_peak_after_fusion"]}
     over = rec.get("over")
@@ -101,13 +104,16 @@ def _positive(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
+READ_ON = "emitted"  # a captured peak after fusion read on the order Inductor emits (decision 111)
+
+
 def _write_fused(store: str, fp: str, rec: dict[str, Any]) -> None:
     """Write `fp`'s record after fusion whole (atomically: a reader sees the old record or the new one)."""
     import json
 
     from overlapsat.io import atomic_write_text
 
-    atomic_write_text(fused_path(store, fp), json.dumps(rec))
+    atomic_write_text(fused_path(store, fp), json.dumps({**rec, "read_on": READ_ON}))
 
 
 def record_fused_peak(store: str, fp: str, peak: int) -> None:

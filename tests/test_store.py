@@ -387,7 +387,8 @@ def test_a_plan_over_its_default_budget_after_fusion_is_set_aside_and_solved_aga
     (out,) = solve_store(str(store), time_limit=2, plans="h200")
     assert out.outcome == "kept_captured" and "captured order stays" in out.message
     assert usable_stored(str(store), fp, g, "group", plans=True)[0] is None
-    for bad in ("{ truncated", "[]", '{"captured_peak_after_fusion": true}', '{"captured_peak_after_fusion": -1}'):
+    for bad in ("{ truncated", "[]", '{"captured_peak_after_fusion": true}', '{"captured_peak_after_fusion": -1}',
+                '{"captured_peak_after_fusion": 1000}'):  # the last: read before decision 111, not on what is emitted
         with open(fused_path(str(store), fp), "w") as f:
             f.write(bad)
         assert fused_record(str(store), fp) == {}
