@@ -544,8 +544,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
             keep = os.path.join(out, f"after_fusion_{cfg}") if a.snapshot else None
 
             def hook(nodes, prev=icfg._post_fusion_custom_pass, sink=res["after_fusion_peaks"]):
-                after_fusion(nodes, sink, keep)
-                return prev(nodes) if prev is not None else nodes
+                out = prev(nodes) if prev is not None else nodes  # overlapsat's check first: what is emitted
+                after_fusion(out, sink, keep)
+                return out
 
             icfg._post_fusion_custom_pass = hook
         torch._dynamo.reset()
@@ -555,8 +556,9 @@ def worker(rank: int, world: int, cfg: str, a: argparse.Namespace, port: int, st
         res["after_fusion_peaks"] = []
 
         def hook(nodes, prev=icfg._post_fusion_custom_pass, sink=res["after_fusion_peaks"]):
-            after_fusion(nodes, sink)
-            return prev(nodes) if prev is not None else nodes
+            out = prev(nodes) if prev is not None else nodes
+            after_fusion(emitted_order(out), sink)  # read on the order Inductor's re-sorting by memory will emit
+            return out
 
         icfg._post_fusion_custom_pass = hook
         if icfg.post_grad_custom_post_pass is None:  # `a`: no FX pass binds routed sizes (decision 89), so bind
@@ -688,6 +690,22 @@ def bind_routed_sizes(gm) -> None:
         bind(gm if hasattr(gm, "nodes") else gm.graph)
     except Exception:  # noqa: BLE001 - a measurement aid: the compile goes on unbound
         pass
+
+
+def emitted_order(nodes):
+    """For a reading only: the order Inductor will emit `nodes` in where its `reorder_for_peak_memory` is on (it
+    runs after the post-fusion pass; decision 111), its planning info left as it was; else `nodes`."""
+    import torch._inductor.config as icfg
+
+    from overlapsat.torch.after_fusion import inductor_memory_order, planning_info_restored
+
+    if not icfg.reorder_for_peak_memory:
+        return nodes
+    try:
+        with planning_info_restored(nodes):
+            return inductor_memory_order(nodes)
+    except Exception:  # noqa: BLE001 - read as fused
+        return nodes
 
 
 def after_fusion(nodes, sink: list, save_dir: str | None = None):

@@ -106,9 +106,13 @@ def summary(folder: str) -> list[str]:
     def repeat(x: dict) -> bool:  # `a` of a `_trial` or `_111` step is the same order again, in a call of its own
         return "_again" in x["step"] or (x["step"].endswith(("_trial", "_111")) and x["config"] == "a")
 
+    def base_of(x: dict) -> str:  # the run a repeat repeats: `a` is the same order in every run of a step
+        step = x["step"].split("_again")[0]
+        return step.removesuffix("_trial").removesuffix("_111") if x["config"] == "a" else step
+
     xs = [x for x in every if not repeat(x)]
-    again = [(x, next(y for y in xs if y["step"] == x["step"].split("_again")[0].removesuffix("_trial")
-                      .removesuffix("_111") and y["config"] == x["config"])) for x in every if repeat(x)]
+    again = [(x, next(y for y in xs if y["step"] == base_of(x) and y["config"] == x["config"]))
+             for x in every if repeat(x)]
     same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
     other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
     held = [x for x in xs if x["budget"] is not None]
@@ -133,6 +137,7 @@ def summary(folder: str) -> list[str]:
         "configurations measured the same peak to the byte.",
         trial_sentence(every),
         kept_sentence(every),
+        emitted_sentence(every),
     ]
 
 
@@ -167,6 +172,19 @@ def kept_sentence(every: list[dict]) -> str:
                                   f"{y['requested'] - y['a_requested']:+,} B) before it, by {x['peak'] - x['budget']:,}"
                                   f" B (requested {x['requested'] - x['a_requested']:+,} B) with it"
                                   for x, y in pairs) + ".")
+
+
+def emitted_sentence(every: list[dict]) -> str:
+    """The harness's readings after fusion on the order Inductor emits (`e2e_step.emitted_order`, `_emitted`
+    steps) against the same configurations read before: the whole step's prediction."""
+    def err(x: dict) -> str:
+        return f"{100 * (x['step_predicted'] / x['peak'] - 1):+.1f} %"
+
+    pairs = [(x, next(y for y in every if y["step"] == x["step"].split("_again")[0] and y["config"] == x["config"]))
+             for x in every if x["step"].endswith("_emitted")]
+    return ("Read on the order Inductor emits (the harness reads after overlapsat's check and, where Inductor "
+            "re-sorts by memory, after that re-sorting, since the `_emitted` call), the whole step's prediction: "
+            + "; ".join(f"{y['step']} `{x['config']}` {err(x)} (read before: {err(y)})" for x, y in pairs) + ".")
 
 
 def trial_sentence(every: list[dict]) -> str:
