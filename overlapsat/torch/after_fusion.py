@@ -418,7 +418,9 @@ def install_check() -> bool:
         return True
     if cur is not None:
         log.info("overlapsat: Inductor's _post_fusion_custom_pass is taken; budgets are not checked after fusion, "
-                 "and Inductor's buffer reuse plans without memory-planning info (decisions.md 22)")
+                 "Inductor's buffer reuse plans without memory-planning info (decisions.md 22), and a graph given "
+                 "no order compiles without Inductor's re-sorting by memory, which install_fx turns off (decisions.md "
+                 "111)")
         return False
     icfg._post_fusion_custom_pass = AfterFusionCheck()
     return True
