@@ -265,13 +265,14 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
         pending = _take()
         done = None
         kept = pending is not None and not pending.budget  # the graph compiles in the order it came
-        if kept and pending.reorder:  # as the user's Inductor would emit it (decision 111)
+        resorted = kept and pending.reorder  # as the user's Inductor would emit it (decision 111)
+        if resorted:
             try:
                 nodes = inductor_memory_order(nodes)
             except Exception as e:  # noqa: BLE001 - the order stands as fused
                 log.warning("overlapsat: graph %s: Inductor's reorder_for_peak_memory failed on it (%s: %s); it "
                             "compiles in the order it came", pending.fingerprint, type(e).__name__, e)
-        if pending is not None and pending.store and not pending.budget:  # a captured order: its peak after fusion
+        if kept and pending.store:  # a captured order: its peak after fusion
             try:
                 from overlapsat.store import record_fused_peak
 
@@ -287,7 +288,7 @@ class AfterFusionCheck(_Base):  # type: ignore[misc,valid-type]
                 log.warning("overlapsat: graph %s: its memory budget of %d B could not be checked after "
                             "Inductor's fusion (%s: %s); the order stands as fused", pending.fingerprint,
                             pending.budget, type(e).__name__, e)
-        if not (kept and pending.reorder):  # Inductor's reorder leaves its own planning info, as without overlapsat
+        if not resorted:  # Inductor's reorder leaves its own planning info, as without overlapsat
             try:  # the planning info of the order Inductor will emit stays for its buffer reuse
                 inform_reuse(nodes)
             except Exception as e:  # noqa: BLE001 - Inductor's reuse then plans as it would without it

@@ -167,9 +167,7 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
                         "collective sequence: %s", why)
             return False
         try:
-            h, order, ce = merge_plan(graph, pending.graph, pending.plan, self._importer)
-            moved = self._move(graph, h, order, level="free")
-            gathers = transport_nodes(graph, ce)
+            moved, gathers = self._merged_and_moved(graph, pending.graph, pending.plan)
         except Exception as e:  # noqa: BLE001 - the dry run on a copy passed, so this is a bug; say so
             log.error("overlapsat: applying an agreed plan to this FX graph failed after its dry run passed "
                       "(%s: %s); the graph may hold torch's merged buckets in torch's placement", type(e).__name__, e)
@@ -233,12 +231,17 @@ class FxSchedulePass(_Base):  # type: ignore[misc,valid-type]
             _trial(lambda: self._as_applied(twin_of(), g, plan), expected)
         return _Pending(plan, g, collective_sequence(twin))
 
+    def _merged_and_moved(self, graph: Any, g: Graph, plan: Plan) -> tuple[Moved, list[Any]]:
+        """`plan`'s buckets merged into `graph` and its nodes moved to the plan's order: what `_pin` needs, and
+        the all_gathers its copy-engine transports take (moved after the pins, which name them)."""
+        h, order, ce = merge_plan(graph, g, plan, self._importer)
+        moved = self._move(graph, h, order, level="free")
+        return moved, transport_nodes(graph, ce)
+
     def _as_applied(self, graph: Any, g: Graph, plan: Plan) -> Any:
         """`graph` with `plan` applied as `_agree_plan` applies it: merged, moved, pinned (the pins' control
         dependencies constrain what Inductor and the check after fusion may move), its transports moved."""
-        h, order, ce = merge_plan(graph, g, plan, self._importer)
-        moved = self._move(graph, h, order, level="free")
-        gathers = transport_nodes(graph, ce)
+        moved, gathers = self._merged_and_moved(graph, g, plan)
         self._pin(graph, *moved, report=False)
         apply_transports(graph, gathers)
         return graph
