@@ -845,7 +845,7 @@ def test_the_whole_steps_peak_is_the_model_the_workspaces_and_the_harness_loss()
     for step in firsts:
         d = json.loads((folder / step / "results.json").read_text())
         held = d["configs"]["a"]["ranks"][0]["allocated_before_steps_bytes"]
-        assert 0 <= held - fm["_primals"](d, "a") - fm["GEMM_WORKSPACES"] <= 1_577_984, step
+        assert 0 <= held - fm["primals_bytes"](d, "a") - fm["GEMM_WORKSPACES"] <= 1_577_984, step
 
 
 def test_the_whole_steps_prediction_meets_the_tensors_bytes_on_nccl_too():

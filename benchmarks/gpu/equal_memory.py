@@ -63,9 +63,14 @@ def saved_in(*step_folders: str) -> int | None:
 GEMM_WORKSPACES = 2 * 32 * 2**20
 
 
-def _primals(d: dict, cfg: str) -> int | None:
-    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or next(
-        (v["graphs"] for k, v in d.items() if k.startswith("prediction")), None)
+def _graphs(d: dict, cfg: str) -> list[dict]:
+    """The predicted graphs of `cfg` (its own prediction, else any: each holds the captured order's figures)."""
+    return (d.get(f"prediction_{cfg}") or {}).get("graphs") or _any_prediction(d) or []
+
+
+def primals_bytes(d: dict, cfg: str) -> int | None:
+    """The graphs' inputs by the FX model (the forward graph's primals), or None without a prediction."""
+    gs = _graphs(d, cfg)
     return max(g.get("primals_bytes") or 0 for g in gs) if gs else None
 
 
@@ -75,10 +80,10 @@ def step_prediction(d: dict, cfg: str, saved: int | None) -> int | None:
     fusion, and between them the harness's eager loss (what the forward left for the backward, `saved`, with
     `LOSS_COPIES` fp32 copies of the output and the scalars; none with the loss in the graph). None where a
     figure is missing."""
-    fused, args, primals = after_fusion_peak(d, cfg), d["meta"]["args"], _primals(d, cfg)
+    fused, args, primals = _fused_graph_peak(d, cfg), d["meta"]["args"], primals_bytes(d, cfg)
     if fused is None or primals is None:
         return None
-    phases = [fused - primals]
+    phases = [fused]
     if not args.get("loss_in_graph"):
         if saved is None:
             return None
@@ -144,14 +149,20 @@ def after_fusion_peak(d: dict, cfg: str) -> int | None:
     in the order it emits them (`after_fusion_peaks`, recorded on rank 0 for overlapsat's configurations, and
     since 2026-11-30's `titan8_loss` for every configuration). Only the last compile's graphs count: a run that
     solves again (`--resolve-rounds`) compiles its graphs again, and the step runs the last compile."""
+    fused = _fused_graph_peak(d, cfg)
+    return None if fused is None else primals_bytes(d, cfg) + fused
+
+
+def _fused_graph_peak(d: dict, cfg: str) -> int | None:
+    """The larger graph peak of `cfg`'s last compile read after fusion (`after_fusion_peak` less the inputs)."""
     fused = ((d["configs"].get(cfg) or {}).get("ranks") or [{}])[0].get("after_fusion_peaks") or []
-    gs = (d.get(f"prediction_{cfg}") or {}).get("graphs") or _any_prediction(d) or []
+    gs = _graphs(d, cfg)
     if not fused or not gs or len(fused) < len(gs):
         return None
     fused = fused[-len(gs):]
     if any(not isinstance(p, (int, float)) for _, p in fused):
         return None
-    return max(g.get("primals_bytes") or 0 for g in gs) + max(p for _, p in fused)
+    return max(p for _, p in fused)
 
 
 def fusion_readings(folder: str) -> str:

@@ -26,9 +26,9 @@ from benchmarks.gpu.equal_memory import (  # noqa: E402
     GEMM_WORKSPACES,
     LOSS_COPIES,  # noqa: F401 - the test reads them here
     LOSS_SCALARS,  # noqa: F401
-    _primals,
     after_fusion_peak,
     predicted_peak,
+    primals_bytes,
     saved_in,
     step_prediction,
 )
@@ -44,8 +44,8 @@ DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured o
 
 
 def saved_for_backward(folder: str, step: str) -> int | None:
-    """`equal_memory.saved_for_backward` of a step of this folder: a step run again (`_again*`, `_trial`,
-    `_rounds`) has its first run's graphs."""
+    """`equal_memory.saved_in` for a step of this folder: a step run again (`_again*`, `_trial`, `_rounds`) has
+    its first run's graphs."""
     base = re.sub(r"(_again.*|_trial|_rounds)$", "", step)
     return saved_in(os.path.join(folder, step), os.path.join(folder, base))
 
@@ -111,8 +111,7 @@ def summary(folder: str) -> list[str]:
         return step.removesuffix("_trial").removesuffix("_111") if x["config"] == "a" else step
 
     xs = [x for x in every if not repeat(x)]
-    again = [(x, next(y for y in xs if y["step"] == base_of(x) and y["config"] == x["config"]))
-             for x in every if repeat(x)]
+    again = [(x, _run_of(xs, x["config"], base_of(x))) for x in every if repeat(x)]
     same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
     other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
     held = [x for x in xs if x["budget"] is not None]
@@ -158,19 +157,24 @@ def step_sentence(xs: list[dict]) -> str:
             f"({min(req):+,} to {max(req):+,} B).")
 
 
+def _run_of(rows: list[dict], cfg: str, *steps: str) -> dict:
+    """The row of `cfg` in the first of `steps` that ran it: a step's earlier run, to compare a later one with."""
+    return next(y for s in steps for y in rows if y["step"] == s and y["config"] == cfg)
+
+
+def _over(x: dict) -> str:
+    """A default-budget row's bytes over its budget, measured and requested (against `a`'s)."""
+    return f"{x['peak'] - x['budget']:,} B (requested {x['requested'] - x['a_requested']:+,} B)"
+
+
 def kept_sentence(every: list[dict]) -> str:
     """Decision 111 (`<step>_111`: a graph compiled as it came gets Inductor's own re-sorting by memory, and the
-    captured order's peak after fusion is read after it) against the same step before it: the default-budget
-    plans' bytes over their budget."""
-    def before(x: dict) -> dict:  # the step's latest run before: with decision 110 where there is one
-        base = x["step"][: -len("_111")]
-        return next(y for s in (base + "_trial", base) for y in every if y["step"] == s and y["config"] == x["config"])
-
-    pairs = [(x, before(x)) for x in every if x["step"].endswith("_111") and x["budget"] is not None]
+    captured order's peak after fusion is read after it) against the same step's latest run before it (with
+    decision 110 where there is one): the default-budget plans' bytes over their budget."""
+    pairs = [(x, _run_of(every, x["config"], x["step"][: -len("_111")] + "_trial", x["step"][: -len("_111")]))
+             for x in every if x["step"].endswith("_111") and x["budget"] is not None]
     return ("With decision 111 a default-budget plan whose graph is set aside compiles that graph as Inductor alone "
-            "would: " + "; ".join(f"{y['step']} `{y['config']}` over by {y['peak'] - y['budget']:,} B (requested "
-                                  f"{y['requested'] - y['a_requested']:+,} B) before it, by {x['peak'] - x['budget']:,}"
-                                  f" B (requested {x['requested'] - x['a_requested']:+,} B) with it"
+            "would: " + "; ".join(f"{y['step']} `{y['config']}` over by {_over(y)} before it, by {_over(x)} with it"
                                   for x, y in pairs) + ".")
 
 
@@ -180,8 +184,8 @@ def emitted_sentence(every: list[dict]) -> str:
     def err(x: dict) -> str:
         return f"{100 * (x['step_predicted'] / x['peak'] - 1):+.1f} %"
 
-    pairs = [(x, next(y for y in every if y["step"] == x["step"].split("_again")[0] and y["config"] == x["config"]))
-             for x in every if x["step"].endswith("_emitted")]
+    pairs = [(x, _run_of(every, x["config"], x["step"].split("_again")[0])) for x in every
+             if x["step"].endswith("_emitted")]
     return ("Read on the order Inductor emits (the harness reads after overlapsat's check and, where Inductor "
             "re-sorts by memory, after that re-sorting, since the `_emitted` call), the whole step's prediction: "
             + "; ".join(f"{y['step']} `{x['config']}` {err(x)} (read before: {err(y)})" for x, y in pairs) + ".")
@@ -190,15 +194,12 @@ def emitted_sentence(every: list[dict]) -> str:
 def trial_sentence(every: list[dict]) -> str:
     """Decision 110 (`<step>_trial`: the library with the trial lowering) against the same step's first compile
     before it: the default-budget plans' bytes over their budget, measured and requested."""
-    pairs = [(x, next(y for y in every if y["step"] == x["step"][: -len("_trial")] and y["config"] == x["config"]))
-             for x in every if x["step"].endswith("_trial") and x["budget"] is not None]
-
-    def over(x: dict) -> str:
-        return f"{x['peak'] - x['budget']:,} B (requested {x['requested'] - x['a_requested']:+,} B)"
+    pairs = [(x, _run_of(every, x["config"], x["step"][: -len("_trial")])) for x in every
+             if x["step"].endswith("_trial") and x["budget"] is not None]
 
     return ("With the trial lowering (decision 110), the first compile of a default-budget plan over its budget after "
             "fusion keeps the captured order for that graph: " + "; ".join(
-                f"{y['step']} `{y['config']}` over by {over(y)} before it, by {over(x)} with it" for x, y in pairs)
+                f"{y['step']} `{y['config']}` over by {_over(y)} before it, by {_over(x)} with it" for x, y in pairs)
             + ".")
 
 
@@ -211,10 +212,6 @@ def loss_phase(folder: str, step: str = "tp2_regather_again_snapshot") -> dict:
     graph's freeable inputs less its incoming gradient (`tangents_*`), read from the plan store of the step's
     earlier call, whose captured graphs are the same."""
     import lzma
-    import tarfile
-    import tempfile
-
-    from overlapsat import load_graph
 
     with lzma.open(os.path.join(folder, step, "events_a.json.xz"), "rt", encoding="utf-8") as f:
         snap = json.load(f)
@@ -230,20 +227,14 @@ def loss_phase(folder: str, step: str = "tp2_regather_again_snapshot") -> dict:
     loss = [s for s, w in at_peak.values() if w.startswith("e2e_step.py") or w == "-"]
     graphs = sum(s for s, _ in at_peak.values()) - sum(loss)
     base_step = step.split("_again")[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        with tarfile.open(os.path.join(folder, base_step, "second", "store.tar.gz")) as t:
-            t.extractall(tmp, filter="data")
-        bwd = max((load_graph(p) for p in glob.glob(os.path.join(tmp, "**", "*.graph.json"), recursive=True)),
-                  key=lambda g: len(g.coll_seq))
-    inputs = [b for b in bwd.buffers if b.freeable_input]
-    saved = sum(b.size_free for b in inputs if not b.name.startswith("tangents_"))
+    saved = saved_in(os.path.join(folder, base_step))
     d = json.load(open(os.path.join(folder, step, "results.json"), encoding="utf-8"))
     r0 = d["configs"]["a"]["ranks"][0]
     return {"peak": peak, "base": base, "held_before_steps": r0["allocated_before_steps_bytes"],
             "graphs": graphs, "model_saved": saved, "loss": sum(loss), "loss_blocks": sorted(loss, reverse=True),
             "requested_peak": r0["memory"]["requested_bytes_peak"], "measured": r0["peak_memory_bytes"],
-            "primals": _primals(json.load(open(os.path.join(folder, base_step, "results.json"), encoding="utf-8")),
-                                "a")}
+            "primals": primals_bytes(json.load(open(os.path.join(folder, base_step, "results.json"),
+                                                    encoding="utf-8")), "a")}
 
 
 def loss_phase_sentence(folder: str) -> str:
