@@ -769,7 +769,7 @@ def test_rank_zeros_memory_on_the_fake_group_is_what_the_raw_files_give():
     assert fm["page"](str(folder)) == (folder / "table.md").read_text()
     rows = fm["rows"](str(folder))
     a_rows = [r for r in rows if r["config"] == "a" and r["nccl"] is not None]
-    assert len(a_rows) == 7 and all(r["peak"] == r["nccl"] for r in a_rows)
+    assert len(a_rows) == 8 and all(r["peak"] == r["nccl"] for r in a_rows)
     over = {r["step"]: r["peak"] - r["budget"] for r in rows if r["budget"] is not None}
     assert over == {"eq": 0, "tp2_regather": 3 * 2**20, "tp2_regather_again": 3 * 2**20, "w4_regather": 23_820_800,
                     "w4_regather_rounds": 0, "tp2_regather_loss_in_graph": 15_750_144,
@@ -782,6 +782,26 @@ def test_rank_zeros_memory_on_the_fake_group_is_what_the_raw_files_give():
                     "shape3_w4_tp2_regather_111_again_emitted": 0}
     # decision 110: with the trial lowering, the plans' tensors ask for no more than the captured order's
     assert all(r["requested"] == r["a_requested"] for r in rows if r["step"].endswith("_trial"))
+
+
+def test_the_nccl_runs_unexplained_miss_is_its_days_way_of_applying_buckets():
+    """The one NCCL row whose whole-step prediction missed 5 % (eqshape_w4_regather `p_free`, 2026-11-28: -6.2 %):
+    its own plan store, applied by the library of 2026-12-02 on one GPU (`--store-from`), measures 228,712,448 B
+    less than that run on rank 0, where `a` measures that run's peak to the byte, and the prediction is within 1.3 %;
+    the applied backward graph had 2,254 nodes there and 2,177 here (decision 81's copy ops came the day after)."""
+    import json
+    import runpy
+
+    fm = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "fake_memory.py"))
+    folder = ROOT / "benchmarks" / "results" / "gpu_2026-12-02_fake"
+    rows = {r["config"]: r for r in fm["rows"](str(folder)) if r["step"] == "w4_regather_1128store"}
+    meta = json.loads((folder / "w4_regather_1128store" / "results.json").read_text())["meta"]["args"]
+    assert meta["store_from"].endswith("gpu_2026-11-28/eqshape_w4_regather/second/store.tar.gz")
+    assert rows["a"]["peak"] == rows["a"]["nccl"] == 3_382_692_864
+    free = rows["p_free"]
+    assert free["replayed"] and free["nccl"] == 4_905_163_776 and free["peak"] - free["nccl"] == -228_712_448
+    assert abs(free["step_predicted"] / free["peak"] - 1) < 0.013 < abs(free["step_predicted"] / free["nccl"] - 1)
+    assert free["applied"] == [1017, 2177] and free["nccl_applied"] == [1023, 2254]
 
 
 def test_the_trial_with_the_plans_pins_sets_aside_the_plan_the_check_found_over():

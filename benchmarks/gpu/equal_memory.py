@@ -431,7 +431,7 @@ def step_predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
                 real = max(r["peak_memory_bytes"] for r in v["ranks"])
                 req = (v["ranks"][0].get("memory") or {}).get("requested_bytes_peak")
                 rows.append((run.split("/")[1], c, 100 * (pred / real - 1), None if req is None else req - pred))
-    out = [f"{r} `{c}` {e:+.1f} %" for r, c, e, _ in rows if abs(e) > 5]
+    out = [f"{r} `{c}` {e:+.1f} %" + _replayed(root, r, c) for r, c, e, _ in rows if abs(e) > 5]
     exact = sum(q is not None and 0 <= q <= 1 for *_, q in rows)
     return (f"Predicted for the whole step instead (the graphs read after fusion, their inputs, cuBLAS's two "
             f"workspaces and the harness's eager loss between the graphs: `step_prediction`), {len(rows)} rows of "
@@ -440,6 +440,28 @@ def step_predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
             f"{max(e for _, _, e, _ in rows):+.1f} %)" + (f"; outside it: {', '.join(out)}" if out else "")
             + f". Rank 0's tensors asked for the predicted bytes, or those and NCCL's 1-B barrier tensor, on "
             f"{exact} of them.")
+
+
+# an NCCL run's own plan store applied again by a later library on one GPU (`e2e_step.py --fake --store-from`): the
+# step folder of the NCCL run -> the replay's folder
+REPLAYS = {"eqshape_w4_regather": "gpu_2026-12-02_fake/w4_regather_1128store"}
+
+
+def _replayed(root: str, step: str, cfg: str) -> str:
+    """What a replay of `step`'s plan store measured for `cfg` (`REPLAYS`), as a clause; '' where none ran it."""
+    folder = REPLAYS.get(step)
+    path = os.path.join(root, folder or "-", "results.json")
+    if not os.path.exists(path):
+        return ""
+    d = json.load(open(path))
+    v = d["configs"].get(cfg)
+    if not v or "ranks" not in v:
+        return ""
+    real = v["ranks"][0]["peak_memory_bytes"]
+    pred = step_prediction(d, cfg, saved_in(os.path.join(root, folder)))
+    return (f" (its own plan store, applied by the library of {d['meta']['date']} on one GPU with the fake process "
+            f"group, `{folder}`: {real:,} B measured, predicted at {100 * (pred / real - 1):+.1f} %; the applied FX "
+            f"graphs had {', '.join(f'{n:,}' for n in v['ranks'][0]['applied_graphs'])} nodes there)")
 
 
 def verdict_file(root: str) -> str:

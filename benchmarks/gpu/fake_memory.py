@@ -39,7 +39,9 @@ NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w
              "tp2_regather": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
              "tp2_regather_again": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
              "tp2_regather_again_snapshot": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
-             "w4_regather_trial": "gpu_2026-11-28/eqshape_w4_regather"}
+             "w4_regather_trial": "gpu_2026-11-28/eqshape_w4_regather",
+             # the NCCL run's own plan store, applied by the library of 2026-12-02 (`e2e_step.py --store-from`)
+             "w4_regather_1128store": "gpu_2026-11-28/eqshape_w4_regather"}
 DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
 
 
@@ -63,13 +65,18 @@ def rows(folder: str) -> list[dict]:
             r = v["ranks"][0]
             peak = r["peak_memory_bytes"]
             nccl = [x.get("peak_memory_bytes") for x in (real.get(cfg) or {}).get("ranks") or []]
+            nccl_applied = ((real.get(cfg) or {}).get("ranks") or [{}])[0].get("applied_graphs")
             out.append({"step": step, "config": cfg, "peak": peak, "requested": r["memory"]["requested_bytes_peak"],
                         "budget": a_row["peak_memory_bytes"] if cfg in DEFAULT_BUDGET else None,
                         "a_requested": a_row["memory"]["requested_bytes_peak"],
                         "predicted": predicted_peak(d, cfg), "fused": after_fusion_peak(d, cfg),
                         "step_predicted": step_prediction(d, cfg, saved),
                         "nccl": max(nccl) if nccl and all(nccl) else None,
-                        "rounds": len(r.get("resolved") or [])})
+                        "rounds": len(r.get("resolved") or []),
+                        # a plan store of an earlier run applied as it was (`--store-from`), and the FX graphs'
+                        # sizes as this run and the NCCL run applied them
+                        "replayed": bool(d["meta"]["args"].get("store_from")) and cfg != "a",
+                        "applied": r.get("applied_graphs"), "nccl_applied": nccl_applied})
     return out
 
 
@@ -113,7 +120,7 @@ def summary(folder: str) -> list[str]:
     xs = [x for x in every if not repeat(x)]
     again = [(x, _run_of(xs, x["config"], base_of(x))) for x in every if repeat(x)]
     same = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) <= 512]
-    other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512]
+    other = [x for x in xs if x["nccl"] is not None and abs(x["peak"] - x["nccl"]) > 512 and not x["replayed"]]
     held = [x for x in xs if x["budget"] is not None]
     over = [x for x in held if x["peak"] > x["budget"]]
     fx = [x for x in xs if x["predicted"] is not None]
@@ -137,7 +144,20 @@ def summary(folder: str) -> list[str]:
         trial_sentence(every),
         kept_sentence(every),
         emitted_sentence(every),
+        replay_sentence(every),
     ]
+
+
+def replay_sentence(every: list[dict]) -> str:
+    """An NCCL run's own plan store applied by a later library (`--store-from`): the same plans, measured and
+    predicted again, and the applied FX graphs' sizes on both sides (a bucket's copies are ops of the applied
+    graph: where the sizes differ, the plans were applied otherwise)."""
+    rs = [x for x in every if x["replayed"] and x["nccl"] is not None]
+    return "The NCCL runs' own plan stores applied by this folder's library: " + "; ".join(
+        f"{x['step']} `{x['config']}` measured {x['peak']:,} B, {x['peak'] - x['nccl']:+,} B against the NCCL "
+        f"run's {x['nccl']:,} B, predicted for the whole step at {100 * (x['step_predicted'] / x['peak'] - 1):+.1f} %"
+        f" (applied FX graphs of {', '.join(f'{n:,}' for n in x['applied'])} nodes, against "
+        f"{', '.join(f'{n:,}' for n in x['nccl_applied'])} there)" for x in rs) + "."
 
 
 def step_sentence(xs: list[dict]) -> str:
