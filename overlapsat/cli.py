@@ -465,7 +465,8 @@ def _joint_line(j: dict) -> str:
         return f"  joint model (CP-SAT, buckets and order): failed ({j['error']}); the search's plan kept"
     scope = ("every legal bucket, so its bound holds over every plan" if j.get("complete")
              else "runs of neighbouring collectives, so no bound from it")
-    return (f"  joint model (CP-SAT, buckets and order, level free, no budget): {j.get('candidates')} candidate "
+    within = "within the budget" if j.get("under_budget") else "no budget"  # decision 103: complete ones keep it
+    return (f"  joint model (CP-SAT, buckets and order, level free, {within}): {j.get('candidates')} candidate "
             f"buckets ({scope}); CP-SAT {str(j.get('solver_status')).lower()}"
             + ("; its plan was shorter and was kept" if j.get("used") else ""))
 
@@ -520,7 +521,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         f"  over every bucketing: status {r.status.value}, " + ("optimal (proven)" if r.proven else
                                                               f"bound {fmt_us(r.bound)}, gap {100 * r.gap:.1f}% "
                                                               "of the makespan")
-        + " (no budget in the bound)" * (r.memory_budget is not None and info.every_bucketing is None)
+        + (f", over {info.bound_scope}" if info.bound_scope else "")  # how the budget entered it (decision 109)
         + "".join(f"; {n}" for n in info.bound_notes),
         (f"  best unbucketed order found {fmt_us(r.unbucketed)}: "
          + (f"bucketing bought {fmt_us(r.bought)}" if r.buckets else

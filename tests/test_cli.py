@@ -232,9 +232,20 @@ def test_plan_says_what_the_joint_model_did(tmp_path):
     m = json.loads(out.read_text())["metrics"]
     j = m["stats"]["plan"]["joint"]
     assert j["complete"] and j["candidates"] == 57
+    # the default budget: the complete model ran within it (decision 103), and the line says so, not "no budget"
+    assert j["under_budget"] and "level free, within the budget)" in line, line
+    over = next(ln for ln in r.stdout.splitlines() if "over every bucketing:" in ln)
+    assert f"over {m['stats']['plan']['bound_scope']}" in over and "no budget" not in over, over
     assert j["bound_us"] <= m["bound_us"] <= m["makespan_us"] and m["bound_over"] == "plans"
     r = run("plan", "fsdp_small", "--profile", "h200", "--time-limit", "1", "--out", str(out), "--no-progress")
     assert "joint model" not in r.stdout  # 30 bucketings: each ordered, no joint model
+    r = run("plan", "tp_small", "--profile", "h200", "--time-limit", "5", "--out", str(out), "--no-progress")
+    line = next(ln for ln in r.stdout.splitlines() if "joint model" in ln)
+    assert "runs of neighbouring collectives" in line and "level free, no budget)" in line, line  # run unbudgeted
+    # the relaxation was ordered under the default budget: the bound's line says it held within it (a line that
+    # said "no budget in the bound" beside "the relaxation was ordered within the budget" contradicted itself)
+    over = next(ln for ln in r.stdout.splitlines() if "over every bucketing:" in ln)
+    assert "within the budget (the relaxation ordered under it)" in over and "no budget" not in over, over
 
 
 def test_plan_keeps_within_a_bucket_cap_and_refuses_a_bad_one_before_any_work(tmp_path):
