@@ -392,7 +392,7 @@ def test_where_the_2d_gap_goes_is_the_raw_file():
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
-RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_110.md")
+RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_112.md")
 
 
 def test_the_verdict_table_is_the_raw_file():
