@@ -430,8 +430,8 @@ def step_predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
             if pred is not None:
                 real = max(r["peak_memory_bytes"] for r in v["ranks"])
                 req = (v["ranks"][0].get("memory") or {}).get("requested_bytes_peak")
-                rows.append((run.split("/")[1], c, 100 * (pred / real - 1), None if req is None else req - pred))
-    out = [f"{r} `{c}` {e:+.1f} %" + _replayed(root, r, c) for r, c, e, _ in rows if abs(e) > 5]
+                rows.append((run, c, 100 * (pred / real - 1), None if req is None else req - pred))
+    out = [f"{r.split('/')[1]} `{c}` {e:+.1f} %" + _replayed(root, r, c) for r, c, e, _ in rows if abs(e) > 5]
     exact = sum(q is not None and 0 <= q <= 1 for *_, q in rows)
     return (f"Predicted for the whole step instead (the graphs read after fusion, their inputs, cuBLAS's two "
             f"workspaces and the harness's eager loss between the graphs: `step_prediction`), {len(rows)} rows of "
@@ -442,26 +442,31 @@ def step_predicted_within(root: str, runs: tuple[str, ...] = LATEST) -> str:
             f"{exact} of them.")
 
 
-# an NCCL run's own plan store applied again by a later library on one GPU (`e2e_step.py --fake --store-from`): the
-# step folder of the NCCL run -> the replay's folder
-REPLAYS = {"eqshape_w4_regather": "gpu_2026-12-02_fake/w4_regather_1128store"}
+def replayed_run(d: dict) -> str | None:
+    """The run whose plan store a run applied (`e2e_step.py --store-from`), as a folder under the results
+    (`gpu_2026-11-28/eqshape_w4_regather` for `.../gpu_2026-11-28/eqshape_w4_regather/second/store.tar.gz`)."""
+    parts = os.path.normpath(d["meta"]["args"].get("store_from") or "").split(os.sep)
+    if "results" not in parts:
+        return None
+    run = parts[parts.index("results") + 1:-1]
+    return "/".join(run[:2]) if len(run) >= 2 else None
 
 
-def _replayed(root: str, step: str, cfg: str) -> str:
-    """What a replay of `step`'s plan store measured for `cfg` (`REPLAYS`), as a clause; '' where none ran it."""
-    folder = REPLAYS.get(step)
-    path = os.path.join(root, folder or "-", "results.json")
-    if not os.path.exists(path):
-        return ""
-    d = json.load(open(path))
-    v = d["configs"].get(cfg)
-    if not v or "ranks" not in v:
-        return ""
-    real = v["ranks"][0]["peak_memory_bytes"]
-    pred = step_prediction(d, cfg, saved_in(os.path.join(root, folder)))
-    return (f" (its own plan store, applied by the library of {d['meta']['date']} on one GPU with the fake process "
-            f"group, `{folder}`: {real:,} B measured, predicted at {100 * (pred / real - 1):+.1f} %; the applied FX "
-            f"graphs had {', '.join(f'{n:,}' for n in v['ranks'][0]['applied_graphs'])} nodes there)")
+def _replayed(root: str, run: str, cfg: str) -> str:
+    """What a later run applying `run`'s plan store measured for `cfg` (`replayed_run`), as a clause; '' where
+    none did."""
+    for path in sorted(glob.glob(os.path.join(root, "gpu_*", "*", "results.json"))):
+        d = json.load(open(path))
+        v = d["configs"].get(cfg)
+        if replayed_run(d) != run or not v or "ranks" not in v:
+            continue
+        folder = os.path.relpath(os.path.dirname(path), root)
+        real = v["ranks"][0]["peak_memory_bytes"]
+        pred = step_prediction(d, cfg, saved_in(os.path.dirname(path)))
+        return (f" (its own plan store, applied by the library of {d['meta']['date']} on one GPU with the fake "
+                f"process group, `{folder}`: {real:,} B measured, predicted at {100 * (pred / real - 1):+.1f} %; the "
+                f"applied FX graphs had {', '.join(f'{n:,}' for n in v['ranks'][0]['applied_graphs'])} nodes there)")
+    return ""
 
 
 def verdict_file(root: str) -> str:

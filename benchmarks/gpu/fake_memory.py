@@ -29,6 +29,7 @@ from benchmarks.gpu.equal_memory import (  # noqa: E402
     after_fusion_peak,
     predicted_peak,
     primals_bytes,
+    replayed_run,
     saved_in,
     step_prediction,
 )
@@ -39,9 +40,8 @@ NCCL_RUNS = {"eq": "gpu_2026-11-28/eq", "w4_regather": "gpu_2026-11-28/eqshape_w
              "tp2_regather": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
              "tp2_regather_again": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
              "tp2_regather_again_snapshot": "gpu_2026-11-30_w4/eqshape_w4_tp2_regather",
-             "w4_regather_trial": "gpu_2026-11-28/eqshape_w4_regather",
-             # the NCCL run's own plan store, applied by the library of 2026-12-02 (`e2e_step.py --store-from`)
-             "w4_regather_1128store": "gpu_2026-11-28/eqshape_w4_regather"}
+             "w4_regather_trial": "gpu_2026-11-28/eqshape_w4_regather"}
+# (a step that applied an NCCL run's plan store, `--store-from`, is compared with that run: `replayed_run`)
 DEFAULT_BUDGET = ("p", "p_co")  # plans under the default budget: the captured order's peak
 
 
@@ -58,14 +58,15 @@ def rows(folder: str) -> list[dict]:
     for path in sorted(glob.glob(os.path.join(folder, "*", "results.json"))):
         step = os.path.basename(os.path.dirname(path))
         d = json.load(open(path, encoding="utf-8"))
-        real_path = os.path.join(ROOT, "benchmarks", "results", NCCL_RUNS.get(step, "-"), "results.json")
+        nccl_run = NCCL_RUNS.get(step) or replayed_run(d) or "-"
+        real_path = os.path.join(ROOT, "benchmarks", "results", nccl_run, "results.json")
         real = json.load(open(real_path, encoding="utf-8"))["configs"] if os.path.exists(real_path) else {}
         a_row, saved = d["configs"]["a"]["ranks"][0], saved_for_backward(folder, step)
         for cfg, v in d["configs"].items():
             r = v["ranks"][0]
             peak = r["peak_memory_bytes"]
-            nccl = [x.get("peak_memory_bytes") for x in (real.get(cfg) or {}).get("ranks") or []]
-            nccl_applied = ((real.get(cfg) or {}).get("ranks") or [{}])[0].get("applied_graphs")
+            real_ranks = (real.get(cfg) or {}).get("ranks") or []
+            nccl = [x.get("peak_memory_bytes") for x in real_ranks]
             out.append({"step": step, "config": cfg, "peak": peak, "requested": r["memory"]["requested_bytes_peak"],
                         "budget": a_row["peak_memory_bytes"] if cfg in DEFAULT_BUDGET else None,
                         "a_requested": a_row["memory"]["requested_bytes_peak"],
@@ -76,7 +77,8 @@ def rows(folder: str) -> list[dict]:
                         # a plan store of an earlier run applied as it was (`--store-from`), and the FX graphs'
                         # sizes as this run and the NCCL run applied them
                         "replayed": bool(d["meta"]["args"].get("store_from")) and cfg != "a",
-                        "applied": r.get("applied_graphs"), "nccl_applied": nccl_applied})
+                        "applied": r.get("applied_graphs"),
+                        "nccl_applied": real_ranks[0].get("applied_graphs") if real_ranks else None})
     return out
 
 
