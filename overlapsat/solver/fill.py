@@ -11,6 +11,10 @@ others gain only where a collective of their own group moves behind them: a pref
 is kept only where MODEL.md's makespan shrinks and the peak stays within the budget, and the caller validates what
 it keeps. It ends when a sweep keeps nothing, after `PATIENCE` moves in a row kept nothing, or at its move limit.
 Deterministic: its work is counted in moves evaluated.
+
+A move never takes a collective behind one whose order the problem's level keeps (decision 114): under "group" one
+of the same group, under "global" and "chain" any (c, or one it passes on the way). Such a move was kept before
+on its makespan alone, and the caller's validation then threw the whole fill away, every valid move with it.
 """
 
 from __future__ import annotations
@@ -75,11 +79,21 @@ def _ancestors_within(g: Graph, c: int, pos: list[int], lo: int) -> set[int]:
     return seen
 
 
+def _kept_in_order(g: Graph, collective_order: str) -> Callable[[int, int], bool]:
+    """Whether collective u must stay before collective c, which it precedes, under `collective_order`."""
+    if collective_order == "free":
+        return lambda u, c: False
+    if collective_order == "group":
+        return lambda u, c: g.group_id[u] == g.group_id[c]
+    return lambda u, c: True  # global, chain: every collective keeps the input's sequence
+
+
 def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
-         stop: Callable[[], bool] | None = None) -> tuple[list[int], FillStats]:
+         stop: Callable[[], bool] | None = None, collective_order: str = "free") -> tuple[list[int], FillStats]:
     """`order` with kernels moved after collectives' issues (module docstring), at most `max_moves` moves
-    evaluated; `stop()` ends it early (the caller's clock). Returns the order
-    (no longer, within `budget`, valid where `order` is) and the statistics."""
+    evaluated; `stop()` ends it early (the caller's clock). Returns the order (no longer, within `budget`, valid
+    under `collective_order` where `order` is) and the statistics."""
+    kept = _kept_in_order(g, collective_order)
     order = list(order)
     ms = makespan_of(g, order)
     st = FillStats(before_us=ms, after_us=ms)
@@ -117,6 +131,9 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
                             break
                         moved.add(v)
                 else:
+                    passed = [w for w in order[j + 1:pc + 1] if w not in moved and kind[w] == COLLECTIVE]
+                    if any(kind[v] == COLLECTIVE and kept(v, w) for v in moved for w in passed):
+                        continue  # a collective moved behind one the level keeps after it (c among them)
                     if c not in bound_by_issue and not any(
                             kind[v] == COLLECTIVE and g.group_id[v] == g.group_id[c] for v in moved):
                         continue  # neither its issue nor its stream's order gains: not worth a walk

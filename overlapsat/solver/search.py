@@ -459,7 +459,8 @@ class Fill:
         if moves <= 0:
             tb.until(None)
             return None
-        order, st = fill(g, s.best.order, s.problem.budget, moves, stop=lambda: tb.wall_left() <= 0)
+        order, st = fill(g, s.best.order, s.problem.budget, moves, stop=lambda: tb.wall_left() <= 0,
+                         collective_order=s.problem.collective_order)
         tb.until(None)
         tb.spend(st.moves_tried * cost)
         if p.deterministic and st.moves_tried < moves and tb.clock_over():  # the clock, not the work, ended it
