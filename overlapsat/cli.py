@@ -473,6 +473,7 @@ def _joint_line(j: dict) -> str:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from overlapsat.problem import Problem
+    from overlapsat.solver.plan_bound import reach_note
     from overlapsat.solver.plan_search import optimize_plan
 
     model = _plan_model(args, "plan")
@@ -523,6 +524,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                                               "of the makespan")
         + (f", over {info.bound_scope}" if info.bound_scope else "")  # how the budget entered it (decision 109)
         + "".join(f"; {n}" for n in info.bound_notes),
+        *([f"  {reach}"] if (reach := reach_note(r.bound, r.makespan, info.relaxation_reach_us)) else []),
         (f"  best unbucketed order found {fmt_us(r.unbucketed)}: "
          + (f"bucketing bought {fmt_us(r.bought)}" if r.buckets else
             f"the plan search's order moves bought {fmt_us(r.bought)}" if r.bought > 0 else "the plan is that order"))

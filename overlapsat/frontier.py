@@ -30,6 +30,7 @@ from overlapsat.simulate import peak_memory
 from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Result, meets
 from overlapsat.solver.params import SolveParams, TimeBudget
+from overlapsat.solver.plan_bound import reach_note
 from overlapsat.solver.plan_search import CAPS_MB, optimize_plan, torch_greedy
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,13 @@ class FrontierPoint:
         return "optimal" if meets(self.makespan, self.bound) else "open"
 
     @property
+    def reach_us(self) -> float | None:
+        """The best order found of the relaxation over every bucketing within this budget (decision 113): no bound
+        from it passes this. None where it was not ordered (or the plan is a lower budget's)."""
+        info = self.result.plan_info if self.result is not None and not self.from_budget else None
+        return info.relaxation_reach_us if info is not None else None
+
+    @property
     def gap(self) -> float | None:
         """(makespan - bound) / makespan; 0 where the bound is met (the plan is optimal within this budget)."""
         if self.result is None or not self.makespan:
@@ -94,7 +102,7 @@ class Frontier:
         return [{"label": p.label, "budget_bytes": p.budget, "makespan_us": _finite(p.makespan),
                  "peak_bytes": p.peak, "bound_us": p.bound, "gap": p.gap,
                  "buckets": len(p.result.buckets) if p.result is not None else None,
-                 "status": p.status,
+                 "status": p.status, "relaxation_reach_us": p.reach_us,
                  "from_budget": p.from_budget, "error": p.error, "searched": p.searched} for p in self.points]
 
     def to_markdown(self) -> str:
@@ -114,7 +122,9 @@ class Frontier:
                              f"{p.from_budget}, within this budget)")
             lines.append(f"| {b} | {why} | {fmt_us(p.makespan)} | {fmt_bytes(p.peak or 0)} | {fmt_us(p.bound)} | "
                          f"{100 * (p.gap or 0.0):.1f}% | {len(p.result.buckets)} | {p.status} |")
-        return "\n".join(lines)
+        notes = [f"- {fmt_bytes(p.budget) if p.budget is not None else 'none'}: {note}" for p in self.points
+                 if p.result is not None and (note := reach_note(p.bound, p.makespan, p.reach_us))]
+        return "\n".join(lines + (["", "Where the bound's relaxation cannot reach the plan:", *notes] if notes else []))
 
     def plot(self, path: str | os.PathLike[str]) -> str:
         """Makespan (and bound) against the budget, as a step picture (.png or .svg)."""

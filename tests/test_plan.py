@@ -1031,16 +1031,23 @@ def test_the_bound_over_every_bucketing_holds_under_the_budget(seed):
     budget = random.Random(seed).choice(peaks)
     best = min((ms for t in truths.values() if (ms := t.best(budget)) is not None), default=None)
     pb = Problem.of(g, f"{budget}B", "free", None, layout)
-    bound, notes = bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5))
+    over = bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5))
+    bound, notes = over.bound, over.notes
     early = analytical_over_bucketings(pb, laid_out(price, layout))  # decision 69: computed before the search
-    assert bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5), analytical=early) \
-        == (bound, notes)
-    assert early[1] <= bound and bound_over_bucketings(pb, laid_out(price, layout), None, analytical=early)[0] \
-        == early[1]
+    assert bound_over_bucketings(pb, laid_out(price, layout), SolveParams(time_limit=5), analytical=early) == over
+    analytical = bound_over_bucketings(pb, laid_out(price, layout), None, analytical=early)
+    assert early[1] <= bound and analytical.bound == early[1] and analytical.reach_us is None
     if NO_PLAN_WITHIN_BUDGET in notes:
-        assert best is None  # proven: no plan within the budget
+        assert best is None and over.reach_us is None  # proven: no plan within the budget
     elif best is not None:
         assert bound <= best * (1 + 1e-9) + 1e-9
+    # decision 113: the reach is an order of the relaxation within the budget, so at least its least makespan
+    # there (brute force), which is at least the bound and at most the best plan's
+    relax = brute_force(early[0], "free")
+    least = relax.best(budget) if relax is not None and relax.orders else None
+    if over.reach_us is not None and least is not None:
+        assert bound <= least * (1 + 1e-9) + 1e-9 <= over.reach_us * (1 + 2e-9) + 2e-9
+        assert best is None or least <= best * (1 + 1e-9) + 1e-9
 
 
 @pytest.mark.parametrize("seed", [1, 2, 4, 5])

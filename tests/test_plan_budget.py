@@ -283,3 +283,66 @@ def test_a_frontier_with_no_room_to_find_the_default_budgets_shows_the_input_ord
     assert [(p.label, p.budget) for p in fr.points] == [("input order's peak", osat.peak_memory(g)),
                                                           ("no budget", None)]
     assert "leaves no room to find the lowest peak" in caplog.text
+
+
+def _gathers_behind_a_reduce():
+    """By hand (us, no launches; `_LINEAR` prices a collective at 0.005 us a byte and a copy at nothing, so a bucket
+    costs its members' sum and never shortens a plan). k0 (10) feeds rs (10); seven all_gathers (1,000 B: 5 each),
+    each read by its own kernel m_i (5), follow rs in the group's order; n (1) reads rs. Under "group" every
+    gather transfers after rs (10-20), the last ending at 55, and its kernel at 60: every plan takes 60. The
+    relaxation over every bucketing is ordered at "free": the gathers first (0-35, m_i as each lands), rs 35-45
+    and n 45-46, the compute stream's work. Seven gathers of one key: more bucketings than are ordered one by one
+    (32) and more than the joint model offers every subset of (6), so no exact bound over plans is computed."""
+    from overlapsat.graph import Buffer, Graph, Node, NodeKind
+
+    c, k, w = NodeKind.COMPUTE, NodeKind.COLLECTIVE, NodeKind.WAIT
+    nodes = [Node("k0", c, 10.0), Node("rs", k, 10.0, group="dp", op="reduce_scatter", nbytes=2000, group_size=2)]
+    nodes += [Node(f"ag{i}", k, 5.0, group="dp", op="all_gather", nbytes=1000, group_size=2) for i in range(7)]
+    nodes += [Node("w_rs", w, collective="rs"), *(Node(f"w_ag{i}", w, collective=f"ag{i}") for i in range(7))]
+    nodes += [*(Node(f"m{i}", c, 5.0) for i in range(7)), Node("n", c, 1.0)]
+    bufs = [Buffer("x", "k0", ("rs",), 100, 100), Buffer("r", "rs", ("w_rs", "n"), 100, 100)]
+    bufs += [Buffer(f"y{i}", f"ag{i}", (f"w_ag{i}", f"m{i}"), 100, 100) for i in range(7)]
+    return Graph(tuple(nodes), tuple(bufs), (), name="gathers_behind_a_reduce")
+
+
+def _linear(nd):
+    from overlapsat.graph import NodeKind
+
+    return nd.nbytes * 0.005 if nd.kind is NodeKind.COLLECTIVE else 0.0
+
+
+def test_a_plan_says_how_much_of_its_gap_the_bounds_relaxation_cannot_reach(tmp_path):
+    """Decision 113: the plan (60, optimal under "group" though not proven) and the relaxation's reach (46, the
+    work, so the bound is 46 too) are the figures computed by hand above; the note names the 23.3 % between them,
+    in the result, the frontier's table and `overlapsat plan`."""
+    from overlapsat.solver.plan_bound import reach_note
+
+    g = _gathers_behind_a_reduce()
+    r = optimize_plan(Problem.of(g, "none", "group"), _linear, time_limit=5)
+    assert math.isclose(r.makespan, 60.0), r
+    assert math.isclose(r.plan_info.relaxation_reach_us, 46.0) and math.isclose(r.bound, 46.0), r.plan_info
+    note = reach_note(r.bound, r.makespan, r.plan_info.relaxation_reach_us)
+    assert "an order of 46.0 us within the budget" in note and "23.3% of the plan's makespan" in note, note
+    assert r.stats["plan"]["relaxation_reach_us"] == r.plan_info.relaxation_reach_us
+    free = optimize_plan(Problem.of(g, "none", "free"), _linear, time_limit=5)  # the plan meets the bound: no note
+    assert math.isclose(free.makespan, 46.0) and free.proven
+    assert reach_note(free.bound, free.makespan, free.plan_info.relaxation_reach_us) == ""
+    fr = plan_frontier(g, _linear, budgets=[None], time_limit=5, collective_order="group")
+    assert fr.records()[0]["relaxation_reach_us"] == fr.points[0].reach_us
+    assert f"- none: {note}" in fr.to_markdown()
+    osat.save_graph(g, tmp_path / "g.json")  # the command prices it by the profile: its own figures, the same shape
+    out = run("plan", str(tmp_path / "g.json"), "--profile", "h200", "--memory-budget", "none", "--time-limit", "5",
+              "--out", str(tmp_path / "p.json"))
+    assert out.returncode == 0, out.stderr
+    line = next(ln for ln in out.stdout.splitlines() if "the relaxation over every bucketing has an order" in ln)
+    saved = json.loads((tmp_path / "p.json").read_text())["metrics"]["stats"]["plan"]["relaxation_reach_us"]
+    assert saved is not None and f"an order of {saved:.1f} us" in line, (line, saved)
+
+
+@pytest.mark.parametrize(("bound", "makespan", "reach", "said"), [
+    (21.0, 40.0, 21.0, True), (30.0, 40.0, 25.0, False),  # a bound from elsewhere already passes the reach
+    (21.0, 40.0, 40.0, False), (21.0, 40.0, None, False), (40.0, 40.0, 21.0, False)])
+def test_the_reach_note_speaks_only_of_a_gap_its_relaxation_cannot_close(bound, makespan, reach, said):
+    from overlapsat.solver.plan_bound import reach_note
+
+    assert bool(reach_note(bound, makespan, reach)) is said

@@ -3,44 +3,69 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import math
+from dataclasses import dataclass, field, replace
 
 from overlapsat.bounds import lower_bound
 from overlapsat.errors import InfeasibleBudgetError, NoValidOrderError
+from overlapsat.fmt import fmt_us
 from overlapsat.graph import Graph, NodeKind
 from overlapsat.plan import Pricing, any_bucketing_relaxation
 from overlapsat.problem import Problem
 from overlapsat.solver.memory_bound import kept_apart, overlap_capacity_bound, share_tables
-from overlapsat.solver.optimize import optimize
+from overlapsat.solver.optimize import meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 
 LIFT_NODES = 2000  # beyond this the whole-graph model proves little in its share
 
 
+@dataclass(frozen=True)
+class OverBucketings:
+    """The bound over every plan (`bound_over_bucketings`), the notes on how it was reached, and `reach_us`: the
+    makespan of the best order of the relaxation found within the budget where it was ordered (None: not ordered).
+    No bound from the relaxation can pass `reach_us`, so a plan above it has a gap that only a tighter relaxation
+    or a better plan closes, and the plan's result says so (decision 113)."""
+
+    bound: float
+    notes: list[str] = field(default_factory=list)
+    reach_us: float | None = None
+
+
 def bound_over_bucketings(problem: Problem, price: Pricing, params: SolveParams | None = None,
                           clock: TimeBudget | None = None,
-                          analytical: tuple[Graph, float, list[str]] | None = None) -> tuple[float, list[str]]:
+                          analytical: tuple[Graph, float, list[str]] | None = None) -> OverBucketings:
     """A lower bound on the makespan of every plan within the problem's budget, over every legal bucketing and
     every order, and the notes of the relaxation it comes from (MODEL.md "Bounds over every bucketing"): the
     analytical bounds of `any_bucketing_relaxation` with no collective order (they hold with or without a
     budget). With `params`, on a graph of at most `LIFT_NODES` nodes, `optimize` on the relaxation under the
     problem's budget also runs, and its proven bound lifts the analytical one: a plan's order read on the
     unbucketed graph peaks no higher (decision 65), so every plan within the budget has an order of the
-    relaxation within it that takes no longer."""
+    relaxation within it that takes no longer. The best order that solve finds is the relaxation's reach."""
     rg, bound, notes = analytical if analytical is not None else analytical_over_bucketings(problem, price)
-    notes = list(notes)
+    notes, reach = list(notes), None
     if params is not None and len(rg.nodes) <= LIFT_NODES:
         try:
             lifted = optimize(Problem(rg, problem.budget, "free"), replace(params, collective_order="free"),
-                              clock=clock).bound
+                              clock=clock)
             if problem.budget is not None:
                 notes.append(LIFTED_UNDER_BUDGET)
-            bound = max(bound, lifted)
+            bound, reach = max(bound, lifted.bound), lifted.makespan
         except InfeasibleBudgetError:  # proven: no order of the relaxation, so no plan, within the budget
             notes.append(NO_PLAN_WITHIN_BUDGET)
         except NoValidOrderError:  # none found, none proven: the analytical bound
             pass
-    return bound, notes
+    return OverBucketings(bound, notes, reach)
+
+
+def reach_note(bound: float, makespan: float, reach_us: float | None) -> str:
+    """Where the relaxation's best order found (`reach_us`) is below the plan and the bound reported is not above
+    it: the sentence that says how much of the gap no bound from that relaxation can close (decision 113), else ""."""
+    if reach_us is None or not math.isfinite(makespan) or makespan <= 0 or not reach_us < makespan \
+            or bound > reach_us or meets(makespan, bound):
+        return ""
+    return (f"the relaxation over every bucketing has an order of {fmt_us(reach_us)} within the budget, so no bound "
+            f"from it passes that: {100 * (makespan - reach_us) / makespan:.1f}% of the plan's makespan is closed "
+            "only by a tighter relaxation or a shorter plan")
 
 
 LIFTED_UNDER_BUDGET = "the relaxation was ordered within the budget"
@@ -72,12 +97,12 @@ def analytical_over_bucketings(problem: Problem, price: Pricing,
     return rg, bound, notes
 
 
-def kernel_bound(g: Graph) -> tuple[float, list[str]]:
+def kernel_bound(g: Graph) -> OverBucketings:
     """A bound over every plan that costs one pass: the compute stream runs every kernel of `g`, in any bucketing
     (a bucket adds copies and merges launches, never removes a kernel). Where the clock left no time for more."""
     total = sum(nd.duration for nd in g.nodes if nd.kind is NodeKind.COMPUTE)
-    return total, [KERNELS_ONLY]
+    return OverBucketings(total, [KERNELS_ONLY])
 
 
 __all__ = ["KEPT_APART", "KERNELS_ONLY", "LIFTED_UNDER_BUDGET", "LIFT_NODES", "NO_PLAN_WITHIN_BUDGET", "OVERLAP_SHUT_BY_BUDGET",
-           "analytical_over_bucketings", "bound_over_bucketings", "kernel_bound"]
+           "OverBucketings", "analytical_over_bucketings", "bound_over_bucketings", "kernel_bound", "reach_note"]

@@ -145,7 +145,8 @@ def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float
                     "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""),
                     budget_source=problem.budget_source, scored=stats.get("bucketings_scored", 0),
                     moves_kept=stats.get("moves", {}).get("accepted", 0), starts=dict(stats.get("starts", {})),
-                    no_bucket_reason="" if bs else why_no_bucket(problem, stats.get("starts", {})))
+                    no_bucket_reason="" if bs else why_no_bucket(problem, stats.get("starts", {})),
+                    relaxation_reach_us=stats.get("relaxation_reach_us"))
     # the order search's message speaks of the bucketed graph's own bound, not of the bound over every plan
     msg = f"the chosen bucketing's order: {res.message}" if res.message else ""
     stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), message=msg,
@@ -833,11 +834,10 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     # plan's own flag says only whether the clock chose the plan (decision 57)
     bclock = tb.apart()
     if early is not None:  # lifted where the clock allows (a bound either way)
-        bound, notes = bound_over_bucketings(problem, price, ps.lift if bound_fits else None, clock=bclock,
-                                             analytical=early)
+        over = bound_over_bucketings(problem, price, ps.lift if bound_fits else None, clock=bclock, analytical=early)
     else:
-        bound, notes = bound_over_bucketings(problem, price, ps.lift, clock=bclock) if bound_fits \
-            else kernel_bound(g)
+        over = bound_over_bucketings(problem, price, ps.lift, clock=bclock) if bound_fits else kernel_bound(g)
+    bound, notes = over.bound, over.notes
     weaker = not bound_fits and (early is None or len(g.nodes) <= LIFT_NODES)  # the clock chose a weaker bound
     if params.deterministic and (bclock.cut_by_wall_clock or weaker):
         notes = [*notes, BOUND_CUT_BY_CLOCK]
@@ -853,7 +853,8 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                     "bucketings_unreachable": ps.judge.unreachable,
                     "ledger": ps.judge.ledger.stats(),
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
-                    "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None}, rows)
+                    "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None,
+                    "relaxation_reach_us": over.reach_us}, rows)
     out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
     if problem is not given and ps.best == ps.starts.get(DEFAULT_PEER) \
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
@@ -970,8 +971,8 @@ def _unbucketed_fallback(problem: Problem, price: Pricing, params: SolveParams, 
     time left), after an internal failure of the search, with the analytical bound over every plan."""
     res = unbucketed or optimize(problem, replace(params, time_limit=max(0.01, tb.wall_left())), clock=tb)
     why = f"internal error in the plan search ({type(error).__name__}: {error}); the best unbucketed order instead"
-    bound, notes = bound_over_bucketings(problem, price)
-    out = _as_plan(problem, res, (), bound, notes, {"error": why, "unbucketed_us": _finite(res.makespan)})
+    over = bound_over_bucketings(problem, price)
+    out = _as_plan(problem, res, (), over.bound, over.notes, {"error": why, "unbucketed_us": _finite(res.makespan)})
     return _clocked(tb, out.with_stats(message=why))
 
 
@@ -1051,9 +1052,8 @@ def _none_within(problem: Problem, price: Pricing, params: SolveParams, tb: Time
     `optimize_plan`'s `check_floor`.)"""
     if problem.budget is None or len(problem.relaxed.nodes) > LIFT_NODES or tb.cut():
         return False
-    _, notes = bound_over_bucketings(problem, price, replace(params, time_limit=max(0.01, tb.wall_left())),
-                                     clock=tb)
-    return NO_PLAN_WITHIN_BUDGET in notes
+    over = bound_over_bucketings(problem, price, replace(params, time_limit=max(0.01, tb.wall_left())), clock=tb)
+    return NO_PLAN_WITHIN_BUDGET in over.notes
 
 
 def _no_plan(problem: Problem, errors: list[GraphError], proven: bool) -> GraphError:
@@ -1159,13 +1159,13 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors)
                        or _none_within(problem, price, params, tb))
     bs, h, res = best
-    relaxed_bound, notes = bound_over_bucketings(
+    over = bound_over_bucketings(
         problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
-    out = _as_plan(problem, res, bs, max(relaxed_bound, min(bounds)), notes,
+    out = _as_plan(problem, res, bs, max(over.bound, min(bounds)), over.notes,
                    {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
                     "bucketings_judged": 0, "bucketings_unreachable": 0, "every_bucketing": len(space),
                     "plan_search_s": tb.elapsed(),
-                    "unbucketed_us": _finite(unb)})
+                    "unbucketed_us": _finite(unb), "relaxation_reach_us": over.reach_us})
     if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
         out = _depends_on_input_order(out, unbucketed_from=res.method)
     return out

@@ -80,6 +80,9 @@ class PlanInfo:
     starts: dict[str, float] = field(default_factory=dict)  # warm starts: the best order's makespan on each (us)
     budget_source: str = "none"  # the budget's origin: "given", "the input order's peak (the default)" or "none"
     no_bucket_reason: str = ""  # a plan without buckets: why (nothing may merge, the cap, the budget, no gain)
+    # the best order of the relaxation over every bucketing found within the budget, where it was ordered: no bound
+    # from the relaxation passes it (decision 113; None: not ordered)
+    relaxation_reach_us: float | None = None
 
 
 @dataclass(frozen=True)
