@@ -79,10 +79,11 @@ def _ancestors_within(g: Graph, c: int, pos: list[int], lo: int) -> set[int]:
     return seen
 
 
-def _kept_in_order(g: Graph, collective_order: str) -> Callable[[int, int], bool]:
-    """Whether collective u must stay before collective c, which it precedes, under `collective_order`."""
+def _kept_in_order(g: Graph, collective_order: str) -> Callable[[int, int], bool] | None:
+    """Whether collective u must stay before collective c, which it precedes, under `collective_order` (the pairs
+    `Graph.order_pairs` fixes, read per pair); None under "free", which keeps no pair."""
     if collective_order == "free":
-        return lambda u, c: False
+        return None
     if collective_order == "group":
         return lambda u, c: g.group_id[u] == g.group_id[c]
     return lambda u, c: True  # global, chain: every collective keeps the input's sequence
@@ -131,12 +132,13 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
                             break
                         moved.add(v)
                 else:
-                    passed = [w for w in order[j + 1:pc + 1] if w not in moved and kind[w] == COLLECTIVE]
-                    if any(kind[v] == COLLECTIVE and kept(v, w) for v in moved for w in passed):
-                        continue  # a collective moved behind one the level keeps after it (c among them)
                     if c not in bound_by_issue and not any(
                             kind[v] == COLLECTIVE and g.group_id[v] == g.group_id[c] for v in moved):
                         continue  # neither its issue nor its stream's order gains: not worth a walk
+                    if kept is not None and any(
+                            kept(v, w) for v in moved if kind[v] == COLLECTIVE
+                            for w in order[j + 1:pc + 1] if w not in moved and kind[w] == COLLECTIVE):
+                        continue  # a collective moved behind one the level keeps after it (c among them)
                     new = (order[:j] + [v for v in order[j + 1:pc + 1] if v not in moved]
                            + [v for v in order[j:pc] if v in moved] + order[pc + 1:])
                     st.moves_tried += 1
