@@ -524,7 +524,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                                               "of the makespan")
         + (f", over {info.bound_scope}" if info.bound_scope else "")  # how the budget entered it (decision 109)
         + "".join(f"; {n}" for n in info.bound_notes),
-        *([f"  {reach}"] if (reach := reach_note(r.bound, r.makespan, info.relaxation_reach_us)) else []),
+        *([f"  {reach}"] if (reach := reach_note(r.bound, r.makespan, info.relaxation_reach_us, r.memory_budget)) else []),
         (f"  best unbucketed order found {fmt_us(r.unbucketed)}: "
          + (f"bucketing bought {fmt_us(r.bought)}" if r.buckets else
             f"the plan search's order moves bought {fmt_us(r.bought)}" if r.bought > 0 else "the plan is that order"))

@@ -123,7 +123,7 @@ class Frontier:
             lines.append(f"| {b} | {why} | {fmt_us(p.makespan)} | {fmt_bytes(p.peak or 0)} | {fmt_us(p.bound)} | "
                          f"{100 * (p.gap or 0.0):.1f}% | {len(p.result.buckets)} | {p.status} |")
         notes = [f"- {fmt_bytes(p.budget) if p.budget is not None else 'none'}: {note}" for p in self.points
-                 if p.result is not None and (note := reach_note(p.bound, p.makespan, p.reach_us))]
+                 if p.result is not None and (note := reach_note(p.bound, p.makespan, p.reach_us, p.budget))]
         return "\n".join(lines + (["", "Where the bound's relaxation cannot reach the plan:", *notes] if notes else []))
 
     def plot(self, path: str | os.PathLike[str]) -> str:

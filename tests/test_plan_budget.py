@@ -321,12 +321,14 @@ def test_a_plan_says_how_much_of_its_gap_the_bounds_relaxation_cannot_reach(tmp_
     r = optimize_plan(Problem.of(g, "none", "group"), _linear, time_limit=5)
     assert math.isclose(r.makespan, 60.0), r
     assert math.isclose(r.plan_info.relaxation_reach_us, 46.0) and math.isclose(r.bound, 46.0), r.plan_info
-    note = reach_note(r.bound, r.makespan, r.plan_info.relaxation_reach_us)
-    assert "an order of 46.0 us within the budget" in note and "23.3% of the plan's makespan" in note, note
+    note = reach_note(r.bound, r.makespan, r.plan_info.relaxation_reach_us, r.memory_budget)
+    assert r.memory_budget is None
+    assert "an order of 46.0 us with no budget" in note and "23.3% of the plan's makespan" in note, note
+    assert "an order of 46.0 us within the budget" in reach_note(r.bound, r.makespan, 46.0, 10**6)
     assert r.stats["plan"]["relaxation_reach_us"] == r.plan_info.relaxation_reach_us
     free = optimize_plan(Problem.of(g, "none", "free"), _linear, time_limit=5)  # the plan meets the bound: no note
     assert math.isclose(free.makespan, 46.0) and free.proven
-    assert reach_note(free.bound, free.makespan, free.plan_info.relaxation_reach_us) == ""
+    assert reach_note(free.bound, free.makespan, free.plan_info.relaxation_reach_us, None) == ""
     fr = plan_frontier(g, _linear, budgets=[None], time_limit=5, collective_order="group")
     assert fr.records()[0]["relaxation_reach_us"] == fr.points[0].reach_us
     assert f"- none: {note}" in fr.to_markdown()
@@ -336,7 +338,7 @@ def test_a_plan_says_how_much_of_its_gap_the_bounds_relaxation_cannot_reach(tmp_
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if "the relaxation over every bucketing has an order" in ln)
     saved = json.loads((tmp_path / "p.json").read_text())["metrics"]["stats"]["plan"]["relaxation_reach_us"]
-    assert saved is not None and f"an order of {saved:.1f} us" in line, (line, saved)
+    assert saved is not None and f"an order of {saved:.1f} us with no budget" in line, (line, saved)
 
 
 @pytest.mark.parametrize(("bound", "makespan", "reach", "said"), [
@@ -345,4 +347,4 @@ def test_a_plan_says_how_much_of_its_gap_the_bounds_relaxation_cannot_reach(tmp_
 def test_the_reach_note_speaks_only_of_a_gap_its_relaxation_cannot_close(bound, makespan, reach, said):
     from overlapsat.solver.plan_bound import reach_note
 
-    assert bool(reach_note(bound, makespan, reach)) is said
+    assert bool(reach_note(bound, makespan, reach, None)) is said and bool(reach_note(bound, makespan, reach, 1)) is said

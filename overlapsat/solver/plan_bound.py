@@ -57,13 +57,15 @@ def bound_over_bucketings(problem: Problem, price: Pricing, params: SolveParams 
     return OverBucketings(bound, notes, reach)
 
 
-def reach_note(bound: float, makespan: float, reach_us: float | None) -> str:
-    """Where the relaxation's best order found (`reach_us`) is below the plan and the bound reported is not above
-    it: the sentence that says how much of the gap no bound from that relaxation can close (decision 113), else ""."""
+def reach_note(bound: float, makespan: float, reach_us: float | None, budget: int | None) -> str:
+    """Where the relaxation's best order found (`reach_us`, within `budget` where there is one) is below the plan
+    and the bound reported is not above it: the sentence that says how much of the gap no bound from that
+    relaxation can close (decision 113), else ""."""
     if reach_us is None or not math.isfinite(makespan) or makespan <= 0 or not reach_us < makespan \
             or bound > reach_us or meets(makespan, bound):
         return ""
-    return (f"the relaxation over every bucketing has an order of {fmt_us(reach_us)} within the budget, so no bound "
+    within = "within the budget" if budget is not None else "with no budget"
+    return (f"the relaxation over every bucketing has an order of {fmt_us(reach_us)} {within}, so no bound "
             f"from it passes that: {100 * (makespan - reach_us) / makespan:.1f}% of the plan's makespan is closed "
             "only by a tighter relaxation or a shorter plan")
 
