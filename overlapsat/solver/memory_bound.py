@@ -32,7 +32,7 @@ SHARE = 0.25
 SCALE = 1000.0  # durations in integer nanoseconds for the flow (capacities rounded up: the flow can only grow)
 
 
-def overlap_capacity_bound(graph: Graph, budget: int, through: bool = True, together: bool = True) -> float:
+def overlap_capacity_bound(graph: Graph, budget: int, through: bool = True) -> float:
     """A lower bound on the makespan of every order of `graph` whose peak is at most `budget` bytes (level
     `free`, so every level: Inductor's chain edges are left out). Not smaller than the compute-stream work;
     equal to it where memory shuts no pair. `through=False` leaves out decision 106's check of the steps after
@@ -57,7 +57,6 @@ def overlap_capacity_bound(graph: Graph, budget: int, through: bool = True, toge
     held_on = _held_on(graph, budget, floor, anc_c) if through else [0] * n
     other = sum(graph.work[v] for v in range(n) if graph.kind[v] != COMPUTE)  # launches, waits: any may overlap
     best = 0.0
-    knap: dict[tuple[int, int], tuple[float, list[int], list[float], list[float]]] = {}
     for cs in graph.group_colls:
         gmask = 0
         for c in cs:
@@ -70,48 +69,11 @@ def overlap_capacity_bound(graph: Graph, budget: int, through: bool = True, toge
             ok = prefix[bisect_right(sizes, room)]  # c's output fits beside what v's step must hold
             sig = everyone & ~desc_c[v] & ~after_wait[v] & (anc_c[v] | ok) & ~held_on[v] & gmask
             if sig:
-                cap = graph.dur[v]
-                if together:
-                    cap = min(cap, _fits_beside(sig, sig & anc_c[v], room, held, graph.dur, colls, knap))
-                classes[sig] = classes.get(sig, 0.0) + cap
+                classes[sig] = classes.get(sig, 0.0) + graph.dur[v]
         supply = sum(graph.dur[c] for c in cs)
         flow = _max_flow([graph.dur[c] for c in cs], [cid[c] for c in cs], classes, other)
         best = max(best, supply - flow)
     return work + max(0.0, best)
-
-
-def _fits_beside(sig: int, free: int, room: int, held: list[int], dur: list[float], colls: list[int],
-                 knap: dict) -> float:
-    """The most transfer time the collectives of `sig` can spend beside one kernel whose step has `room` bytes
-    left: every transfer that overlaps the kernel is in flight at its step, so their outputs are live there
-    together (those of `free`, ancestors of the kernel, may be in its floor already and weigh nothing). A
-    fractional knapsack over durations and held bytes: never below any set that fits."""
-    key = (sig, free)
-    if key not in knap:
-        light, heavy = 0.0, []
-        bits = sig
-        while bits:
-            low = bits & -bits
-            i = low.bit_length() - 1
-            bits ^= low
-            d = dur[colls[i]]
-            if free >> i & 1 or held[i] <= 0:
-                light += d
-            elif d > 0:
-                heavy.append((d / held[i], held[i], d))
-        heavy.sort(reverse=True)
-        cum_h, cum_d, ratio, h, t = [0], [0.0], [], 0, 0.0
-        for r, w, d in heavy:
-            h, t = h + w, t + d
-            cum_h.append(h), cum_d.append(t), ratio.append(r)
-        knap[key] = (light, cum_h, cum_d, ratio)
-    light, cum_h, cum_d, ratio = knap[key]
-    k = bisect_right(cum_h, room) - 1  # the first k items fit whole
-    if k < 0:
-        return light
-    if k >= len(ratio):
-        return light + cum_d[-1]
-    return light + cum_d[k] + (room - cum_h[k]) * ratio[k]
 
 
 def peak_floor(graph: Graph) -> tuple[int, str]:
