@@ -56,15 +56,10 @@ def main() -> None:
             if best is None:
                 continue
             rg = analytical_over_bucketings(Problem.of(g, budget, "group"), price)[0]
-            bounds = []
-            for on in (False, True):
-                cut.CUT.clear()
-                if on:
-                    cut.CUT.update(cap=None, budget=budget)
-                r = optimize(Problem(rg, budget, "free"), SolveParams(time_limit=30, work_limit=1,
-                                                                      collective_order="free"))
-                bounds.append(r.bound)
-            cut.CUT.clear()
+            params = SolveParams(time_limit=30, work_limit=1, collective_order="free")
+            bounds = [optimize(Problem(rg, budget, "free"), params).bound]
+            with cut.cut_on(None, budget):
+                bounds.append(optimize(Problem(rg, budget, "free"), params).bound)
             checked += 1
             tightened += bounds[1] > bounds[0] + 1e-9
             if bounds[1] > best * (1 + 1e-9) + 1e-9:
