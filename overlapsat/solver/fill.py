@@ -135,10 +135,10 @@ def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
                     if c not in bound_by_issue and not any(
                             kind[v] == COLLECTIVE and g.group_id[v] == g.group_id[c] for v in moved):
                         continue  # neither its issue nor its stream's order gains: not worth a walk
-                    if kept is not None and any(
-                            kept(v, w) for v in moved if kind[v] == COLLECTIVE
-                            for w in order[j + 1:pc + 1] if w not in moved and kind[w] == COLLECTIVE):
-                        continue  # a collective moved behind one the level keeps after it (c among them)
+                    if kept is not None:  # the collectives the move passes, listed once per move
+                        passed = [w for w in order[j + 1:pc + 1] if w not in moved and kind[w] == COLLECTIVE]
+                        if any(kept(v, w) for v in moved if kind[v] == COLLECTIVE for w in passed):
+                            continue  # a collective moved behind one the level keeps after it (c among them)
                     new = (order[:j] + [v for v in order[j + 1:pc + 1] if v not in moved]
                            + [v for v in order[j:pc] if v in moved] + order[pc + 1:])
                     st.moves_tried += 1
