@@ -21,10 +21,11 @@ from typing import Any
 from overlapsat import Graph, Problem, SolveParams, load_graph, optimize
 from overlapsat.cost import cost_model
 from overlapsat.examples import bundled
+from overlapsat.graph import COLLECTIVE
 from overlapsat.plan import bucketable_by_key
 from overlapsat.solver import model as model_module
 from overlapsat.solver import search as search_module
-from overlapsat.solver.memory_bound import Apart, kept_apart
+from overlapsat.solver.memory_bound import Apart, _collective_sets, kept_apart
 from overlapsat.solver.plan_bound import analytical_over_bucketings
 
 EXAMPLES = ("tp_small", "fsdp_small", "ddp_small", "moe_small", "fsdp_medium", "tp_large")
@@ -33,19 +34,15 @@ _CUT: dict[str, Any] = {}  # while a cut is on (`cut_on`): the bucket cap and th
 
 def partners(g: Graph, cap: int | None, apart: Apart | None) -> dict[int, set[int]]:
     """Per collective b, the collectives that may share a bucket with it: same key, neither reaching the other,
-    not kept apart by the budget, their bytes together within the cap (a superset of its bucket-mates in any plan)."""
-    n = len(g.nodes)
-    desc = [0] * n  # reachability as bitsets over every node (small graphs)
-    for v in range(n - 1, -1, -1):
-        acc = 1 << v
-        for s in g.succs[v]:
-            acc |= desc[s]
-        desc[v] = acc
+    not kept apart by the budget, their bytes together within the cap (a superset of its bucket-mates in any plan).
+    Reachability is the overlap bound's table of the collectives after each node (`_collective_sets`)."""
+    after = _collective_sets(g)[0]  # per node, bit i: the i-th collective (in id order) follows it
+    bit = {c: i for i, c in enumerate(v for v in range(len(g.nodes)) if g.kind[v] == COLLECTIVE)}
     out: dict[int, set[int]] = {}
     for cs in bucketable_by_key(g).values():
         for b in cs:
             for c in cs:
-                if c == b or desc[c] >> b & 1 or desc[b] >> c & 1:
+                if c == b or after[c] >> bit[b] & 1 or after[b] >> bit[c] & 1:
                     continue
                 if apart is not None and apart.shut and apart.pair(b, c):
                     continue

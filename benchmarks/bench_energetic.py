@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from overlapsat import (
@@ -53,8 +54,25 @@ CONFIGS: dict[str, Callable[[Any], None] | None] = {"default": None, "energetic"
                                                      "both": _both}
 
 
-def part1(work: float) -> list[str]:
+@contextmanager
+def cpsat_setting(extra: Callable[[Any], None] | None) -> Iterator[None]:
+    """Within it, every whole-model CP-SAT solve gets `extra(parameters)` after the library's own settings (the
+    hook is `cpsat.without_lp_dives`, which the whole model's solve calls on its parameters)."""
     real = cpsat.without_lp_dives
+
+    def patched(p: Any, has_memory: bool) -> None:
+        real(p, has_memory)
+        if extra is not None:
+            extra(p)
+
+    cpsat.without_lp_dives = patched
+    try:
+        yield
+    finally:
+        cpsat.without_lp_dives = real
+
+
+def part1(work: float) -> list[str]:
     out = ["| example | budget | CP-SAT setting | order (us) | bound (us) | gap (makespan) | status | wall s | det s |",
            "| --- | --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"]
     print("\n".join(out), flush=True)
@@ -65,15 +83,11 @@ def part1(work: float) -> list[str]:
         rg = analytical_over_bucketings(pb, price.duration)[0]
         for label, budget in (("input order's peak", pb.budget), ("none", None)):
             for cname, extra in CONFIGS.items():
-                def patched(p: Any, has_memory: bool, extra=extra) -> None:
-                    real(p, has_memory)
-                    if extra is not None:
-                        extra(p)
-                cpsat.without_lp_dives = patched
                 t = time.monotonic()
                 try:
-                    r = optimize(Problem(rg, budget, "free"), SolveParams(time_limit=900, work_limit=work,
-                                                                          collective_order="free"))
+                    with cpsat_setting(extra):
+                        r = optimize(Problem(rg, budget, "free"), SolveParams(time_limit=900, work_limit=work,
+                                                                              collective_order="free"))
                     wall = time.monotonic() - t
                     cp = r.stats.phases
                     out.append(f"| {name} | {label} | {cname} | {r.makespan:,.1f} | {r.bound:,.1f} | "
@@ -82,8 +96,6 @@ def part1(work: float) -> list[str]:
                 except (InfeasibleBudgetError, NoValidOrderError) as e:
                     out.append(f"| {name} | {label} | {cname} | - | - | - | {type(e).__name__} | "
                                f"{time.monotonic() - t:.1f} | - |")
-                finally:
-                    cpsat.without_lp_dives = real
                 print(out[-1], flush=True)
     return out
 
@@ -91,7 +103,6 @@ def part1(work: float) -> list[str]:
 def part2(work: float) -> list[str]:
     """The whole model of each bundled graph itself (no bucket) at level group, as `optimize` runs it by default,
     with CP-SAT's defaults and with `linearization_level 2`."""
-    real = cpsat.without_lp_dives
     out = ["| example | budget | linearization level | order (us) | bound (us) | gap (makespan) | status | det s | "
            "wall s |", "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |"]
     print("\n".join(out), flush=True)
@@ -99,15 +110,9 @@ def part2(work: float) -> list[str]:
         g = load_graph(bundled(name)).reprice(cost_model("h200"))
         for label, pb in (("none", Problem.of(g)), ("input order's peak", Problem.of(g).with_default_budget())):
             for level in (1, 2):
-                def patched(p: Any, has_memory: bool, level: int = level) -> None:
-                    real(p, has_memory)
-                    p.linearization_level = level
-                cpsat.without_lp_dives = patched
                 t = time.monotonic()
-                try:
+                with cpsat_setting(lambda p, level=level: setattr(p, "linearization_level", level)):
                     r = optimize(pb, SolveParams(time_limit=900, work_limit=work))
-                finally:
-                    cpsat.without_lp_dives = real
                 ph = r.stats.phases
                 out.append(f"| {name} | {label} | {level} | {r.makespan:,.1f} | {r.bound:,.1f} | "
                            f"{100 * (r.makespan - r.bound) / r.makespan:.2f} % | {r.status.value} | "
