@@ -318,7 +318,7 @@ def test_a_plan_says_how_much_of_its_gap_the_bounds_relaxation_cannot_reach(tmp_
     from overlapsat.solver.plan_bound import reach_note
 
     g = _gathers_behind_a_reduce()
-    r = optimize_plan(Problem.of(g, "none", "group"), _linear, time_limit=5)
+    r = optimize_plan(Problem.of(g, "none", "group"), _linear, time_limit=60, work_limit=2.5)
     assert math.isclose(r.makespan, 60.0), r
     assert math.isclose(r.plan_info.relaxation_reach_us, 46.0) and math.isclose(r.bound, 46.0), r.plan_info
     note = reach_note(r.bound, r.makespan, r.plan_info.relaxation_reach_us, r.memory_budget)
@@ -326,15 +326,15 @@ def test_a_plan_says_how_much_of_its_gap_the_bounds_relaxation_cannot_reach(tmp_
     assert "an order of 46.0 us with no budget" in note and "23.3% of the plan's makespan" in note, note
     assert "an order of 46.0 us within the budget" in reach_note(r.bound, r.makespan, 46.0, 10**6)
     assert r.stats["plan"]["relaxation_reach_us"] == r.plan_info.relaxation_reach_us
-    free = optimize_plan(Problem.of(g, "none", "free"), _linear, time_limit=5)  # the plan meets the bound: no note
+    free = optimize_plan(Problem.of(g, "none", "free"), _linear, time_limit=60, work_limit=2.5)  # meets the bound
     assert math.isclose(free.makespan, 46.0) and free.proven
     assert reach_note(free.bound, free.makespan, free.plan_info.relaxation_reach_us, None) == ""
-    fr = plan_frontier(g, _linear, budgets=[None], time_limit=5, collective_order="group")
+    fr = plan_frontier(g, _linear, budgets=[None], time_limit=60, work_limit=2.5, collective_order="group")
     assert fr.records()[0]["relaxation_reach_us"] == fr.points[0].reach_us
     assert f"- none: {note}" in fr.to_markdown()
     osat.save_graph(g, tmp_path / "g.json")  # the command prices it by the profile: its own figures, the same shape
-    out = run("plan", str(tmp_path / "g.json"), "--profile", "h200", "--memory-budget", "none", "--time-limit", "5",
-              "--out", str(tmp_path / "p.json"))
+    out = run("plan", str(tmp_path / "g.json"), "--profile", "h200", "--memory-budget", "none", "--time-limit", "60",
+              "--work", "2.5", "--out", str(tmp_path / "p.json"))  # work-bound: beside load a 5-s clock cut it once
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if "the relaxation over every bucketing has an order" in ln)
     saved = json.loads((tmp_path / "p.json").read_text())["metrics"]["stats"]["plan"]["relaxation_reach_us"]
