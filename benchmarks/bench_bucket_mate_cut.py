@@ -23,8 +23,8 @@ from overlapsat.cost import cost_model
 from overlapsat.examples import bundled
 from overlapsat.graph import COLLECTIVE
 from overlapsat.plan import bucketable_by_key
+from overlapsat.solver import cpsat as cpsat_module
 from overlapsat.solver import model as model_module
-from overlapsat.solver import search as search_module
 from overlapsat.solver.memory_bound import Apart, _collective_sets, kept_apart
 from overlapsat.solver.plan_bound import analytical_over_bucketings
 
@@ -85,7 +85,7 @@ def add_bucket_mate_cut(md: Any) -> None:
 def cut_on(cap: int | None, budget: int | None) -> Iterator[None]:
     """Within it, every whole model `optimize` builds carries the cut, and is solved with no incumbent and a safe
     horizon (the library's heuristic orders need not meet the cut, so their makespan is no horizon for it)."""
-    streams, whole = model_module.Model.add_collective_streams, search_module.solve_whole
+    streams, whole = model_module.Model.add_collective_streams, cpsat_module.solve_whole
 
     def with_cut(md: Any) -> None:
         streams(md)
@@ -97,11 +97,11 @@ def cut_on(cap: int | None, budget: int | None) -> Iterator[None]:
 
     _CUT.update(cap=cap, budget=budget)
     model_module.Model.add_collective_streams = with_cut
-    search_module.solve_whole = without_incumbent
+    cpsat_module.solve_whole = without_incumbent
     try:
         yield
     finally:
-        model_module.Model.add_collective_streams, search_module.solve_whole = streams, whole
+        model_module.Model.add_collective_streams, cpsat_module.solve_whole = streams, whole
         _CUT.clear()
 
 

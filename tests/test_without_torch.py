@@ -61,3 +61,24 @@ def test_compare_plot_without_matplotlib_fails_before_solving(tmp_path):
     rc, took = p.stdout.split()
     assert rc != "0" and float(took) < 5 and "matplotlib" in p.stderr
     assert not (tmp_path / "t.png").exists()
+
+
+ORTOOLS = textwrap.dedent("""
+    import sys
+    import overlapsat as osat
+    from overlapsat.examples import bundled
+    g = osat.load_graph(bundled("fsdp_small"))
+    r = osat.optimize(g, time_limit=5)  # a heuristic order meets the bound: no CP-SAT phase runs
+    assert r.status.value == "heuristic_optimal", r.status
+    assert "ortools.sat.python.cp_model" not in sys.modules and "pandas" not in sys.modules
+    r = osat.optimize(osat.load_graph(bundled("tp_small")), time_limit=5)  # a CP-SAT phase: OR-Tools loads
+    assert "ortools.sat.python.cp_model" in sys.modules
+    print("ok")
+""")
+
+
+def test_a_search_that_runs_no_cp_sat_phase_does_not_import_or_tools():
+    """OR-Tools' CP-SAT module imports pandas (0.5 s of a command's limit); it loads with the first CP-SAT phase."""
+    p = subprocess.run([sys.executable, "-c", ORTOOLS], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().endswith("ok")

@@ -23,7 +23,6 @@ from overlapsat.fmt import fmt_bytes
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.problem import Problem
 from overlapsat.simulate import peak_memory
-from overlapsat.solver.cpsat import solve_whole
 from overlapsat.solver.exhaustive import MAX_ORDERS, ORDERS_PER_SECOND, exhaustive
 from overlapsat.solver.fill import FillStats, fill, move_cost
 from overlapsat.solver.memory_bound import S_PER_NODE as MEMORY_BOUND_S
@@ -360,6 +359,8 @@ class WholeModel:
     name: str = "model"
 
     def run(self, s: Search) -> ModelStats:
+        from overlapsat.solver.cpsat import solve_whole  # OR-Tools (and pandas) load when a CP-SAT phase runs
+
         figures: dict[str, Any] = {}
         # without a budget the model gets exact time, so that its optimum converts into a proof
         ts = choose_scale(s.cp.graph, SEARCH_UNITS if s.problem.budget is not None else EXACT_UNITS)
