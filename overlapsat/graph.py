@@ -104,10 +104,15 @@ def derived() -> Iterator[None]:
 
 
 def _finite_nonneg(x: Any, top: float = MAX_DURATION_US) -> bool:
+    t = type(x)
+    if t is float or t is int:  # the common case (NaN fails the comparisons; inf fails a finite top)
+        return 0 <= x <= top and (top != math.inf or math.isfinite(x))
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and 0 <= x <= top
 
 
 def _int_size(x: Any) -> bool:
+    if type(x) is int:  # the common case
+        return 0 <= x <= MAX_BYTES
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         return False
     return math.isfinite(x) and 0 <= x <= MAX_BYTES and float(x).is_integer()

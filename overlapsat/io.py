@@ -162,12 +162,18 @@ def graph_to_dict(g: Graph) -> dict[str, Any]:
     return out
 
 
+_ABSENT = object()
+
+
 def _field(obj: dict[str, Any], key: str, where: str, types: type | tuple[type, ...], default: Any = ...) -> Any:
-    if key not in obj:
+    v = obj.get(key, _ABSENT)
+    t = type(v)
+    if t is types or (types is _NUM and (t is int or t is float)):  # the common case, exactly a type asked for
+        return v
+    if v is _ABSENT:
         if default is ...:
             raise GraphError(f"{where}: missing field {key!r}")
         return default
-    v = obj[key]
     if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
         raise GraphError(f"{where}.{key}: expected {_tname(types)}, got {v!r}")
     if not isinstance(v, types):
@@ -194,6 +200,8 @@ BUFFER_FIELDS = frozenset({"name", "producer", "consumers", "size", "size_alloc"
 
 def _known(obj: dict[str, Any], fields: frozenset[str], where: str) -> None:
     """Refuse a field this format does not have: a misspelling would otherwise fall back to a default."""
+    if fields.issuperset(obj):
+        return
     unknown = sorted(set(obj) - fields)
     if unknown:
         raise GraphError(f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "

@@ -160,3 +160,37 @@ def test_building_a_large_graph_starts_at_most_one_collection(monkeypatch):
     assert collections_while_rebuilding() <= 1
     monkeypatch.setattr(graph_mod, "paused_gc", contextlib.nullcontext)  # the same build, unpaused
     assert collections_while_rebuilding() > 10
+
+
+VALUES = [0, 1, -1, 0.0, 1.5, -0.0, 1e12, 1e12 + 1, 2**62, 2**62 + 1, float(2**62), math.nan, math.inf, -math.inf,
+          True, False, None, "1", 10**30]
+
+
+@pytest.mark.parametrize("x", VALUES, ids=repr)
+def test_the_range_checks_fast_paths_agree_with_their_definitions(x):
+    """`_finite_nonneg` and `_int_size` take a shortcut for exact ints and floats; these are their definitions."""
+    from overlapsat.graph import MAX_BYTES, MAX_DURATION_US, _finite_nonneg, _int_size
+
+    def finite_nonneg(v, top):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= top
+
+    def int_size(v):
+        return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= MAX_BYTES
+                and float(v).is_integer())
+
+    assert _finite_nonneg(x) == finite_nonneg(x, MAX_DURATION_US)
+    assert _finite_nonneg(x, math.inf) == finite_nonneg(x, math.inf)
+    assert _int_size(x) == int_size(x)
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("duration", True, "expected int or float, got True"), ("duration", "1", "expected int or float, got str"),
+    ("bytes", 1.0, "expected int, got float"), ("bytes", False, "expected int, got False"),
+    ("group", None, "expected str, got NoneType"), ("gemm_like", 1, "expected bool, got int"),
+])
+def test_a_file_field_of_the_wrong_type_is_named(field, value, said):
+    from overlapsat.io import graph_from_dict
+
+    node = {"name": "c", "kind": "collective", "duration": 1.0, "group": "g", "bytes": 8, field: value}
+    with pytest.raises(GraphError, match=f"node 'c'.{field}: {said}"):
+        graph_from_dict({"format": "overlapsat-graph", "version": 1, "nodes": [node]})
