@@ -416,6 +416,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     tick = _Ticker(not (args.json or args.no_progress))
     try:
         g = _priced(_load(args.graph), args)  # (--out was checked before any work, by _check_outputs)
+        g.fingerprint()  # the file names it: computed within the limit, not after the search's deadline
     except KeyboardInterrupt:
         tick.done()
         print("overlapsat: interrupted while loading the graph: no order was known, nothing written", file=sys.stderr)
@@ -483,6 +484,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         transport = copy_engine(args.transport)  # a bad table is named before any work
     g = _load(args.graph)
+    g.fingerprint()  # the file names it: computed within the limit, not after the search's deadline
     priced = g.reprice(model)
     tick = _Ticker(not (args.json or args.no_progress))
     try:
@@ -496,7 +498,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # the bucket lists last: the summary has "buckets" too, as a count
     payload = {"graph": g.name, "out": args.out, **r.summary(), "budget_source": info.budget_source,
                "buckets": [list(b.members) for b in r.buckets],
-               "transports": {"copy_engine": list(r.plan.transports)}, "layout": r.layout}
+               "transports": {"copy_engine": list(r.transports)}, "layout": r.layout}
     budget = (f"budget {fmt_bytes(r.memory_budget)}, {info.budget_source}" if r.memory_budget is not None
               else "no budget (--memory-budget none)")
     lines = [
@@ -507,7 +509,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         + (f"every one of the {info.every_bucketing} legal bucketings ordered" if info.every_bucketing is not None
            else f"{info.scored} bucketings scored, {info.moves_kept} moves kept"),
         *([_joint_line(ps["joint"])] if "joint" in ps else []),
-        *([f"  transport: {len(r.plan.transports)} of {info.offered} offered all_gathers "
+        *([f"  transport: {len(r.transports)} of {info.offered} offered all_gathers "
            f"(group {ps['transport']['group']}) by copy engine, where its price ({transport.source}) is below "
            "NCCL's"] if transport is not None else []),
         *(["  warm starts (best scoring pass on each bucketed graph): "

@@ -373,3 +373,36 @@ def test_compare_with_plans_draws_and_traces_the_plan(tmp_path):
     n = int(d["otherData"]["plans"][0]["name"].split(", ")[-1].split()[0])
     assert len(merged) == n and all(len(m) >= 2 for m in merged)
     assert png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("command", ["solve", "plan"])
+def test_no_fingerprint_is_computed_after_the_search(command, tmp_path, monkeypatch):
+    """The schedule file names the graph's fingerprint (0.2 s at 36k nodes): it is computed within the command's
+    limit, before the search, whose clock then ends the command, and not after the search's deadline."""
+    import overlapsat.solver as solver
+    import overlapsat.solver.plan_search as plan_search
+    from overlapsat import Graph
+    from overlapsat.cli import main
+
+    events = []
+    fingerprint = Graph._fingerprint
+
+    def counted(self):
+        events.append("fingerprint")
+        return fingerprint(self)
+
+    def spy(real):
+        def call(*a, **k):
+            events.append("search")
+            out = real(*a, **k)
+            events.append("searched")
+            return out
+        return call
+
+    monkeypatch.setattr(Graph, "_fingerprint", counted)
+    monkeypatch.setattr(solver, "optimize", spy(solver.optimize))
+    monkeypatch.setattr(plan_search, "optimize_plan", spy(plan_search.optimize_plan))
+    extra = ["--profile", "h200"] if command == "plan" else []
+    assert main([command, "fsdp_small", *extra, "--time-limit", "1", "--out", str(tmp_path / "s.json"),
+                 "--no-progress", "--json"]) == 0
+    assert events[0] == "fingerprint" and events[-1] == "searched", events

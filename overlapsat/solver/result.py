@@ -200,6 +200,11 @@ class Result:
         return self.best.graph
 
     @property
+    def transports(self) -> tuple[str, ...]:
+        """The collectives the plan moves to the copy engine (empty for an order); `plan` would fingerprint."""
+        return tuple(self.best.transports)
+
+    @property
     def plan(self) -> Plan:
         """The order by name, the buckets and transports, and the fingerprint of the graph as given."""
         return Plan(tuple(self.names), self.best.buckets, self.graph.fingerprint(), self.best.transports, self.layout)
