@@ -6,7 +6,7 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RAW = {"2": "bench_time_limit_2026-12-02.md", "5": "bench_time_limit_T5_2026-12-02.md"}
+RAW = {"2": "bench_time_limit_2026-12-03.md", "5": "bench_time_limit_T5_2026-12-03.md"}
 
 
 def table(raw: str) -> list[str]:
