@@ -9,6 +9,9 @@ STARTED = time.monotonic()  # the command's time limit counts from here, its imp
 
 def main() -> int:
     try:
+        from overlapsat import _process
+
+        _process.defer_or_tools = True  # this limit counts from the start: OR-Tools loads when a search needs it
         from overlapsat.cli import main as cli_main
     except KeyboardInterrupt:
         print("overlapsat: interrupted while starting: nothing written", file=sys.stderr)

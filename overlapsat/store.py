@@ -654,6 +654,9 @@ __all__ = ["EXECUTORS", "Outcome", "fused_path", "fused_record", "graph_lock", "
 if __name__ == "__main__":  # the worker: through the module's own name, so that Outcome pickles as such
     import sys
 
+    from overlapsat import _process
+
+    _process.defer_or_tools = True  # a worker's limit counts from its start: OR-Tools loads when a search needs it
     from overlapsat.store import _worker_main as work
 
     work(sys.argv[1:])

@@ -1,8 +1,13 @@
-"""The exact CP-SAT solver and the `optimize` entry point. OR-Tools loads with the model (`Model`, `build`): a
-search that never reaches a CP-SAT phase (a short limit on a large graph) does not pay its import (0.5 s)."""
+"""The exact CP-SAT solver and the `optimize` entry point.
+
+OR-Tools (CP-SAT imports pandas: 0.5 s) loads with this package in a library user's process, outside any call's
+clock, so a first call gets the same work as a later one. In the command line's process and a store's worker
+(`overlapsat._process`), whose limit counts from its start anyway, it loads with the first CP-SAT phase: a search
+that runs none (a short limit on a large graph) does not pay it (decision 115)."""
 
 from typing import Any
 
+from overlapsat import _process
 from overlapsat.solver.optimize import GapBelow, Progress, Result, Status, StoppingRule, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.result import PlanInfo, Statistics
@@ -19,3 +24,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(model, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if not _process.defer_or_tools:
+    from overlapsat.solver import cpsat as _cpsat  # noqa: F401 - the library's process: loaded here, not in a call
