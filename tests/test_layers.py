@@ -12,7 +12,7 @@ import overlapsat
 PKG = pathlib.Path(overlapsat.__file__).parent
 
 LAYER = {  # module (or package) -> layer
-    "errors": 0, "fmt": 0, "gc_pause": 0,
+    "errors": 0, "fmt": 0, "gc_pause": 0, "_process": 0,
     "graph": 1, "io": 1, "budget": 1, "simulate": 1, "validate": 1, "bounds": 1, "canonical": 1, "evaluate": 1,
     "schedules": 1, "problem": 1, "plan": 1,
     "heuristics": 2, "solver": 2, "cost": 2,
