@@ -39,8 +39,6 @@ def test_core_imports_and_solves_without_torch():
 def test_package_metadata_does_not_require_torch():
     from pathlib import Path
 
-    import pytest
-
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
     meta = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
