@@ -16,7 +16,12 @@ def main() -> int:
     except KeyboardInterrupt:
         print("overlapsat: interrupted while starting: nothing written", file=sys.stderr)
         return 130
-    return cli_main(started=STARTED)
+    try:
+        return cli_main(started=STARTED)  # which reports its own interrupts, all but in its first and last lines
+    except KeyboardInterrupt:
+        print("overlapsat: interrupted as the command began or ended: each output file is whole or absent",
+              file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

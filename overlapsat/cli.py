@@ -935,18 +935,26 @@ def main(argv: Sequence[str] | None = None, started: float | None = None) -> int
     _SIGINTS.clear()
     ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the main thread, nobody else's handler
     hook = sys.unraisablehook
-    if ours:
-        signal.signal(signal.SIGINT, _noting_sigint)
-        sys.unraisablehook = _unraisable(hook)
+    outputs: list[tuple[argparse.Namespace, dict[str, tuple[int, int, int] | None]]] = []
     try:
-        return _main(argv, started)
+        if ours:
+            signal.signal(signal.SIGINT, _noting_sigint)
+            sys.unraisablehook = _unraisable(hook)
+        return _main(argv, started, outputs)
+    except KeyboardInterrupt:  # outside the command's own handler: building the parser, or reporting an error
+        said = _written_since(*outputs[0]) if outputs else "nothing written"
+        print(f"overlapsat: interrupted: {said}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         if ours:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             sys.unraisablehook = hook
 
 
-def _main(argv: Sequence[str] | None, started: float) -> int:
+def _main(argv: Sequence[str] | None, started: float,
+          outputs: list[tuple[argparse.Namespace, dict[str, tuple[int, int, int] | None]]]) -> int:
+    """The command; `outputs` gets its arguments and output files' state as soon as they are known, so that an
+    interrupt `main` catches can say what was written."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.started = started
@@ -965,6 +973,7 @@ def _main(argv: Sequence[str] | None, started: float) -> int:
             print(f"overlapsat: error: {e}", file=sys.stderr)
             return EXIT_BAD_INPUT
     before = _output_files(args)
+    outputs.append((args, before))
     try:
         _check_outputs(args)
         code = int(args.fn(args))

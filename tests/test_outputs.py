@@ -169,6 +169,46 @@ def test_a_ctrl_c_python_swallows_still_ends_the_command_as_interrupted():
     assert "Traceback" not in p.stderr and "overlapsat: interrupted:" in p.stderr, p.stderr
 
 
+INTERRUPT_OUTSIDE_THE_COMMAND = r"""
+import signal, sys
+import overlapsat.cli as cli
+building = cli.build_parser
+def interrupted_while_building():  # Ctrl-C while argparse builds the parser (it reads the locale then)
+    signal.raise_signal(signal.SIGINT)
+    return building()
+cli.build_parser = interrupted_while_building
+print("exit", cli.main(["solve", "fsdp_small", "--out", sys.argv[1]]), flush=True)
+cli.build_parser = building
+def failing(args):  # the command wrote its file, then failed, and Ctrl-C landed while the error was reported
+    open(args.out, "w").write("{}")
+    raise cli.GraphError("a bad input")
+real_print = print
+def print_interrupted(*a, **k):
+    if a and str(a[0]).startswith("overlapsat: error"):
+        signal.raise_signal(signal.SIGINT)
+    return real_print(*a, **k)
+cli.cmd_solve = failing
+cli.print = print_interrupted
+real_print("exit", cli.main(["solve", "fsdp_small", "--out", sys.argv[2]]), flush=True)
+"""
+
+
+def test_a_ctrl_c_outside_the_commands_own_handler_is_still_an_interrupt(tmp_path):
+    """Seen in CI at 0.5 s once the command line stopped loading OR-Tools first: the interrupt landed while argparse
+    built the parser, before the command's handler, and printed a traceback. Both places outside that handler now
+    end as an interrupt (exit 130) that says truly what was written."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    p = subprocess.run([sys.executable, "-c", INTERRUPT_OUTSIDE_THE_COMMAND, str(first), str(second)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.stdout.splitlines() == ["exit 130", "exit 130"], (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("overlapsat: interrupted")]
+    assert said == ["overlapsat: interrupted: nothing written",
+                    f"overlapsat: interrupted: wrote {second}; the outputs not yet written were not written"], p.stderr
+    assert not first.exists()
+
+
 INTERRUPT_AROUND_THE_WRITE = r"""
 import signal, sys
 import overlapsat.cli as cli
