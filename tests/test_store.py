@@ -542,3 +542,25 @@ def test_a_plan_solved_at_the_memory_floor_is_within_it(tmp_path):
     assert why == "ok" and sched.metrics["memory_budget"] == floor
     assert not sched.buckets  # one collective: nothing to bucket
     assert naive_peak(g, [list(g.names).index(n) for n in sched.order]) == floor
+
+
+def test_a_stores_worker_loads_or_tools_only_for_a_search_that_runs_cp_sat(tmp_path):
+    """Decision 115: a worker's limit counts from its own start, so OR-Tools (and pandas with it) loads with the
+    first CP-SAT phase. `fsdp_small`'s order is proven by a heuristic (no CP-SAT phase): the worker, run as
+    solve-cache runs it, imports no CP-SAT module; `tp_small`'s search runs one, and loads it."""
+    import pickle
+
+    store = tmp_path / "store"
+    fps = dict(zip(("fsdp_small", "tp_small"), make_store(store, ("fsdp_small", "tp_small"))))
+    loaded = {}
+    for name, fp in fps.items():
+        job = pickle.dumps((str(store), fp, 5.0, {"workers": 1}, time.time()))
+        p = subprocess.run([sys.executable, "-X", "importtime", "-m", "overlapsat.store", str(os.getpid())],
+                           input=job, capture_output=True, env=ENV, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        out = pickle.loads(p.stdout)
+        assert out.outcome == "solved", (name, out)
+        err = p.stderr.decode()
+        assert "overlapsat.solver.search" in err
+        loaded[name] = "ortools.sat.python.cp_model" in err
+    assert loaded == {"fsdp_small": False, "tp_small": True}
