@@ -26,7 +26,7 @@ class MemoryBudget:
             raise GraphError("memory budget: give exactly one of bytes or ratio")
         if self.bytes is not None and (isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0
                                        or self.bytes >= 2**63):
-            raise GraphError(f"memory budget: bytes must be an integer >= 0, got {self.bytes!r}")
+            raise GraphError(f"memory budget: bytes must be an integer from 0 to 2**63 - 1, got {self.bytes!r}")
         if self.ratio is not None and not (isinstance(self.ratio, (int, float)) and math.isfinite(self.ratio) and self.ratio > 0):
             raise GraphError(f"memory budget: ratio must be a finite number > 0, got {self.ratio!r}")
 
@@ -54,9 +54,14 @@ class MemoryBudget:
         m = re.fullmatch(r"([0-9.eE+-]+)x", t)
         if m:
             try:
-                return cls(ratio=float(m.group(1)))
-            except ValueError:
-                pass
+                ratio = float(m.group(1))
+            except ValueError:  # not a number ('1.2.3x'): the general message below
+                ratio = None
+            if ratio is not None:
+                if not (math.isfinite(ratio) and ratio > 0):
+                    raise GraphError(f"memory budget {text!r}: a ratio of the input order's peak must be a finite "
+                                     "number > 0, such as '1.2x'")
+                return cls(ratio=ratio)
         m = re.fullmatch(r"([0-9.eE+-]+)([a-z]*)", t)
         if m and m.group(2) == "":  # '1.2' read as 1 byte surprised users who meant a ratio, as in Python
             raise GraphError(f"memory budget {text!r} is ambiguous: write '{text.strip()}x' for a ratio of the input "
@@ -66,12 +71,15 @@ class MemoryBudget:
                 val = float(m.group(1)) * _UNITS[m.group(2)]
             except ValueError:
                 val = float("nan")
-            if math.isfinite(val) and val >= 0:
+            if math.isfinite(val) and 0 <= val < 2**63:
                 return cls(bytes=int(val))
+            if not math.isnan(val):  # a number with a unit, out of range: say which way
+                raise GraphError(f"memory budget {text!r}: {SIZE_RANGE}")
         raise GraphError(f"memory budget {text!r}: expected a ratio like '1.2x' or a size like '40GiB'")
 
 
 BudgetLike = MemoryBudget | int | str | None
+SIZE_RANGE = "a size must be from 0 B to 2**63 - 1 B"  # what a number with a unit out of that range is told
 
 
 NO_BUDGET = "none"  # a budget said to be none: a plan may then grow past the schedule it replaces (decision 63)
@@ -119,8 +127,9 @@ def resolve_size(size: int | str | None, what: str) -> int | None:
             raise GraphError(f"{what} {size!r}: a size ('25MiB', '4e6B'), not a ratio")
         try:
             return MemoryBudget.parse(size).resolve(None)  # type: ignore[arg-type]
-        except GraphError:
-            raise GraphError(f"{what} {size!r}: expected bytes (an int) or a size like '25MiB'") from None
+        except GraphError as e:
+            said = SIZE_RANGE if SIZE_RANGE in str(e) else "expected bytes (an int) or a size like '25MiB'"
+            raise GraphError(f"{what} {size!r}: {said}") from None
     if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63:
         return size
     raise GraphError(f"{what} {size!r}: expected bytes (an int >= 0) or a size like '25MiB'")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -100,6 +101,30 @@ def test_a_float_budget_is_refused_with_both_spellings():
             resolve_budget(g, bare)
     with pytest.raises(GraphError, match="a float is ambiguous"):
         osat.optimize(g, time_limit=1, memory_budget=1.0)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("0x", "a ratio of the input order's peak must be a finite number > 0, such as '1.2x'"),
+    ("-1x", "a ratio of the input order's peak must be a finite number > 0, such as '1.2x'"),
+    ("1e400x", "a ratio of the input order's peak must be a finite number > 0, such as '1.2x'"),
+    ("9e15GiB", "a size must be from 0 B to 2**63 - 1 B"),
+    ("1e400B", "a size must be from 0 B to 2**63 - 1 B"),
+    ("-5GB", "a size must be from 0 B to 2**63 - 1 B"),
+    ("1.2.3x", "expected a ratio like '1.2x' or a size like '40GiB'"),
+])
+def test_a_budget_out_of_range_is_told_which_way(text, said):
+    """A number the parser reads but cannot take says why: a ratio at or below 0 (or infinite) was answered
+    "expected a ratio like '1.2x'", and 9e15 GiB "bytes must be an integer >= 0", which it is."""
+    from overlapsat.budget import MemoryBudget, resolve_size
+    from overlapsat.errors import GraphError
+
+    with pytest.raises(GraphError) as e:
+        MemoryBudget.parse(text)
+    assert str(e.value) == f"memory budget {text!r}: {said}"
+    if not text.endswith("x"):  # a bucket cap is a size too, and is told the same
+        with pytest.raises(GraphError, match=re.escape(f"--bucket-cap {text!r}: {said}")):
+            resolve_size(text, "--bucket-cap")
+    assert MemoryBudget.parse("9.2e18B").bytes == 9_200_000_000_000_000_000  # the largest sizes still read
 
 
 def test_a_ratio_budget_resolves_exactly_on_a_huge_peak():
