@@ -282,6 +282,10 @@ def _search(args: argparse.Namespace) -> dict[str, Any]:
     follows the limit as given."""
     if args.timed and args.work is not None:
         raise GraphError("--work sets a deterministic budget; --timed stops on the clock: give one of them")
+    if getattr(args, "workers", None) is not None and not args.timed and args.fn is not cmd_solve_cache:
+        # said, not ignored (solve-cache also reserves them per Ray task, so there they mean something)
+        raise GraphError("--workers sets CP-SAT's workers under --timed; a deterministic search runs one (the same "
+                         "answer on any machine): add --timed, or leave --workers out")
     from overlapsat.solver.params import TimeBudget
 
     clock = TimeBudget.left_of(args.time_limit, time.monotonic() - getattr(args, "started", time.monotonic()))
@@ -310,7 +314,8 @@ def _solver_args(sp: argparse.ArgumentParser) -> None:
                          "global, group (default: each process group's input order), free (only when every rank "
                          "applies the same solved order; docs/solver.md)")
     sp.add_argument("--workers", type=int, default=None,
-                    help="CP-SAT workers under --timed (default: cores, at most 8); a deterministic search runs one")
+                    help="CP-SAT workers, with --timed (default: cores, at most 8); a deterministic search runs one, "
+                         "and is refused this option, except in solve-cache, which reserves them per Ray task")
     sp.add_argument("--no-progress", action="store_true", help="no progress line even on a terminal")
     sp.add_argument("--interference", metavar="PRESET|F_COMPUTE,F_COMM",
                     help="GPU slowdowns under overlap: h200-step (fitted on H200 training steps), h200-pre-enqueued, "

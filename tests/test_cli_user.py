@@ -127,6 +127,16 @@ def test_a_budget_out_of_range_is_told_which_way(text, said):
     assert MemoryBudget.parse("9.2e18B").bytes == 9_200_000_000_000_000_000  # the largest sizes still read
 
 
+def test_workers_without_timed_are_refused_not_ignored(tmp_path):
+    """A deterministic search runs one CP-SAT worker: `--workers 4` without `--timed` was silently ignored."""
+    out = tmp_path / "s.json"
+    r = run("solve", "fsdp_small", "--workers", "4", "--time-limit", "5", "--out", str(out))
+    assert r.returncode == 2 and "--workers" in r.stderr and "--timed" in r.stderr and not out.exists()
+    r = run("solve", "fsdp_small", "--workers", "2", "--timed", "--time-limit", "5", "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert out.exists()
+
+
 def test_a_ratio_budget_resolves_exactly_on_a_huge_peak():
     """'1.0x' is the input order's own peak to the byte, at 2^50 B too (a float product once lost bytes)."""
     from overlapsat.budget import resolve_budget
