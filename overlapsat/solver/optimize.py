@@ -149,8 +149,9 @@ def _result(s: Search, final: Evaluated) -> Result:
         # the work spent can pass the limit (CP-SAT overshoots its deterministic limit a little, and the work prices
         # it, decision 83) while the clock still cut a phase: the message says both, never "before" when it was not
         where = "before its work limit" if tb.work_used < tb.work_total else "as its work limit ran out"
-        # a search kept apart (the bound after a plan, decision 98): its caller's notes say what the clock cut
-        log.log(logging.INFO if tb.kept_apart else logging.WARNING, "deterministic search ended by the wall clock "
+        # a search kept apart (the bound after a plan, decision 98), or one of many its caller counts (a plan's every
+        # bucketing): the caller says what the clock cut
+        log.log(logging.INFO if tb.cut_said_by_caller else logging.WARNING, "deterministic search ended by the wall clock "
                 "%s (%.2f of %.2f): the order may differ across machines; raise time_limit or lower work_limit",
                 where, tb.work_used, tb.work_total)
     s.announce("done")

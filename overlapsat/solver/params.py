@@ -181,6 +181,7 @@ class TimeBudget:
         self._interrupted = False  # Ctrl-C: stop searching, return the best order so far
         self._cut = False  # set when the clock, not the work budget, ended a search
         self.cuts_parent = True  # a cut here is the parent's too (not for a phase kept apart: `apart`)
+        self.says_cuts_once = False  # the caller counts its phases' cuts and says them once (`counting_cuts`)
 
     @property
     def interrupted(self) -> bool:
@@ -270,6 +271,18 @@ class TimeBudget:
         child = self.reserving(0.0)
         child.cuts_parent = False
         return child
+
+    def counting_cuts(self) -> TimeBudget:
+        """A child clock to this one's deadline for many short searches (a plan's every bucketing): each logs its
+        cut at info, and the caller, which counts them, warns once; the cuts are this one's too."""
+        child = self.reserving(0.0)
+        child.says_cuts_once = True
+        return child
+
+    @property
+    def cut_said_by_caller(self) -> bool:
+        """Whether a cut of a search on this budget is its caller's to report (`apart`, `counting_cuts`)."""
+        return self.parent is not None and (not self.parent.cuts_parent or self.parent.says_cuts_once)
 
     @property
     def kept_apart(self) -> bool:

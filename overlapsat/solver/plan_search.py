@@ -840,7 +840,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     bound, notes = over.bound, over.notes
     weaker = not bound_fits and (early is None or len(g.nodes) <= LIFT_NODES)  # the clock chose a weaker bound
     if params.deterministic and (bclock.cut_by_wall_clock or weaker):
-        notes = [*notes, BOUND_CUT_BY_CLOCK]
+        notes = [*notes, _bound_cut(tb)]
     unb = ps.judge.full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(ps.best),
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])
@@ -878,6 +878,14 @@ INPUT_PORTFOLIO = "input order's portfolio"
 JOINT_UNDER_BUDGET = "the joint model of buckets and order, within the budget, proved the bound (decision 103)"
 BOUND_CUT_BY_CLOCK = ("the clock, not the work, ended the bound's search after the plan (the plan is the work's; a "
                       "bound either way: a faster machine may prove a higher one)")
+BOUND_CUT_WITH_THE_PLAN = ("the clock, not the work, ended the bound's search after the plan, as it cut the plan's "
+                           "own search (a bound either way: a faster machine may prove a higher one)")
+
+
+def _bound_cut(tb: TimeBudget) -> str:
+    """The note for a bound's search the clock cut: the plan is the work's unless the clock cut it too (then its
+    own flag says so, and this note does not claim otherwise)."""
+    return BOUND_CUT_WITH_THE_PLAN if tb.cut_by_wall_clock else BOUND_CUT_BY_CLOCK
 
 
 def input_portfolio(given: Problem, params: SolveParams, tb: TimeBudget,
@@ -1123,13 +1131,16 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
     done: dict[tuple[Bucket, ...], tuple[Graph, Result]] = {}
     bound_of: dict[tuple[Bucket, ...], float] = {}
     errors: list[GraphError] = []
+    each = tb.counting_cuts()  # dozens of short searches: what the clock cut is said once, below
+    runs = cut = 0
     for bs in space:
         try:
             h = materialize(g, list(bs), price)
         except GraphError:  # no valid place for these buckets (an atomic group between): not a plan
             continue
+        runs += 1
         try:
-            res = optimize(problem.on(h), first, clock=tb, extra_orders=None if bs else as_given)
+            res = optimize(problem.on(h), first, clock=each, extra_orders=None if bs else as_given)
         except InfeasibleBudgetError as e:  # proven: no order of this bucketing is within the budget
             errors.append(e)
             continue
@@ -1138,18 +1149,24 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
             bound_of[bs] = lower_bound(problem.on(h)).makespan
             continue
         done[bs], bound_of[bs] = (h, res), res.bound
+        cut += res.cut_by_wall_clock
     rest = (1.0 - FIRST_ROUND) * avail
     for bs, part in _second_round(done):
         h, res = done[bs]
         again = {"the first round's order": res.names, **({} if bs else as_given)}
+        runs += 1
         try:
-            more = optimize(problem.on(h), _share(params, part * rest, part * (1.0 - FIRST_ROUND)), clock=tb,
+            more = optimize(problem.on(h), _share(params, part * rest, part * (1.0 - FIRST_ROUND)), clock=each,
                             extra_orders=again)
         except GraphError:  # the first round's order stands (it is valid: the same problem)
             continue
+        cut += more.cut_by_wall_clock
         bound_of[bs] = max(res.bound, more.bound)
         if more.makespan < res.makespan:
             done[bs] = (h, more)
+    if cut:
+        log.warning("deterministic plan search ended by the wall clock in %d of its %d orderings of %d bucketings: "
+                    "the plan may differ across machines; raise time_limit or lower work_limit", cut, runs, len(space))
     bounds = list(bound_of.values())
     best = min(((bs, h, res) for bs, (h, res) in done.items()), key=lambda t: (t[2].makespan, len(t[0])),
                default=None)
@@ -1159,9 +1176,11 @@ def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, spac
         raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors)
                        or _none_within(problem, price, params, tb))
     bs, h, res = best
+    bclock = tb.apart()  # the bound does not change the plan: a cut is said of the bound (decision 98)
     over = bound_over_bucketings(
-        problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=tb)
-    out = _as_plan(problem, res, bs, max(over.bound, min(bounds)), over.notes,
+        problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=bclock)
+    notes = [*over.notes, _bound_cut(tb)] if params.deterministic and bclock.cut_by_wall_clock else over.notes
+    out = _as_plan(problem, res, bs, max(over.bound, min(bounds)), notes,
                    {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
                     "bucketings_judged": 0, "bucketings_unreachable": 0, "every_bucketing": len(space),
                     "plan_search_s": tb.elapsed(),

@@ -421,3 +421,39 @@ def test_a_search_kept_apart_leaves_its_clock_cut_to_its_caller(caplog):
         said[how] = {rec.levelno for rec in caplog.records if "ended by the wall clock" in rec.getMessage()}
         now[0] = 0.0
     assert said == {"apart": {logging.INFO}, "reserving": {logging.WARNING}}
+
+
+def test_a_plan_over_every_bucketing_says_its_clock_cuts_once(caplog):
+    """A plan of a small graph orders each of its legal bucketings (30 for `fsdp_small`): at a 1-s limit each gets
+    about 0.01 s, and every cut ordering warned on its own (up to 8 lines for one `overlapsat plan`). They log at
+    info now and the plan warns once with their count; the bound's search after the plan runs on a clock kept
+    apart (decision 98) and says its cut in the bound's notes, which do not call a plan the clock cut the work's.
+    A clock that advances 2 ms at each reading cuts them on any machine."""
+    import logging
+    import re
+
+    import overlapsat.solver.plan_search as ps
+    from overlapsat import Problem, SolveParams, load_graph, validate
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.solver.params import TimeBudget
+
+    g = load_graph(bundled("fsdp_small"))
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.002
+        return now[0]
+
+    outer = TimeBudget(SolveParams(time_limit=1.0), clock=clock)
+    with caplog.at_level(logging.INFO, logger="overlapsat"):
+        r = ps.optimize_plan(Problem.of(g, "1.2x", "group"), cost_model("h200").duration, SolveParams(time_limit=1.0),
+                             clock=outer)
+    assert r.cut_by_wall_clock and validate(r.bucketed, r.order, r.memory_budget, collective_order="group") == []
+    cuts = [rec for rec in caplog.records if "ended by the wall clock" in rec.getMessage()]
+    warned = [rec for rec in cuts if rec.levelno >= logging.WARNING]
+    assert len(warned) == 1 and warned[0].name == "overlapsat.solver.plan_search", [w.getMessage() for w in warned]
+    said = re.search(r"in (\d+) of its (\d+) orderings of 30 bucketings", warned[0].getMessage())
+    assert said and 1 <= int(said[1]) <= int(said[2]), warned[0].getMessage()
+    assert sum(rec.name == "overlapsat.solver.optimize" for rec in cuts) >= int(said[1])
+    assert ps.BOUND_CUT_BY_CLOCK not in r.plan_info.bound_notes
