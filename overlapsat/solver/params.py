@@ -281,13 +281,9 @@ class TimeBudget:
 
     @property
     def cut_said_by_caller(self) -> bool:
-        """Whether a cut of a search on this budget is its caller's to report (`apart`, `counting_cuts`)."""
+        """Whether a cut of a search on this budget is its caller's to report: a clock kept apart (`apart`), whose
+        caller's notes say it, or one that counts its searches' cuts (`counting_cuts`)."""
         return self.parent is not None and (not self.parent.cuts_parent or self.parent.says_cuts_once)
-
-    @property
-    def kept_apart(self) -> bool:
-        """Whether this budget runs on a clock kept apart (`apart`): a cut here is its caller's to report."""
-        return self.parent is not None and not self.parent.cuts_parent
 
     def monotonic(self, at: float) -> float:
         """`at` on this budget's clock as a `time.monotonic()` time (what the portfolio reads its deadline on),
