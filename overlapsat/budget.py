@@ -14,6 +14,10 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+class _SizeOutOfRange(GraphError):
+    """A number with a unit outside 0 .. 2**63 - 1 B: `resolve_size` passes the reason on under its option's name."""
+
+
 @dataclass(frozen=True)
 class MemoryBudget:
     """Exactly one of `bytes` or `ratio` (of the input order's peak)."""
@@ -74,7 +78,7 @@ class MemoryBudget:
             if math.isfinite(val) and 0 <= val < 2**63:
                 return cls(bytes=int(val))
             if not math.isnan(val):  # a number with a unit, out of range: say which way
-                raise GraphError(f"memory budget {text!r}: {SIZE_RANGE}")
+                raise _SizeOutOfRange(f"memory budget {text!r}: {SIZE_RANGE}")
         raise GraphError(f"memory budget {text!r}: expected a ratio like '1.2x' or a size like '40GiB'")
 
 
@@ -127,9 +131,10 @@ def resolve_size(size: int | str | None, what: str) -> int | None:
             raise GraphError(f"{what} {size!r}: a size ('25MiB', '4e6B'), not a ratio")
         try:
             return MemoryBudget.parse(size).resolve(None)  # type: ignore[arg-type]
-        except GraphError as e:
-            said = SIZE_RANGE if SIZE_RANGE in str(e) else "expected bytes (an int) or a size like '25MiB'"
-            raise GraphError(f"{what} {size!r}: {said}") from None
+        except _SizeOutOfRange:
+            raise GraphError(f"{what} {size!r}: {SIZE_RANGE}") from None
+        except GraphError:
+            raise GraphError(f"{what} {size!r}: expected bytes (an int) or a size like '25MiB'") from None
     if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63:
         return size
     raise GraphError(f"{what} {size!r}: expected bytes (an int >= 0) or a size like '25MiB'")
