@@ -17,17 +17,14 @@ import json
 import os
 import time
 
-from overlapsat import GraphError, Problem, optimize
+from bench_plan import peer_rows
+
+from overlapsat import Problem, optimize
 from overlapsat.cost.model import cost_model
 from overlapsat.io import graph_from_dict
-from overlapsat.plan import bucket_problems, materialize
-from overlapsat.solver.plan_search import as_buckets, optimize_plan
+from overlapsat.solver.plan_search import optimize_plan
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEERS = (("torch OverlapScheduler buckets", lambda d: (d["bucketed"] or {}).get("buckets", [])),
-         ("torch FSDP pre-bucketing", lambda d: (d.get("prebucketed") or {}).get("buckets", [])),
-         ("torch overlap-preserving on overlapsat's order", lambda d: (d.get("overlap_preserving") or {}).get("buckets", [])),
-         ("TBB", lambda d: d.get("tbb", [])))
 
 
 def one(name: str, seconds: float) -> list[str]:
@@ -38,16 +35,9 @@ def one(name: str, seconds: float) -> list[str]:
     price = cost_model("h200").duration
     torch_order = {"torch OverlapScheduler": d["overlap_scheduler"]}
     order = optimize(p, time_limit=seconds, extra_orders=torch_order)
-    starts, solved = {}, {}
-    for key, of in PEERS:
-        legal = [b for b in as_buckets(p.relaxed, of(d)) if not bucket_problems(p.relaxed, [b])]
-        if not legal:
-            continue
-        starts[key] = legal
-        try:
-            solved[key] = (legal, optimize(p.on(materialize(p.relaxed, legal, price)), time_limit=seconds))
-        except GraphError:  # nothing within the budget found for this peer: a start, not a candidate
-            pass
+    peers = peer_rows(d, p, price, {"time_limit": seconds})  # as bench_plan.py gives them to the plan search
+    starts = {k: legal for k, (legal, _, _) in peers.items() if legal}
+    solved = {k: (legal, res) for k, (legal, _, res) in peers.items() if res is not None}
     t = time.monotonic()
     plan = optimize_plan(p, price, time_limit=seconds, starts=starts, unbucketed=order, extra_orders=torch_order,
                          solved=solved)

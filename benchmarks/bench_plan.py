@@ -94,17 +94,7 @@ def main() -> None:
         # torch's OverlapScheduler order is a candidate, as the torch bridge records it beside each graph
         torch_order = {"torch OverlapScheduler": d["overlap_scheduler"]}
         order = _or_none(optimize, p, **limit, extra_orders=torch_order)
-        peers = {}
-        for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
-                             ("torch FSDP pre-bucketing", (d.get("prebucketed") or {}).get("buckets", [])),
-                             ("torch overlap-preserving on overlapsat's order",
-                              (d.get("overlap_preserving") or {}).get("buckets", [])),
-                             ("TBB", d.get("tbb", []))):
-            recorded = list(as_buckets(p.relaxed, buckets))  # members in the group's input order
-            legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]
-            res = _or_none(optimize, p.on(materialize(p.relaxed, legal, price)), **limit) \
-                if legal else None
-            peers[key] = (legal, recorded, res)
+        peers = peer_rows(d, p, price, limit)
         t = time.monotonic()
         plan = _or_none(optimize_plan, p, price, **limit,
                         starts={k: v[0] for k, v in peers.items() if v[0]}, unbucketed=order, extra_orders=torch_order,
@@ -182,6 +172,22 @@ def _parts(name: str, p: Problem, price, plan, seconds: float) -> str:
     except Exception as e:  # noqa: BLE001 - the parts stand without it
         lines.append(f"- the relaxation under the budget: {type(e).__name__}")
     return "\n".join(lines)
+
+
+def peer_rows(d: dict, p: Problem, price, limit: dict) -> dict[str, tuple[list, list, object]]:
+    """Each peer bucketing a corpus file records, on `p`: (its legal buckets, every bucket as recorded, `optimize`
+    of the legal ones under `limit`, None where there are none or nothing within the budget was found)."""
+    peers = {}
+    for key, buckets in (("torch OverlapScheduler buckets", (d["bucketed"] or {}).get("buckets", [])),
+                         ("torch FSDP pre-bucketing", (d.get("prebucketed") or {}).get("buckets", [])),
+                         ("torch overlap-preserving on overlapsat's order",
+                          (d.get("overlap_preserving") or {}).get("buckets", [])),
+                         ("TBB", d.get("tbb", []))):
+        recorded = list(as_buckets(p.relaxed, buckets))  # members in the group's input order
+        legal = [b for b in recorded if not bucket_problems(p.relaxed, [b])]
+        res = _or_none(optimize, p.on(materialize(p.relaxed, legal, price)), **limit) if legal else None
+        peers[key] = (legal, recorded, res)
+    return peers
 
 
 def _or_none(solve, *args, **kwargs):
