@@ -209,6 +209,11 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
     same rows come on any machine. `options` go to `optimize_plan`. A budget that no plan was found within keeps
     its row, saying why."""
     params = SolveParams(time_limit=time_limit)  # a limit every search would refuse is named, not raised to 0.01 s
+    workers = SolveParams.from_kwargs(time_limit=time_limit, **{k: options[k] for k in ("workers", "deterministic")
+                                                                if k in options})
+    workers.say_one_worker(clock)  # once for the frontier, not once per budget
+    if workers.deterministic:
+        options.pop("workers", None)  # one CP-SAT worker either way: said above
     end = time.monotonic() + (clock.wall_left() if clock is not None else time_limit)
     g = as_graph(graph)
     input_peak = peak_memory(g)  # the default budget, a row, and the frontier's reference

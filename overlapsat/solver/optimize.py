@@ -58,6 +58,7 @@ def optimize(graph: Problem | Graph | str, params: SolveParams | None = None, *,
     """
     started = TimeBudget.entry(clock)  # the limit counts from here: the checks and the memory floor too
     problem, params = _inputs(graph, params, memory_budget, options)
+    params.say_one_worker(clock)
     check_floor(problem)  # a budget below what some step holds in every order: proven before any search
     s = Search.of(problem, params, clock, started=started, on_progress=on_progress, stop_when=stop_when,
                   on_phase=on_phase)

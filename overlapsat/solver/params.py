@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -14,6 +15,7 @@ from overlapsat.errors import GraphError
 if TYPE_CHECKING:
     from overlapsat.cost.interference import Interference
 
+log = logging.getLogger(__name__)
 CollectiveOrder = Literal["chain", "global", "group", "free"]
 POLISH_NODE_VISITS_PER_SECOND = 2e6  # one polish move walks the graph about once (measured, 2 cores, 2026-11-22)
 
@@ -37,7 +39,8 @@ class SolveParams:
         In deterministic mode this, not the clock, ends the search, so the
         order is a function of the graph and these options.
     workers: CP-SAT workers with `deterministic=False` (default: min(8, CPUs)); a
-        deterministic search runs one, never interleaved (decision 84).
+        deterministic search runs one, never interleaved (decision 84), and a call
+        given more says so once (decision 118).
     deterministic: same order on every run, machine and load.
     collective_order: which collective reorderings are allowed, strictest
         first (docs/solver.md, Collective order): "chain" (Inductor's fake
@@ -128,6 +131,14 @@ class SolveParams:
         if problems:
             raise GraphError(problems[0] if len(problems) == 1 else "solver options: " + "; ".join(problems),
                              problems=problems)
+
+    def say_one_worker(self, clock: TimeBudget | None) -> None:
+        """A call (not one of a caller's phases) given `workers` > 1 for a deterministic search warns that it runs one
+        (decision 84): the option is kept valid, as callers pass it for both modes, but never silently dropped."""
+        if clock is None and self.deterministic and self.workers is not None and self.workers > 1:
+            log.warning("workers=%d: a deterministic search runs one CP-SAT worker, never interleaved (decision 84), "
+                        "so that its plan is the same on any machine; pass deterministic=False to use %d",
+                        self.workers, self.workers)
 
     @property
     def n_workers(self) -> int:

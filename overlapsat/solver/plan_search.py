@@ -277,6 +277,7 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
     if params.collective_order != problem.collective_order:
         raise GraphError(f"collective_order {params.collective_order!r} differs from the Problem's "
                          f"{problem.collective_order!r}")
+    params.say_one_worker(clock)
     if max_evaluations is None:  # the ledger (deterministic) or the clock (timed) ends the search
         max_evaluations = 2**62
     # the one clock of the call, from its entry (`started`): every phase below ends by its deadline

@@ -108,3 +108,30 @@ def test_a_budget_started_at_the_calls_entry_counts_what_came_before(monkeypatch
         floor_at = next(t for what, t in events if what == "floor")
         started = next(t for what, t in events if what == "budget")
         assert started is not None and started <= floor_at, events
+
+
+def test_workers_for_a_deterministic_search_are_said_once_per_call_not_dropped_silently(caplog):
+    """Decision 118: `workers` > 1 stays valid with a deterministic search (which runs one CP-SAT worker, decision
+    84), but the call says so once: not once per inner search of a plan or per budget of a frontier."""
+    from overlapsat import Problem, optimize_plan, plan_frontier
+    from overlapsat.cost import cost_model
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "workers=" in r.getMessage()]
+
+    g = load_graph(bundled("tp_small"))
+    price = cost_model("h200").duration
+    with caplog.at_level(logging.WARNING):
+        optimize(g, time_limit=30, work_limit=0.05, workers=3)
+        assert said() == ["workers=3: a deterministic search runs one CP-SAT worker, never interleaved (decision 84), "
+                          "so that its plan is the same on any machine; pass deterministic=False to use 3"]
+        caplog.clear()
+        optimize_plan(Problem.of(g), price, time_limit=30, work_limit=0.05, workers=2)
+        assert len(said()) == 1  # the plan's inner searches run on its clock and say nothing more
+        caplog.clear()
+        plan_frontier(g, price, budgets=["1.0x", None], time_limit=30, work_limit=0.05, workers=2)
+        assert len(said()) == 1
+        caplog.clear()
+        optimize(g, time_limit=30, work_limit=0.05, workers=1)
+        optimize(g, time_limit=2, workers=2, deterministic=False)
+        assert said() == []
