@@ -956,12 +956,34 @@ def main(argv: Sequence[str] | None = None, started: float | None = None) -> int
             sys.unraisablehook = hook
 
 
+SIZE_OPTIONS = ("--memory-budget", "--bucket-cap")
+
+
+def _sizes_joined(argv: list[str]) -> list[str]:
+    """`--memory-budget -5GB` as two words: argparse reads `-5GB` as an option and says "expected one argument";
+    joined (`--memory-budget=-5GB`), the budget's own parser says what is wrong with it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in SIZE_OPTIONS and i + 1 < len(argv) and argv[i + 1].startswith("-") \
+                and not argv[i + 1].startswith("--") and len(argv[i + 1]) > 1:
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        if argv[i] == "--":  # what follows is not options
+            out.extend(argv[i:])
+            break
+        out.append(argv[i])
+        i += 1
+    return out
+
+
 def _main(argv: Sequence[str] | None, started: float,
           outputs: list[tuple[argparse.Namespace, dict[str, tuple[int, int, int] | None]]]) -> int:
     """The command; `outputs` gets its arguments and output files' state as soon as they are known, so that an
     interrupt `main` catches can say what was written."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_sizes_joined(sys.argv[1:] if argv is None else list(argv)))
     args.started = started
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(message)s")
     logging.getLogger("overlapsat.progress").setLevel(logging.INFO)  # the periodic lines when stderr is no terminal

@@ -127,6 +127,19 @@ def test_a_budget_out_of_range_is_told_which_way(text, said):
     assert MemoryBudget.parse("9.2e18B").bytes == 9_200_000_000_000_000_000  # the largest sizes still read
 
 
+@pytest.mark.parametrize("option", ["--memory-budget", "--bucket-cap"])
+def test_a_negative_size_as_two_words_is_told_what_is_wrong_with_it(option, tmp_path):
+    """`--memory-budget -5GB` was read by argparse as an option ("expected one argument"), where
+    `--memory-budget=-5GB` got the size's own message."""
+    out = tmp_path / "p.json"
+    extra = ["--profile", "h200"] if option == "--bucket-cap" else []
+    what = "memory budget" if option == "--memory-budget" else "bucket cap"
+    for argv in ([option, "-5GB"], [f"{option}=-5GB"]):
+        r = run("plan", "fsdp_small", *extra, *argv, "--time-limit", "5", "--out", str(out))
+        assert r.returncode == 2 and not out.exists(), r.stderr
+        assert r.stderr.strip() == f"overlapsat: error: {what} '-5GB': a size must be from 0 B to 2**63 - 1 B"
+
+
 def test_workers_without_timed_are_refused_not_ignored(tmp_path):
     """A deterministic search runs one CP-SAT worker: `--workers 4` without `--timed` was silently ignored."""
     out = tmp_path / "s.json"
