@@ -835,7 +835,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "(docs/cost_model.md)")
     sp.add_argument("--plans", action="store_true",
                     help="add plan rows (buckets and order), priced by --profile or --calibration: torch's greedy "
-                         "buckets with the best pass, and overlapsat's plan (docs/plans.md)")
+                         "buckets with the best pass, and overlapsat's plan (docs/plan_search.md)")
     sp.add_argument("--bucket-layout", choices=["copy", "coalesced"],
                     help="with --plans: how overlapsat's plan issues each bucket (copy, torch's; default) or "
                          "coalesced (one group call); torch's rows keep torch's copies")
@@ -856,7 +856,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "one group call on the members' own buffers (coalesced; docs/MODEL.md, Buckets)")
     sp.add_argument("--out", required=True, metavar="PLAN", help="plan JSON to write")
     sp = add("frontier", cmd_frontier, "the best plan found at each of a range of memory budgets, with its bound "
-                                       "within each: the speed-memory trade-off (docs/plans.md)")
+                                       "within each: the speed-memory trade-off (docs/plan_search.md)")
     _solver_args(sp)
     _pricing_args(sp)
     sp.add_argument("--budgets", nargs="+", metavar="X", help="budgets to show ('6GiB', '1.2x', 'none'); default: "
@@ -888,7 +888,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", action="store_true", help="machine-readable output")
     sp.add_argument("--plans", metavar="PROFILE", help="write plans (buckets and order, priced by this profile's "
                                                        "cost model, e.g. h200) instead of orders; apply them with "
-                                                       "install_fx(..., plans=True) (docs/plans.md)")
+                                                       "install_fx(..., plans=True) (docs/plan_search.md)")
     sp.add_argument("--bucket-cap", metavar="SIZE", help="with --plans: the most bytes one bucket may merge, "
                                                          "e.g. 25MiB (default: no cap)")
     sp.add_argument("--bucket-layout", choices=["copy", "coalesced"], help="with --plans: how each bucket is "
