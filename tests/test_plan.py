@@ -1089,7 +1089,7 @@ def test_why_a_plan_has_no_bucket_names_the_cause():
     """#52: a plan without buckets says why, cause by cause (hand-built graphs): no partner of the same key, a cap
     below every pair, the budget's starting bucketings without an order, or no merge that paid."""
     from overlapsat import GraphBuilder, Problem
-    from overlapsat.solver.plan_search import why_no_bucket
+    from overlapsat.solver.plan_result import why_no_bucket
 
     def gathers(*sizes, op="all_gather"):
         b = GraphBuilder("g")

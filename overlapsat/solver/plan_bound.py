@@ -17,6 +17,7 @@ from overlapsat.solver.optimize import meets, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 
 LIFT_NODES = 2000  # beyond this the whole-graph model proves little in its share
+BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A plan: buckets and an order, found in four steps, each free to keep what the one before found.
 
-1. Small spaces (at most `EXHAUSTIVE_BUCKETINGS` legal bucketings) are ordered whole: `optimize` on each, then
-   again on the few shortest not yet proven (decision 107).
+1. Small spaces (at most `EXHAUSTIVE_BUCKETINGS` legal bucketings) are ordered whole (`every_bucketing`):
+   `optimize` on each, then again on the few shortest not yet proven (decision 107).
 2. Otherwise a hill climb over bucketings from warm starts (none, torch's greedy bucketer at several caps, the
    peers' buckets given), each scored by a few of Inductor's passes on its bucketed graph (`materialize`).
 3. Bucket moves that edit the best orders in place (`bucket_moves`, decision 45; at a stricter level than free
@@ -11,7 +11,8 @@
 
 The result is a `Result` over every plan (`over` "plans"): its bound, status and gap hold over every bucketing
 and order (MODEL.md "Bounds over every bucketing", decisions 40 and 43); `optimize`'s status and bound for the
-chosen bucketing's orders are kept in `stats["plan"]["bucketing"]`.
+chosen bucketing's orders are kept in `stats["plan"]["bucketing"]` (`plan_result`, which also keeps the caller's
+shorter plan where it has one and lists the plan as the graph as given lists it).
 """
 from __future__ import annotations
 
@@ -22,15 +23,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from overlapsat.bounds import lower_bound
 from overlapsat.canonical import is_kept, kept_canonical
 from overlapsat.errors import GraphError, InfeasibleBudgetError, NoValidOrderError
 from overlapsat.evaluate import Evaluated, evaluate, evaluate_named, rank_key
-from overlapsat.fmt import fmt_bytes
 from overlapsat.gc_pause import paused_gc
 from overlapsat.graph import Graph
 from overlapsat.heuristics.portfolio import FIT_ORDERS, PREFETCH_ORDERS, pipelines, run_all
-from overlapsat.plan import Bucket, Pricing, bucket_problems, bucketable_by_key, laid_out, materialize
+from overlapsat.plan import Bucket, Pricing, bucket_problems, laid_out, materialize
 from overlapsat.problem import Problem
 from overlapsat.solver.bucket_moves import order_preserving_search
 from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan search's public names
@@ -42,18 +41,15 @@ from overlapsat.solver.bucketings import (  # noqa: F401 - re-exported: the plan
 )
 from overlapsat.solver.bucketings import within_cap as _within_cap  # noqa: F401 - tests import it from here
 from overlapsat.solver.climb import alternate, neighbours
+from overlapsat.solver.every_bucketing import order_every_bucketing
 from overlapsat.solver.joint import solve_joint, with_time
 from overlapsat.solver.ledger import FINAL_FIT, STEP_S, Ledger
 from overlapsat.solver.memory_bound import peak_floor
-from overlapsat.solver.optimize import Progress, Result, Status, meets, optimize
+from overlapsat.solver.optimize import Progress, Result, optimize
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import (
-    KEPT_APART,
-    KERNELS_ONLY,
+    BOUND_SHARE,
     LIFT_NODES,
-    LIFTED_UNDER_BUDGET,
-    NO_PLAN_WITHIN_BUDGET,
-    OVERLAP_SHUT_BY_BUDGET,
     analytical_over_bucketings,
     bound_over_bucketings,
     kernel_bound,
@@ -61,7 +57,22 @@ from overlapsat.solver.plan_bound import (
 from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequences, solved_plans
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
-from overlapsat.solver.result import PlanInfo
+from overlapsat.solver.plan_result import (
+    INPUT_PORTFOLIO,
+    JOINT_UNDER_BUDGET,
+    as_plan,
+    bound_cut_note,
+    clocked,
+    finite_or_none,
+    in_graph_order,
+    keep_solved,
+    keep_unbucketed,
+    no_plan_error,
+    none_within,
+    on_given_graph,
+    said_to_depend_on_input_order,
+    with_info,
+)
 from overlapsat.solver.room import Checks, room_buckets
 from overlapsat.solver.search import CANONICAL_S_PER_NODE, check_floor, floor_checked
 from overlapsat.validate import validate
@@ -85,12 +96,9 @@ SEARCH_SHARE = 0.4
 JUDGE_END = 0.5
 FINALISTS = 3  # best scored bucketings judged with the whole portfolio before the order search
 FINAL_SHARE_MIN = 0.1  # of the time limit: the least the final `optimize` of the chosen bucketing gets
-BOUND_SHARE = 0.1  # of the time limit: CP-SAT on the relaxation over every bucketing, for a higher bound
 SEARCH_SHARE_LARGE = 0.7  # timed mode above LARGE_NODES: judging a bucketing costs about 0.5 s at 16k nodes
 LARGE_NODES = 4000  # timed mode above this: warm starts scored by the few passes, not judged by the portfolio
 EXHAUSTIVE_BUCKETINGS = 32  # up to this many legal bucketings, every one is ordered (a bound at the level and budget)
-FIRST_ROUND = 0.3  # of an exhaustive search's time: every bucketing ordered once, an equal part each (decision 107)
-SECOND_ROUND = (0.6, 0.25, 0.15)  # the parts of the rest for the unproven bucketings with the shortest orders
 # what building and ordering the chosen bucketing costs before any search, per node (its memory floor, portfolio and
 # bounds: 0.30-1.43 s at 4.2k-13.4k nodes of the FX corpus, 7e-5 to 1.1e-4 s a node, on this 2-core machine,
 # 2026-12-02; 7e-5 before decisions 71 and 94 added the floor and the overlap bound): kept back from the search
@@ -115,82 +123,6 @@ POLISH_MOVES = 0.75
 JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (solver/joint.py), small graphs
 
 
-def _plan_status(s: Status, proven: bool) -> Status:
-    """The status over every plan, from `optimize`'s over the chosen bucketing's orders: optimal only where the
-    bound over every plan is met."""
-    if proven:
-        return s if s in (Status.OPTIMAL, Status.HEURISTIC_OPTIMAL) else Status.OPTIMAL
-    return {Status.OPTIMAL: Status.IMPROVED, Status.HEURISTIC_OPTIMAL: Status.HEURISTIC_TIMEOUT}.get(s, s)
-
-
-def _as_plan(problem: Problem, res: Result, bs: tuple[Bucket, ...], bound: float, notes: Sequence[str],
-             stats: dict[str, Any], rows: dict[str, Evaluated] | None = None,
-             baseline: dict[str, float] | None = None) -> Result:
-    """`optimize`'s result on the bucketing `bs` as the result over every plan of `problem`: the same best order
-    (with its buckets), the bound over every plan, the status and gap against it, the input order's figures of the
-    graph as given (`baseline`, where the caller has them already); the bucketing's own bound and status kept in
-    `stats["plan"]["bucketing"]`."""
-    best = replace(res.best, buckets=bs)
-    if baseline is None:
-        g = problem.relaxed
-        base = evaluate(problem.on(g), "input_order", list(range(len(g.nodes))))
-        baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
-    plan_stats = {**stats, "bucketing": {"status": res.status.value, "bound_us": res.bound, "method": res.method},
-                  "bound_notes": list(notes),
-                  "bound_scope": _scope(problem, stats, notes)}
-    plan_stats.setdefault("unbucketed_us", None)
-    plan_stats["layout"] = problem.bucket_layout
-    info = PlanInfo(problem.bucket_layout, plan_stats["unbucketed_us"], res.status.value, res.bound,
-                    plan_stats["bound_scope"], tuple(notes), stats.get("every_bucketing"),
-                    "unbucketed" if stats.get("kept_unbucketed") else stats.get("kept_solved", ""),
-                    budget_source=problem.budget_source, scored=stats.get("bucketings_scored", 0),
-                    moves_kept=stats.get("moves", {}).get("accepted", 0), starts=dict(stats.get("starts", {})),
-                    no_bucket_reason="" if bs else why_no_bucket(problem, stats.get("starts", {})),
-                    relaxation_reach_us=stats.get("relaxation_reach_us"))
-    # the order search's message speaks of the bucketed graph's own bound, not of the bound over every plan
-    msg = f"the chosen bucketing's order: {res.message}" if res.message else ""
-    stats = replace(res.stats, baseline=baseline, rows=dict(rows or {}), message=msg,
-                    phases={**res.stats.phases, "plan": plan_stats})
-    return replace(res, graph=problem.graph, best=best, status=_plan_status(res.status, meets(best.makespan, bound)),
-                   bound=bound, stats=stats, plan_info=info)
-
-
-def why_no_bucket(problem: Problem, starts: dict[str, float]) -> str:
-    """Why a plan has no bucket, in the order the causes are checked: no two collectives may merge, the cap
-    forbids every merge, the budget left the starting bucketings no order, or no merge was worth its cost."""
-    g = problem.relaxed
-    keys = bucketable_by_key(g)
-    if not keys:
-        return "no two collectives may share a bucket (none has a partner of its kind, group, size and dtype)"
-    def smallest_pair(cs: list[int]) -> Bucket:
-        return Bucket(tuple(g.names[c] for c in sorted(cs, key=lambda c: g.nodes[c].nbytes or 0)[:2]))
-
-    if problem.bucket_cap is not None and all(problem.over_cap([smallest_pair(cs)]) for cs in keys.values()):
-        return f"the bucket cap ({fmt_bytes(problem.bucket_cap)}) is below the two smallest collectives of every key"
-    blocked = [name for name, us in starts.items() if not math.isfinite(us)]
-    if problem.budget is not None and blocked:
-        return (f"the budget: {len(blocked)} of the {len(starts)} starting bucketings found no order within it "
-                f"({', '.join(blocked[:3])}{', ...' if len(blocked) > 3 else ''}), and no bucketing judged within it "
-                "was shorter than the best unbucketed order")
-    return "no merge paid: no bucketing judged was shorter than the best unbucketed order"
-
-
-def _scope(problem: Problem, stats: dict[str, Any], notes: Sequence[str]) -> str:
-    """What the bound over every plan holds over, and how the budget entered it."""
-    if problem.budget is None:
-        return "every bucketing and order"
-    how = ("each bucketing ordered under it" if "every_bucketing" in stats
-           else "the joint model of buckets and order under it" if JOINT_UNDER_BUDGET in notes
-           else "the relaxation ordered under it" if LIFTED_UNDER_BUDGET in notes
-           else "the relaxation's buckets and overlaps read under it" if KEPT_APART in notes
-           or OVERLAP_SHUT_BY_BUDGET in notes
-           else "the budget not used by the bound" if KERNELS_ONLY in notes
-           else "read by the relaxation's buckets and overlaps, of which it shut none")
-    return f"every bucketing and order within the budget ({how})"
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
 
 
 @paused_gc()  # a search's tables are millions of small objects, and it leaves no reference cycles (gc_pause.py)
@@ -225,8 +157,8 @@ def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None =
     chosen = table.chosen(r.bucketed, group, lambda nd: given[nd.name] if nd.name in given else float(price(nd)))
     r.stats["plan"]["transport"] = {"table": table.source, "group": group, "copy_engine": len(chosen),
                                     "offered": sum(table.offered(nd, group) for nd in r.bucketed.nodes)}
-    return _info(replace(r, graph=problem.graph, best=replace(r.best, transports=chosen)), copy_engine=len(chosen),
-                 offered=r.stats["plan"]["transport"]["offered"])
+    return with_info(replace(r, graph=problem.graph, best=replace(r.best, transports=chosen)), copy_engine=len(chosen),
+                     offered=r.stats["plan"]["transport"]["offered"])
 
 
 def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
@@ -750,7 +682,7 @@ class PlanSearch:
     def _listed_here(self, bs: tuple[Bucket, ...], order: list[str]) -> tuple[tuple[Bucket, ...], list[str]]:
         """Buckets of another listing of this graph (the caller's, on the graph as given) with their members in
         this graph's order, and an order of their bucketed graph by name, renamed to match."""
-        new, renamed = _in_graph_order(self.g, bs)
+        new, renamed = in_graph_order(self.g, bs)
         return (tuple(sorted(new, key=lambda b: self.g.index[b.members[0]])), [renamed.get(nm, nm) for nm in order])
 
     @property
@@ -796,9 +728,9 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     if space is not None:  # few enough to order each (the starts are among them)
         if unbucketed is None:  # the passes from the order as given: a candidate with no buckets (decision 85)
             _contained("the input order's portfolio", lambda: as_given.update(input_portfolio(given, params, tb)))
-        out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(
-            problem, _every_bucketing(problem, price, params, space, tb, as_given), unbucketed), solved_given))
-        return _depends_on_input_order(out, canonical_form=False) if on_given else out
+        out = on_given_graph(given, price, tb, keep_solved(problem, keep_unbucketed(
+            problem, order_every_bucketing(problem, price, params, space, tb, as_given), unbucketed), solved_given))
+        return said_to_depend_on_input_order(out, canonical_form=False) if on_given else out
     # timed mode on a large graph: judging one bucketing costs about half a second at 16k nodes, and the order
     # search after it rarely improves on the best pass's order, so the bucket search gets the larger share
     large_timed = not params.deterministic and len(g.nodes) > LARGE_NODES
@@ -841,7 +773,7 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
     bound, notes = over.bound, over.notes
     weaker = not bound_fits and (early is None or len(g.nodes) <= LIFT_NODES)  # the clock chose a weaker bound
     if params.deterministic and (bclock.cut_by_wall_clock or weaker):
-        notes = [*notes, _bound_cut(tb)]
+        notes = [*notes, bound_cut_note(tb)]
     unb = ps.judge.full.get(())
     log.info("plan: %d buckets, makespan %.1f us (%d bucketings scored, %d moves accepted)", len(ps.best),
              res.makespan, len(ps.judge.scored), ps.stats["moves"]["accepted"])
@@ -849,22 +781,22 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                                                           *starts_given.items()] if (e := ps.judge.full.get(bs)) is not None}
     if jbound > bound and jstats.get("under_budget"):  # the joint model's bound, proven within the budget
         notes = [*notes, JOINT_UNDER_BUDGET]
-    out = _as_plan(problem, res, ps.best, max(bound, jbound), notes,
-                   {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
+    out = as_plan(problem, res, ps.best, max(bound, jbound), notes,
+                  {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
                     "bucketings_unreachable": ps.judge.unreachable,
                     "ledger": ps.judge.ledger.stats(),
                     "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
-                    "order_moves": mstats, "unbucketed_us": _finite(unb.makespan) if unb is not None else None,
+                    "order_moves": mstats, "unbucketed_us": finite_or_none(unb.makespan) if unb is not None else None,
                     "relaxation_reach_us": over.reach_us}, rows)
-    out = _given(given, price, tb, _keep_solved(problem, _keep_unbucketed(problem, out, unbucketed), solved_given))
+    out = on_given_graph(given, price, tb, keep_solved(problem, keep_unbucketed(problem, out, unbucketed), solved_given))
     if problem is not given and ps.best == ps.starts.get(DEFAULT_PEER) \
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
-        out = _depends_on_input_order(out)  # torch's buckets of the given order won
+        out = said_to_depend_on_input_order(out)  # torch's buckets of the given order won
     won = judged.full.get(())
     if won is not None and won.name.startswith(INPUT_PORTFOLIO):  # the base of every room start, and a candidate
-        out = _depends_on_input_order(out, unbucketed_from=won.name)
+        out = said_to_depend_on_input_order(out, unbucketed_from=won.name)
     if on_given:  # searched on the order as given: another layout may give another plan
-        out = _depends_on_input_order(out, canonical_form=False)
+        out = said_to_depend_on_input_order(out, canonical_form=False)
     return out
 
 
@@ -875,18 +807,6 @@ def plan_work(params: SolveParams) -> float:
     return params.work_limit if params.work_limit is not None else params.time_limit
 
 
-INPUT_PORTFOLIO = "input order's portfolio"
-JOINT_UNDER_BUDGET = "the joint model of buckets and order, within the budget, proved the bound (decision 103)"
-BOUND_CUT_BY_CLOCK = ("the clock, not the work, ended the bound's search after the plan (the plan is the work's; a "
-                      "bound either way: a faster machine may prove a higher one)")
-BOUND_CUT_WITH_THE_PLAN = ("the clock, not the work, ended the bound's search after the plan, as it cut the plan's "
-                           "own search (a bound either way: a faster machine may prove a higher one)")
-
-
-def _bound_cut(tb: TimeBudget) -> str:
-    """The note for a bound's search the clock cut: the plan is the work's unless the clock cut it too (then its
-    own flag says so, and this note does not claim otherwise)."""
-    return BOUND_CUT_WITH_THE_PLAN if tb.cut_by_wall_clock else BOUND_CUT_BY_CLOCK
 
 
 def input_portfolio(given: Problem, params: SolveParams, tb: TimeBudget,
@@ -952,16 +872,6 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
     return problem.on(kept_canonical(g, order)).own_canonical(), False
 
 
-def _depends_on_input_order(r: Result, **stats: Any) -> Result:
-    """`r` said to depend on the file's node order, in its plan statistics (with `stats`) and its `plan_info`."""
-    r.stats["plan"].update(depends_on_input_order=True, **stats)
-    return _info(r, depends_on_input_order=True)
-
-
-def _info(r: Result, **figures: Any) -> Result:
-    """`r` with some of its plan figures replaced."""
-    assert r.plan_info is not None
-    return replace(r, plan_info=replace(r.plan_info, **figures))
 
 
 def _contained(what: str, phase: Callable[[], Any]) -> Any:
@@ -981,41 +891,10 @@ def _unbucketed_fallback(problem: Problem, price: Pricing, params: SolveParams, 
     res = unbucketed or optimize(problem, replace(params, time_limit=max(0.01, tb.wall_left())), clock=tb)
     why = f"internal error in the plan search ({type(error).__name__}: {error}); the best unbucketed order instead"
     over = bound_over_bucketings(problem, price)
-    out = _as_plan(problem, res, (), over.bound, over.notes, {"error": why, "unbucketed_us": _finite(res.makespan)})
-    return _clocked(tb, out.with_stats(message=why))
+    out = as_plan(problem, res, (), over.bound, over.notes, {"error": why, "unbucketed_us": finite_or_none(res.makespan)})
+    return clocked(tb, out.with_stats(message=why))
 
 
-def _given(given: Problem, price: Pricing, tb: TimeBudget, r: Result) -> Result:
-    """A plan searched on the canonical form, as a result of the problem as given: its graph, its buckets
-    listed as the given graph lists them (`_relisted`), and the figures of its input order; with what the clock
-    cut (`_clocked`)."""
-    g = given.relaxed
-    base = evaluate(given.on(g), "input_order", list(range(len(g.nodes))))
-    baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
-    return _clocked(tb, replace(_relisted(given, price, r), graph=given.graph).with_stats(baseline=baseline))
-
-
-def _in_graph_order(g: Graph, bs: Sequence[Bucket]) -> tuple[tuple[Bucket, ...], dict[str, str]]:
-    """`bs` with each bucket's members in `g`'s order (another listing of the graph may order them otherwise),
-    and the new name of each bucket node whose name that changes."""
-    new = tuple(Bucket(tuple(sorted(b.members, key=g.index.__getitem__))) for b in bs)
-    return new, {o: n for b, nb in zip(bs, new) for o, n in zip((b.name, *b.nodes), (nb.name, *nb.nodes)) if o != n}
-
-
-def _relisted(given: Problem, price: Pricing, r: Result) -> Result:
-    """`r` with each bucket's members in the given graph's group input order, as MODEL.md lists them. At free the
-    canonical form may number a group's collectives otherwise (a backward graph's all_gathers, named in forward
-    order, run in reverse), and a plan listed in its order is refused where the plan is saved or applied. Only
-    names change: the bucketed graph is rebuilt on the given graph and the same order, renamed, evaluated on it."""
-    g = given.relaxed
-    new, renamed = _in_graph_order(g, r.buckets)
-    if new == r.buckets:
-        return r
-    h = materialize(g, list(new), laid_out(price, r.layout))
-    e = r.best
-    best = evaluate(given.on(h), e.name, h.order_indices([renamed.get(nm, nm) for nm in e.names()]),
-                    runtime_s=e.runtime_s, stats=e.stats, note=e.note)
-    return replace(r, best=replace(best, buckets=new, transports=tuple(renamed.get(t, t) for t in e.transports)))
 
 
 RESCUE_BUCKETINGS = 512  # bucketings listed (each ordered) when the search's choice has no order within the budget
@@ -1052,163 +931,11 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
             if not isinstance(e, NoValidOrderError):
                 proven.add(bs)  # no bucketed graph: not a plan at all
     every = space is not None and all(bs in proven for bs in listed)
-    raise _no_plan(problem, errors, proven=every or _none_within(problem, price, params, tb))
+    raise no_plan_error(problem, errors, proven=every or none_within(problem, price, params, tb))
 
 
-def _none_within(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudget) -> bool:
-    """Whether the relaxation over every bucketing provably has no order within the budget, in the time left:
-    then no plan has one (decision 65). (The memory floor's proof, decision 71, ran before the search:
-    `optimize_plan`'s `check_floor`.)"""
-    if problem.budget is None or len(problem.relaxed.nodes) > LIFT_NODES or tb.cut():
-        return False
-    over = bound_over_bucketings(problem, price, replace(params, time_limit=max(0.01, tb.wall_left())), clock=tb)
-    return NO_PLAN_WITHIN_BUDGET in over.notes
 
 
-def _no_plan(problem: Problem, errors: list[GraphError], proven: bool) -> GraphError:
-    """The error over every plan: infeasibility only where it is proven (every legal bucketing proven to have no
-    order within the budget, or the relaxation over every bucketing none), with the lowest peak any reached."""
-    lows = [low for e in errors if (low := getattr(e, "lowest_peak", None)) is not None]
-    low = f"; the lowest peak found is {fmt_bytes(min(lows))}" if lows else ""
-    b = problem.budget or 0
-    if proven:
-        err: GraphError = InfeasibleBudgetError(
-            f"memory budget of {fmt_bytes(b)} ({b} B) is unreachable: no plan (no bucketing, no order) peaks that "
-            f"low (proven over every legal bucketing){low}")
-    else:
-        err = NoValidOrderError(
-            f"no plan within the memory budget of {fmt_bytes(b)} ({b} B) was found within the time limit; this is "
-            f"not a proof that none exists{low}; raise time_limit or the budget")
-    err.budget, err.lowest_peak = b, min(lows) if lows else None  # type: ignore[attr-defined]
-    return err
-
-
-def _clocked(tb: TimeBudget, r: Result) -> Result:
-    """`r` saying whether the call's clock cut a deterministic search in any phase."""
-    if not tb.cut_by_wall_clock or r.cut_by_wall_clock:
-        return r
-    return replace(r, stopped_by=r.stopped_by if r.stopped_by == "proof" else "clock").with_stats(cut_by_wall_clock=True)
-
-
-def _keep_solved(problem: Problem, r: Result, solved: dict[str, tuple[tuple[Bucket, ...], Result]]) -> Result:
-    """The plan, or the shortest of the caller's ordered bucketings where that is shorter (its order search ran
-    longer on that bucketing than the plan search could)."""
-    for name, (bs, res) in solved.items():
-        if res.makespan < r.makespan - 1e-9 * max(1.0, r.makespan):
-            log.info("plan: the ordered bucketing %r given (%.1f us) is shorter than the plan (%.1f us)", name,
-                     res.makespan, r.makespan)
-            r = _as_plan(problem, res, bs, r.bound, r.stats["plan"]["bound_notes"],
-                         {**r.stats["plan"], "kept_solved": name}, r.rows, r.baseline)
-    return r
-
-
-def _keep_unbucketed(problem: Problem, r: Result, unbucketed: Result | None) -> Result:
-    """The plan, or the caller's unbucketed order where that is shorter (its order search ran longer on that
-    graph than the plan's final one on the bucketed graph)."""
-    if unbucketed is None:
-        return r
-    ps = r.stats["plan"]
-    ps["unbucketed_us"] = _finite(min(r.unbucketed, unbucketed.makespan))
-    r = _info(r, unbucketed_us=ps["unbucketed_us"])
-    if unbucketed.makespan >= r.makespan - 1e-9 * max(1.0, r.makespan):
-        return r
-    log.info("plan: the unbucketed order given (%.1f us) is shorter than the best bucketed plan (%.1f us)",
-             unbucketed.makespan, r.makespan)
-    return _as_plan(problem, unbucketed, (), r.bound, ps["bound_notes"], {**ps, "kept_unbucketed": True}, r.rows,
-                    r.baseline)
-
-
-def _every_bucketing(problem: Problem, price: Pricing, params: SolveParams, space: list[tuple[Bucket, ...]],
-                     tb: TimeBudget, as_given: dict[str, list[str]]) -> Result:
-    """Order every legal bucketing with `optimize`, in two rounds (decision 107): each gets an equal part of
-    `FIRST_ROUND` of the time limit; the rest goes to the few whose first order is shortest among those not proven
-    optimal and whose bound leaves them a chance, each from its first order. The best plan, and a bound at the
-    problem's level and budget, the least of the bucketings' own bounds (a bucketing proven to have no order within
-    the budget has none), beside the relaxation's."""
-    g = problem.relaxed
-    bound_time = BOUND_SHARE * params.time_limit if len(g.nodes) <= LIFT_NODES else 0.0
-    avail = params.time_limit - bound_time
-    first = _share(params, FIRST_ROUND * avail / len(space), FIRST_ROUND / len(space))
-    done: dict[tuple[Bucket, ...], tuple[Graph, Result]] = {}
-    bound_of: dict[tuple[Bucket, ...], float] = {}
-    errors: list[GraphError] = []
-    each = tb.counting_cuts()  # dozens of short searches: what the clock cut is said once, below
-    runs = cut = 0
-    for bs in space:
-        try:
-            h = materialize(g, list(bs), price)
-        except GraphError:  # no valid place for these buckets (an atomic group between): not a plan
-            continue
-        runs += 1
-        try:
-            res = optimize(problem.on(h), first, clock=each, extra_orders=None if bs else as_given)
-        except InfeasibleBudgetError as e:  # proven: no order of this bucketing is within the budget
-            errors.append(e)
-            continue
-        except NoValidOrderError as e:  # not proven either way: the analytical bound of its schedules
-            errors.append(e)
-            bound_of[bs] = lower_bound(problem.on(h)).makespan
-            continue
-        done[bs], bound_of[bs] = (h, res), res.bound
-        cut += res.cut_by_wall_clock
-    rest = (1.0 - FIRST_ROUND) * avail
-    for bs, part in _second_round(done):
-        h, res = done[bs]
-        again = {"the first round's order": res.names, **({} if bs else as_given)}
-        runs += 1
-        try:
-            more = optimize(problem.on(h), _share(params, part * rest, part * (1.0 - FIRST_ROUND)), clock=each,
-                            extra_orders=again)
-        except GraphError:  # the first round's order stands (it is valid: the same problem)
-            continue
-        cut += more.cut_by_wall_clock
-        bound_of[bs] = max(res.bound, more.bound)
-        if more.makespan < res.makespan:
-            done[bs] = (h, more)
-    if cut:
-        log.warning("deterministic plan search ended by the wall clock in %d of its %d orderings of %d bucketings: "
-                    "the plan may differ across machines; raise time_limit or lower work_limit", cut, runs, len(space))
-    bounds = list(bound_of.values())
-    best = min(((bs, h, res) for bs, (h, res) in done.items()), key=lambda t: (t[2].makespan, len(t[0])),
-               default=None)
-    unb = done[()][1].makespan if () in done else math.inf
-    if best is None:
-        # proven only where every bucketing that makes a graph was proven to have no order within the budget
-        raise _no_plan(problem, errors, proven=all(isinstance(e, InfeasibleBudgetError) for e in errors)
-                       or _none_within(problem, price, params, tb))
-    bs, h, res = best
-    bclock = tb.apart()  # the bound does not change the plan: a cut is said of the bound (decision 98)
-    over = bound_over_bucketings(
-        problem, price, replace(params, time_limit=max(0.01, bound_time)) if bound_time else None, clock=bclock)
-    notes = [*over.notes, _bound_cut(tb)] if params.deterministic and bclock.cut_by_wall_clock else over.notes
-    out = _as_plan(problem, res, bs, max(over.bound, min(bounds)), notes,
-                   {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
-                    "bucketings_judged": 0, "bucketings_unreachable": 0, "every_bucketing": len(space),
-                    "plan_search_s": tb.elapsed(),
-                    "unbucketed_us": _finite(unb), "relaxation_reach_us": over.reach_us})
-    if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
-        out = _depends_on_input_order(out, unbucketed_from=res.method)
-    return out
-
-
-def _share(params: SolveParams, seconds: float, of_work: float) -> SolveParams:
-    """`params` with `seconds` of time limit, and that part (`of_work`) of its work limit where it has one."""
-    return replace(params, time_limit=max(0.01, seconds),
-                   work_limit=None if params.work_limit is None else params.work_limit * of_work)
-
-
-def _second_round(done: dict[tuple[Bucket, ...], tuple[Graph, Result]]) -> list[tuple[tuple[Bucket, ...], float]]:
-    """The bucketings a second round orders again, each with its part of the time left: those whose first order
-    is not proven optimal and whose bound is below the best order found, shortest first (fewer buckets on a
-    tie), at most as many as `SECOND_ROUND` has parts, the parts scaled to sum to 1."""
-    if not done:
-        return []
-    best = min(res.makespan for _, res in done.values())
-    open_ = sorted((bs for bs, (_, res) in done.items()
-                    if not meets(res.makespan, res.bound) and not meets(best, res.bound)),
-                   key=lambda bs: (done[bs][1].makespan, len(bs)))[:len(SECOND_ROUND)]
-    total = sum(SECOND_ROUND[:len(open_)])
-    return [(bs, part / total) for bs, part in zip(open_, SECOND_ROUND)]
 
 
 __all__ = ["optimize_plan"]

@@ -352,15 +352,16 @@ def test_a_plan_bound_the_clock_chose_is_said(monkeypatch):
     from overlapsat.cost import cost_model
     from overlapsat.examples import bundled
     from overlapsat.io import load_graph
+    from overlapsat.solver.plan_result import BOUND_CUT_BY_CLOCK
 
     model = cost_model("h200")
     g = load_graph(bundled("fsdp_medium")).reprice(model)
     # a count of bucketings, not the ledger, ends the search: load cannot push a judgment past JUDGE_SHARE here
     calm = optimize_plan(Problem.of(g, "none"), model.duration, time_limit=30, work_limit=0.3, max_evaluations=20)
-    assert not calm.cut_by_wall_clock and ps.BOUND_CUT_BY_CLOCK not in calm.plan_info.bound_notes
+    assert not calm.cut_by_wall_clock and BOUND_CUT_BY_CLOCK not in calm.plan_info.bound_notes
     monkeypatch.setattr(ps, "BOUND_S_PER_NODE", 1e3)
     short = optimize_plan(Problem.of(g, "none"), model.duration, time_limit=30, work_limit=0.3, max_evaluations=20)
-    assert ps.BOUND_CUT_BY_CLOCK in short.plan_info.bound_notes and short.bound <= calm.bound + 1e-9
+    assert BOUND_CUT_BY_CLOCK in short.plan_info.bound_notes and short.bound <= calm.bound + 1e-9
     assert not short.cut_by_wall_clock and short.stopped_by == calm.stopped_by
     assert (short.makespan, short.buckets) == (calm.makespan, calm.buckets)
 
@@ -437,6 +438,7 @@ def test_a_plan_over_every_bucketing_says_its_clock_cuts_once(caplog):
     from overlapsat.cost import cost_model
     from overlapsat.examples import bundled
     from overlapsat.solver.params import TimeBudget
+    from overlapsat.solver.plan_result import BOUND_CUT_BY_CLOCK
 
     g = load_graph(bundled("fsdp_small"))
     now = [0.0]
@@ -452,8 +454,8 @@ def test_a_plan_over_every_bucketing_says_its_clock_cuts_once(caplog):
     assert r.cut_by_wall_clock and validate(r.bucketed, r.order, r.memory_budget, collective_order="group") == []
     cuts = [rec for rec in caplog.records if "ended by the wall clock" in rec.getMessage()]
     warned = [rec for rec in cuts if rec.levelno >= logging.WARNING]
-    assert len(warned) == 1 and warned[0].name == "overlapsat.solver.plan_search", [w.getMessage() for w in warned]
+    assert len(warned) == 1 and warned[0].name == "overlapsat.solver.every_bucketing", [w.getMessage() for w in warned]
     said = re.search(r"in (\d+) of its (\d+) orderings of 30 bucketings", warned[0].getMessage())
     assert said and 1 <= int(said[1]) <= int(said[2]), warned[0].getMessage()
     assert sum(rec.name == "overlapsat.solver.optimize" for rec in cuts) >= int(said[1])
-    assert ps.BOUND_CUT_BY_CLOCK not in r.plan_info.bound_notes
+    assert BOUND_CUT_BY_CLOCK not in r.plan_info.bound_notes

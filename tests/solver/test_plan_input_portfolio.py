@@ -11,7 +11,8 @@ from overlapsat.cost import cost_model
 from overlapsat.evaluate import rank_key
 from overlapsat.heuristics.portfolio import run_all
 from overlapsat.io import graph_from_dict
-from overlapsat.solver.plan_search import INPUT_PORTFOLIO, plan_canonical
+from overlapsat.solver.plan_result import INPUT_PORTFOLIO
+from overlapsat.solver.plan_search import plan_canonical
 
 CORPUS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "benchmarks",
                       "fx_corpus")

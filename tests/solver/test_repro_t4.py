@@ -73,7 +73,7 @@ def test_the_bound_over_plans_keeps_the_budget_through_the_joint_model():
     """Decision 103: the joint model within the budget lifts the bound over every plan of the turn-4 graph from
     6.38 us (no budget) towards the best plan within it, 9.1366 us (brute force over every legal bucketing and
     order, at `free` and at the graph's `group`: tests/brute.py, 2026-12-02), and the scope says whose bound it is."""
-    from overlapsat.solver.plan_search import JOINT_UNDER_BUDGET
+    from overlapsat.solver.plan_result import JOINT_UNDER_BUDGET
 
     x = load("t4_plan_false_infeasible.json")
     g, m, price = osat.graph_from_dict(x["graph"]), x["meta"], StepPrice(x["spec"])
