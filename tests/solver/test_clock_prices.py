@@ -102,3 +102,22 @@ def test_the_late_bound_under_a_budget_is_started_only_where_the_clock_has_its_p
     budgeted = optimize_plan(Problem.of(g, "1.0x", "group"), H200, time_limit=2)
     assert any("the clock left no time for the bound" in n for n in budgeted.plan_info.bound_notes)
     assert budgeted.bound == pytest.approx(sum(nd.duration for nd in g.nodes if nd.kind.name == "COMPUTE"))
+
+
+def test_a_whole_model_whose_work_is_below_half_its_start_is_not_started():
+    """Decision 119: CP-SAT's start on a whole model (0.29-0.66 s at 449 nodes) lies outside its deterministic count;
+    a deterministic 1-s plan of `fsdp_medium` gave its final order 0.09 units of work and took 0.79 s, past the call's
+    deadline (flagged, the plan then the clock's). A model whose work is below half of its priced start is not
+    started; with more work, or in timed mode, or with no valid order to keep, it runs as before."""
+    from overlapsat import optimize
+
+    g = load_graph(bundled("fsdp_medium"))
+    small = dict(time_limit=60, fill_share=0, lns_min_window_nodes=10**6)  # the whole model alone after the portfolio
+    start = search.WHOLE_START_S + search.WHOLE_START_S_PER_NODE * len(g.nodes)
+    r = optimize(Problem.of(g, "none"), work_limit=0.4 * start, **small)
+    assert r.stats.get("model_skipped", "").startswith("its work") and f"on {len(g.nodes)} nodes" in r.stats["model_skipped"]
+    assert "solver_status" not in r.stats and not r.cut_by_wall_clock and r.status.value != "optimal"
+    r = optimize(Problem.of(g, "none"), work_limit=2.0, **small)
+    assert "model_skipped" not in r.stats and "solver_status" in r.stats
+    r = optimize(Problem.of(g, "none"), deterministic=False, time_limit=2.0, fill_share=0, lns_min_window_nodes=10**6)
+    assert "model_skipped" not in r.stats and "solver_status" in r.stats
