@@ -311,7 +311,7 @@ def test_plan_with_coalesced_buckets_writes_version_4_and_is_never_longer_than_t
     assert co["version"] == 4 and co["layout"] == "coalesced" and co["buckets"], co.get("buckets")
     assert "coalesced buckets" in outs["coalesced"][1] and "coalesced buckets" not in outs["copy"][1]
     assert co["metrics"]["makespan_us"] <= cp["metrics"]["makespan_us"] + 1e-6
-    from overlapsat.cli import _load
+    from overlapsat.cli.common import _load
 
     g0 = _load("fsdp_small")
     sched = load_schedule(tmp_path / "coalesced.json", g0)  # the file names the graph as read
