@@ -13,7 +13,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -307,6 +307,19 @@ class Graph:
                     pairs += [(w, b) for a, b in zip(seq, seq[1:]) for w in self.waits_of[a]]
             self._cache[key] = pairs
         return self._cache[key]
+
+    def keeps_before(self, collective_order: str) -> Callable[[int, int], bool] | None:
+        """Whether collective u must stay issued before collective c, which the input lists after it, under
+        `collective_order`: the pairs `order_pairs` chains, read per pair (group: the same process group; global and
+        chain: every pair); None under "free", which keeps none."""
+        if collective_order not in COLLECTIVE_ORDERS:
+            raise GraphError(f"collective_order must be one of {', '.join(COLLECTIVE_ORDERS)}; got {collective_order!r}")
+        if collective_order == "free":
+            return None
+        if collective_order == "group":
+            group = self.group_id
+            return lambda u, c: group[u] == group[c]
+        return lambda u, c: True
 
     def chain_edges(self) -> frozenset[tuple[str, str]]:
         """Fake and implied edges that are Inductor's collective chain, not data.

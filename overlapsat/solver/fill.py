@@ -79,22 +79,12 @@ def _ancestors_within(g: Graph, c: int, pos: list[int], lo: int) -> set[int]:
     return seen
 
 
-def _kept_in_order(g: Graph, collective_order: str) -> Callable[[int, int], bool] | None:
-    """Whether collective u must stay before collective c, which it precedes, under `collective_order` (the pairs
-    `Graph.order_pairs` fixes, read per pair); None under "free", which keeps no pair."""
-    if collective_order == "free":
-        return None
-    if collective_order == "group":
-        return lambda u, c: g.group_id[u] == g.group_id[c]
-    return lambda u, c: True  # global, chain: every collective keeps the input's sequence
-
-
 def fill(g: Graph, order: Sequence[int], budget: int | None, max_moves: int,
          stop: Callable[[], bool] | None = None, collective_order: str = "free") -> tuple[list[int], FillStats]:
     """`order` with kernels moved after collectives' issues (module docstring), at most `max_moves` moves
     evaluated; `stop()` ends it early (the caller's clock). Returns the order (no longer, within `budget`, valid
     under `collective_order` where `order` is) and the statistics."""
-    kept = _kept_in_order(g, collective_order)
+    kept = g.keeps_before(collective_order)  # the pairs the level keeps (decision 114)
     order = list(order)
     ms = makespan_of(g, order)
     st = FillStats(before_us=ms, after_us=ms)
