@@ -15,6 +15,7 @@ collective overlaps them there, so nothing slows them; no step can be shorter on
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -452,11 +453,17 @@ def replayed_run(d: dict) -> str | None:
     return "/".join(run[:2]) if len(run) >= 2 else None
 
 
+@functools.cache
+def _runs(root: str) -> tuple[tuple[str, dict], ...]:
+    """Every run's results.json under `root`, read once (each row a replay may concern reads them all)."""
+    return tuple((path, json.load(open(path))) for path in sorted(glob.glob(os.path.join(root, "gpu_*", "*",
+                                                                                          "results.json"))))
+
+
 def _replayed(root: str, run: str, cfg: str) -> str:
     """What a later run applying `run`'s plan store measured for `cfg` (`replayed_run`), as a clause; '' where
     none did."""
-    for path in sorted(glob.glob(os.path.join(root, "gpu_*", "*", "results.json"))):
-        d = json.load(open(path))
+    for path, d in _runs(root):
         v = d["configs"].get(cfg)
         if replayed_run(d) != run or not v or "ranks" not in v:
             continue
