@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,15 +32,71 @@ from overlapsat.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_NO_ORDER,
     EXIT_OK,
-    _check_outputs,
+    TEXT_OUTPUTS,
     _noting_sigint,
-    _output_files,
-    _pricing_args,
-    _unraisable,
-    _written_since,
 )
 from overlapsat.errors import GraphError
 from overlapsat.graph import COLLECTIVE_ORDERS
+
+
+def _pricing_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--profile", metavar="GPU", help="price the graph for this hardware profile (a built-in name such as "
+                                                    "h100_sxm, or a profile file) instead of its own durations")
+    sp.add_argument("--calibration", metavar="JSON", help="correct the profile's model with the tables of "
+                                                          "`overlapsat calibrate` (their profile is used if none given)")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every path the command will write, checked before any work (a bad one costs no solve). `-` is standard
+    output for one text output at most, and not beside --json, which prints there too."""
+    from overlapsat.io import STDOUT, check_writable
+
+    to_stdout = [opt for opt in TEXT_OUTPUTS if getattr(args, opt, None) == STDOUT]
+    if getattr(args, "plot", None) == STDOUT:
+        raise GraphError("--plot -: a timeline is a picture; give a file name (.png or .svg)")
+    if len(to_stdout) + bool(getattr(args, "json", False) and to_stdout) > 1:
+        raise GraphError(f"only one output can go to standard output ('-'): --{', --'.join(to_stdout)}"
+                         + (" and --json" if getattr(args, "json", False) else ""))
+    for opt in ("out", "plot", "trace", "csv"):
+        path = getattr(args, opt, None)
+        if path:
+            check_writable(path)
+
+
+def _output_files(args: argparse.Namespace) -> dict[str, tuple[int, int, int] | None]:
+    """Each output file's (inode, size, mtime) now, None where there is none: what an interrupt compares with."""
+    out: dict[str, tuple[int, int, int] | None] = {}
+    for opt in ("out", "plot", "trace", "csv"):
+        path = getattr(args, opt, None)
+        if path and path != "-":
+            try:
+                st = os.stat(path)
+                out[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            except OSError:
+                out[path] = None
+    return out
+
+
+def _written_since(args: argparse.Namespace, before: dict[str, tuple[int, int, int] | None]) -> str:
+    """What an interrupted command left behind, read off its output files: each is written whole or not at all
+    (replaced in one rename), so a file that changed since the start is this run's, complete."""
+    now = _output_files(args)
+    wrote = [p for p, st in now.items() if st is not None and st != before.get(p)]
+    if not wrote:
+        return "nothing written"
+    return f"wrote {', '.join(wrote)}; the outputs not yet written were not written"
+
+
+def _unraisable(hook: Any) -> Any:
+    """`sys.unraisablehook` that drops the KeyboardInterrupt of a noted Ctrl-C: raised where Python cannot
+    propagate it (a weakref callback inside an import, a `__del__`), it would print a traceback and vanish, and
+    the command would end as if never interrupted. `_main` reports it instead."""
+
+    def hook_(u: Any) -> None:
+        if not (_SIGINTS and u.exc_type is KeyboardInterrupt):
+            hook(u)
+
+    return hook_
 
 
 def _solver_args(sp: argparse.ArgumentParser) -> None:

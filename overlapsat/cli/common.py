@@ -7,7 +7,6 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -67,55 +66,7 @@ def _plan_model(args: argparse.Namespace, what: str) -> Any:
     return cost_model(args.profile, calibration=args.calibration)
 
 
-def _pricing_args(sp: argparse.ArgumentParser) -> None:
-    sp.add_argument("--profile", metavar="GPU", help="price the graph for this hardware profile (a built-in name such as "
-                                                    "h100_sxm, or a profile file) instead of its own durations")
-    sp.add_argument("--calibration", metavar="JSON", help="correct the profile's model with the tables of "
-                                                          "`overlapsat calibrate` (their profile is used if none given)")
-
-
 TEXT_OUTPUTS = ("out", "trace", "csv")  # the outputs that may go to standard output ('-')
-
-
-def _check_outputs(args: argparse.Namespace) -> None:
-    """Every path the command will write, checked before any work (a bad one costs no solve). `-` is standard
-    output for one text output at most, and not beside --json, which prints there too."""
-    from overlapsat.io import STDOUT, check_writable
-
-    to_stdout = [opt for opt in TEXT_OUTPUTS if getattr(args, opt, None) == STDOUT]
-    if getattr(args, "plot", None) == STDOUT:
-        raise GraphError("--plot -: a timeline is a picture; give a file name (.png or .svg)")
-    if len(to_stdout) + bool(getattr(args, "json", False) and to_stdout) > 1:
-        raise GraphError(f"only one output can go to standard output ('-'): --{', --'.join(to_stdout)}"
-                         + (" and --json" if getattr(args, "json", False) else ""))
-    for opt in ("out", "plot", "trace", "csv"):
-        path = getattr(args, opt, None)
-        if path:
-            check_writable(path)
-
-
-def _output_files(args: argparse.Namespace) -> dict[str, tuple[int, int, int] | None]:
-    """Each output file's (inode, size, mtime) now, None where there is none: what an interrupt compares with."""
-    out: dict[str, tuple[int, int, int] | None] = {}
-    for opt in ("out", "plot", "trace", "csv"):
-        path = getattr(args, opt, None)
-        if path and path != "-":
-            try:
-                st = os.stat(path)
-                out[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
-            except OSError:
-                out[path] = None
-    return out
-
-
-def _written_since(args: argparse.Namespace, before: dict[str, tuple[int, int, int] | None]) -> str:
-    """What an interrupted command left behind, read off its output files: each is written whole or not at all
-    (replaced in one rename), so a file that changed since the start is this run's, complete."""
-    now = _output_files(args)
-    wrote = [p for p, st in now.items() if st is not None and st != before.get(p)]
-    if not wrote:
-        return "nothing written"
-    return f"wrote {', '.join(wrote)}; the outputs not yet written were not written"
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], lines: list[str]) -> None:
@@ -144,7 +95,6 @@ def _plan_graph(args: argparse.Namespace, g: Any, sched: Any) -> Any:
 
 def _bucket_lines(g: Any, buckets: list[list[str]]) -> list[str]:
     """One line per bucket: its kind and group (its key), its bytes, and its members in issue order."""
-
     out = []
     for k, members in enumerate(buckets):
         nds = [g.node(m) for m in members]
@@ -348,13 +298,3 @@ def _noting_sigint(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _unraisable(hook: Any) -> Any:
-    """`sys.unraisablehook` that drops the KeyboardInterrupt of a noted Ctrl-C: raised where Python cannot
-    propagate it (a weakref callback inside an import, a `__del__`), it would print a traceback and vanish, and
-    the command would end as if never interrupted. `_main` reports it instead."""
-
-    def hook_(u: Any) -> None:
-        if not (_SIGINTS and u.exc_type is KeyboardInterrupt):
-            hook(u)
-
-    return hook_
