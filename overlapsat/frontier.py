@@ -31,6 +31,7 @@ from overlapsat.solver.memory_bound import peak_floor
 from overlapsat.solver.optimize import Result, meets
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.plan_bound import reach_note
+from overlapsat.solver.plan_result import finite_or_none
 from overlapsat.solver.plan_search import CAPS_MB, optimize_plan, torch_greedy
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class Frontier:
     floor_node: str = ""  # the node whose step holds it in every order
 
     def records(self) -> list[dict[str, Any]]:
-        return [{"label": p.label, "budget_bytes": p.budget, "makespan_us": _finite(p.makespan),
+        return [{"label": p.label, "budget_bytes": p.budget, "makespan_us": finite_or_none(p.makespan),
                  "peak_bytes": p.peak, "bound_us": p.bound, "gap": p.gap,
                  "buckets": len(p.result.buckets) if p.result is not None else None,
                  "status": p.status, "relaxation_reach_us": p.reach_us,
@@ -161,10 +162,6 @@ class Frontier:
         return os.fspath(path)
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def default_budgets(problem: Problem, price: Pricing, work_limit: int | None = None,
                     deadline: float | None = None) -> list[tuple[str, int | None]]:
     """The budgets a frontier shows by default, lowest first: the lowest peak any unbucketed order of the
@@ -208,12 +205,13 @@ def plan_frontier(graph: Graph | str, price: Pricing, *, budgets: list[BudgetLik
     its start): the deadline is its, while what the frontier searches is priced by `time_limit` as given, so the
     same rows come on any machine. `options` go to `optimize_plan`. A budget that no plan was found within keeps
     its row, saying why."""
-    params = SolveParams(time_limit=time_limit)  # a limit every search would refuse is named, not raised to 0.01 s
-    workers = SolveParams.from_kwargs(time_limit=time_limit, **{k: options[k] for k in ("workers", "deterministic")
-                                                                if k in options})
-    workers.say_one_worker(clock)  # once for the frontier, not once per budget
-    if workers.deterministic:
-        options.pop("workers", None)  # one CP-SAT worker either way: said above
+    # a limit every search would refuse is named, not raised to 0.01 s; a deterministic search's workers are said
+    # once for the frontier, not once per budget, and left out of the budgets' searches (one worker either way)
+    params = SolveParams.from_kwargs(time_limit=time_limit, **{k: options[k] for k in ("workers", "deterministic")
+                                                               if k in options})
+    params.say_one_worker(clock)
+    if params.deterministic:
+        options.pop("workers", None)
     end = time.monotonic() + (clock.wall_left() if clock is not None else time_limit)
     g = as_graph(graph)
     input_peak = peak_memory(g)  # the default budget, a row, and the frontier's reference

@@ -97,9 +97,9 @@ def order_every_bucketing(problem: Problem, price: Pricing, params: SolveParams,
     notes = [*over.notes, bound_cut_note(tb)] if params.deterministic and bclock.cut_by_wall_clock else over.notes
     out = as_plan(problem, res, bs, max(over.bound, min(bounds)), notes,
                   {"starts": {}, "moves": {"tried": len(space), "accepted": 0}, "bucketings_scored": 0,
-                    "bucketings_judged": 0, "bucketings_unreachable": 0, "every_bucketing": len(space),
-                    "plan_search_s": tb.elapsed(),
-                    "unbucketed_us": finite_or_none(unb), "relaxation_reach_us": over.reach_us})
+                   "bucketings_judged": 0, "bucketings_unreachable": 0, "every_bucketing": len(space),
+                   "plan_search_s": tb.elapsed(),
+                   "unbucketed_us": finite_or_none(unb), "relaxation_reach_us": over.reach_us})
     if not bs and res.method.startswith(INPUT_PORTFOLIO):  # the passes from the order as given won (decision 85)
         out = said_to_depend_on_input_order(out, unbucketed_from=res.method)
     return out

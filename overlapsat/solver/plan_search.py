@@ -123,8 +123,6 @@ POLISH_MOVES = 0.75
 JOINT_SHARE = 0.25  # of the time limit: the joint model of buckets and order (solver/joint.py), small graphs
 
 
-
-
 @paused_gc()  # a search's tables are millions of small objects, and it leaves no reference cycles (gc_pause.py)
 def optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None = None, *,
                   transport: Any = None, **options: Any) -> Result:
@@ -783,11 +781,11 @@ def _search(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
         notes = [*notes, JOINT_UNDER_BUDGET]
     out = as_plan(problem, res, ps.best, max(bound, jbound), notes,
                   {**ps.stats, "bucketings_scored": len(ps.judge.scored), "bucketings_judged": len(ps.judge.full),
-                    "bucketings_unreachable": ps.judge.unreachable,
-                    "ledger": ps.judge.ledger.stats(),
-                    "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
-                    "order_moves": mstats, "unbucketed_us": finite_or_none(unb.makespan) if unb is not None else None,
-                    "relaxation_reach_us": over.reach_us}, rows)
+                   "bucketings_unreachable": ps.judge.unreachable,
+                   "ledger": ps.judge.ledger.stats(),
+                   "plan_search_s": tb.elapsed() - res.stats.get("total_s", 0.0), "joint": jstats,
+                   "order_moves": mstats, "unbucketed_us": finite_or_none(unb.makespan) if unb is not None else None,
+                   "relaxation_reach_us": over.reach_us}, rows)
     out = on_given_graph(given, price, tb, keep_solved(problem, keep_unbucketed(problem, out, unbucketed), solved_given))
     if problem is not given and ps.best == ps.starts.get(DEFAULT_PEER) \
             and peer_given != torch_greedy(problem, g, CAPS_MB[0]):
@@ -805,8 +803,6 @@ def plan_work(params: SolveParams) -> float:
     the time limit (decision 102). With a work limit and a time limit long enough for it, a deterministic plan is the
     same on a slow or loaded machine: the clock, a safety, does not cut it."""
     return params.work_limit if params.work_limit is not None else params.time_limit
-
-
 
 
 def input_portfolio(given: Problem, params: SolveParams, tb: TimeBudget,
@@ -872,8 +868,6 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
     return problem.on(kept_canonical(g, order)).own_canonical(), False
 
 
-
-
 def _contained(what: str, phase: Callable[[], Any]) -> Any:
     """A phase whose failure must not cost the search's plan (the brief): its statistics, or the error."""
     try:
@@ -893,8 +887,6 @@ def _unbucketed_fallback(problem: Problem, price: Pricing, params: SolveParams, 
     over = bound_over_bucketings(problem, price)
     out = as_plan(problem, res, (), over.bound, over.notes, {"error": why, "unbucketed_us": finite_or_none(res.makespan)})
     return clocked(tb, out.with_stats(message=why))
-
-
 
 
 RESCUE_BUCKETINGS = 512  # bucketings listed (each ordered) when the search's choice has no order within the budget
@@ -932,10 +924,6 @@ def _rescue(problem: Problem, price: Pricing, params: SolveParams, tb: TimeBudge
                 proven.add(bs)  # no bucketed graph: not a plan at all
     every = space is not None and all(bs in proven for bs in listed)
     raise no_plan_error(problem, errors, proven=every or none_within(problem, price, params, tb))
-
-
-
-
 
 
 __all__ = ["optimize_plan"]

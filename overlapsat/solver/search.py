@@ -365,15 +365,15 @@ class WholeModel:
     name: str = "model"
 
     def run(self, s: Search) -> ModelStats:
-        from overlapsat.solver.cpsat import solve_whole  # OR-Tools (and pandas) load when a CP-SAT phase runs
-
-        figures: dict[str, Any] = {}
         work = self.share * s.tb.work_left()
         if s.params.deterministic and s.best is not None:  # without a valid order the model must run: it may prove
             start = WHOLE_START_S + WHOLE_START_S_PER_NODE * len(s.cp.graph.nodes)
             if work < start / 2:  # its start would take twice its work: the clock, not the work, would end the call
                 return ModelStats({"model_skipped": f"its work ({work:.3f}) is below half of CP-SAT's start on "
-                                              f"{len(s.cp.graph.nodes)} nodes ({start:.3f} reference seconds)"})
+                                                   f"{len(s.cp.graph.nodes)} nodes ({start:.3f} reference seconds)"})
+        from overlapsat.solver.cpsat import solve_whole  # OR-Tools (and pandas) load when a CP-SAT phase runs
+
+        figures: dict[str, Any] = {}
         # without a budget the model gets exact time, so that its optimum converts into a proof
         ts = choose_scale(s.cp.graph, SEARCH_UNITS if s.problem.budget is not None else EXACT_UNITS)
         out = solve_whole(s.cp, ts, s.params, s.tb, s.best, s.on_progress, s.stop_when, figures, work=work)
