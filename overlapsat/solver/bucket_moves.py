@@ -23,13 +23,26 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from overlapsat.graph import COLLECTIVE, WAIT, Graph, Node, NodeKind
 from overlapsat.plan import Bucket, Pricing, bucket_key, bucket_nodes, bucket_problems, bucketable_by_key
+from overlapsat.solver.move_memory import MoveMemory
 
 _Figures = tuple[int, float, float, int, str]  # kind, compute-stream work, transfer, group id, a wait's collective
+
+
+class Edit(NamedTuple):
+    """A move's result: the edited order, the buckets it makes and those it removes, and where the order
+    changed (positions before `lo`, and the last `tail`, are those of the current order)."""
+
+    order: list[str]
+    new: list[Bucket]
+    gone: list[Bucket]
+    lo: int = 0
+    tail: int = 0
 
 
 @dataclass
@@ -64,7 +77,24 @@ class _Layout:
                 self.unit_of[g.names[c]] = self._alone(g.names[c])
         for b in buckets:
             self._add(b)
-        self.order = list(order)
+        self._index(list(order))
+
+    def _index(self, order: list[str]) -> None:
+        """The current order, each name's place, the compute clock before each step without stalls (a prefix
+        sum), and the places of collectives and waits: what `walk_edit` reads."""
+        self.order = order
+        self.pos = {nm: k for k, nm in enumerate(order)}
+        fig = self.fig
+        pre = [0.0] * (len(order) + 1)
+        clock = 0.0
+        events = []
+        for k, nm in enumerate(order):
+            f = fig[nm]
+            if f[0] == COLLECTIVE or f[0] == WAIT:
+                events.append(k)
+            clock += f[1]
+            pre[k + 1] = clock
+        self.pre, self.events = pre, events
 
     def _alone(self, m: str) -> _Unit:
         """Collective m in no bucket."""
@@ -113,8 +143,65 @@ class _Layout:
             clock += work
         return max([clock + delay, *free]) if free else clock + delay, stall
 
+    def walk_edit(self, e: Edit) -> float:
+        """The makespan of `walk(e.order)`, visiting only the collectives and waits outside the edited span
+        (their clock is the current order's prefix sum, shifted after the span by the work it changed) and the
+        span itself. The sums differ from `walk`'s by rounding only: it screens moves, and a kept one is walked
+        whole."""
+        fig, order, pre, events = self.fig, self.order, self.pre, self.events
+        free = [0.0] * len(self.groups)
+        ends: dict[str, float] = {}
+        delay = 0.0
+        stop = len(order) - e.tail
+        i_lo, i_stop = bisect.bisect_left(events, e.lo), bisect.bisect_left(events, stop)
+        for part, shift in ((events[:i_lo], 0.0), (None, 0.0), (events[i_stop:], None)):
+            if part is None:  # the edited span, node by node
+                clock = pre[e.lo]
+                for nm in e.order[e.lo:len(e.order) - e.tail]:
+                    kind, work, dur, grp, coll = fig[nm]
+                    if kind == COLLECTIVE:
+                        t = clock + delay + work
+                        f = free[grp]
+                        free[grp] = ends[nm] = (t if t > f else f) + dur
+                    elif kind == WAIT:
+                        t = clock + delay
+                        ce = ends[coll]
+                        if ce > t:
+                            delay += ce - t
+                    clock += work
+                moved = clock - pre[stop]
+                continue
+            sh = moved if shift is None else shift
+            for k in part:
+                nm = order[k]
+                kind, work, dur, grp, coll = fig[nm]
+                t = pre[k] + sh + delay
+                if kind == COLLECTIVE:
+                    t += work
+                    f = free[grp]
+                    free[grp] = ends[nm] = (t if t > f else f) + dur
+                else:
+                    ce = ends[coll]
+                    if ce > t:
+                        delay += ce - t
+        end = pre[len(order)] + moved + delay
+        return max([end, *free]) if free else end
+
+    def _spliced(self, at: dict[str, list[str]], new: list[Bucket], gone: list[Bucket]) -> Edit:
+        """The current order with each node of `at` replaced by its list (an empty one drops it), by slices."""
+        order, pos = self.order, self.pos
+        places = sorted((pos[nm], nms) for nm, nms in at.items())
+        out: list[str] = []
+        prev = 0
+        for k, nms in places:
+            out += order[prev:k]
+            out += nms
+            prev = k + 1
+        out += order[prev:]
+        return Edit(out, new, gone, places[0][0], len(order) - places[-1][0] - 1)
+
     # -- moves ---------------------------------------------------------------
-    def split(self, u: _Unit, parts: Sequence[tuple[str, ...]]) -> tuple[list[str], list[Bucket], list[Bucket]]:
+    def split(self, u: _Unit, parts: Sequence[tuple[str, ...]]) -> Edit | None:
         """`u` (a bucket) split into `parts` (a part of one is a collective alone), at u's four places (None
         where the members' waits depend on each other across parts so that those places would not do)."""
         if not self._split_fits(parts) or not self._split_in_sequence(parts):
@@ -132,10 +219,7 @@ class _Layout:
                 at[u.coll].append(nodes[1].name)
                 at[u.wait].append(nodes[2].name)
                 at[u.copy_out].append(nodes[3].name)  # type: ignore[index]
-        out: list[str] = []
-        for nm in self.order:
-            out.extend(at.get(nm, (nm,)))
-        return out, new, [Bucket(u.members)]
+        return self._spliced(at, new, [Bucket(u.members)])
 
     def _split_fits(self, parts: Sequence[tuple[str, ...]]) -> bool:
         """Whether the parts' waits, placed in part order at the bucket's wait (their copy-outs after them all),
@@ -176,8 +260,8 @@ class _Layout:
                 return False
         return True
 
-    def merge(self, a: _Unit, b: _Unit, pos: dict[str, int],
-              early: bool = False) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
+    def merge(self, a: _Unit, b: _Unit, pos: Mapping[str, int],
+              early: bool = False) -> Edit | None:
         """`a` and `b` merged (None where the edit would not be a valid order, or the bucket is illegal): the
         merged copy-in and collective at the later collective's place, or at the earlier one's (`early`: where
         torch's bucketer puts a bucket, and where a group's sequence has it unless its inputs come later)."""
@@ -194,20 +278,15 @@ class _Layout:
                                                   c_pos, w_pos, early, pos):
             return None
         nodes = self._nodes(merged)
-        drop = {x for u in (a, b) for x in (u.copy_in, u.coll, u.wait, u.copy_out) if x is not None}
-        out: list[str] = []
-        for nm in self.order:
-            if nm == at.coll:
-                out += [nodes[0].name, nodes[1].name]
-            elif nm == first_wait.wait:
-                out += [nodes[2].name, nodes[3].name]
-            elif nm not in drop:
-                out.append(nm)
+        at_: dict[str, list[str]] = {x: [] for u in (a, b) for x in (u.copy_in, u.coll, u.wait, u.copy_out)
+                                     if x is not None}
+        at_[at.coll] = [nodes[0].name, nodes[1].name]
+        at_[first_wait.wait] = [nodes[2].name, nodes[3].name]
         gone = [Bucket(u.members) for u in (a, b) if u.copy_in is not None]
-        return out, [merged], gone
+        return self._spliced(at_, [merged], gone)
 
     def _merge_fits(self, first: _Unit, late: _Unit, first_wait: _Unit, later_wait: _Unit, merged: Bucket,
-                    c_pos: int, w_pos: int, early: bool, pos: dict[str, int]) -> bool:
+                    c_pos: int, w_pos: int, early: bool, pos: Mapping[str, int]) -> bool:
         """No dependency points backwards after the merge: placed late, what the earlier collective's members
         feed (other than their waits) comes after the merged collective's place; placed early, what the later
         collective's members depend on comes before it; and what the later-waited members' waits depend on comes
@@ -235,7 +314,7 @@ class _Layout:
                     return False
         return True
 
-    def _first(self, nm: str, pos: dict[str, int]) -> int:
+    def _first(self, nm: str, pos: Mapping[str, int]) -> int:
         """Where a dependency into `nm` (a node of the unbucketed graph) now ends: a bucket member's copy-in, a
         member's wait's bucket wait, or the node itself."""
         u = self._unit_holding(nm)
@@ -243,7 +322,7 @@ class _Layout:
             return pos[nm]
         return pos[u.copy_in] if nm in u.members else pos[u.wait]
 
-    def _last(self, nm: str, pos: dict[str, int]) -> int:
+    def _last(self, nm: str, pos: Mapping[str, int]) -> int:
         """Where a dependency out of `nm` now starts, at the latest: a bucket member's (or its wait's) copy-out
         (an edge leaves its collective, a buffer its copy-out), or the node itself."""
         u = self._unit_holding(nm)
@@ -260,7 +339,7 @@ class _Layout:
             u = self.unit_of.get(self.g.names[self.g.coll_of[i]])
         return u
 
-    def shift(self, a: _Unit, b: _Unit, last: bool) -> tuple[list[str], list[Bucket], list[Bucket]] | None:
+    def shift(self, a: _Unit, b: _Unit, last: bool) -> Edit | None:
         """One member moved between neighbouring units of one key: a's last member into b (`last`), or b's first
         into a; a split, then a merge on the edited order (None where the merge is not made)."""
         src, dst = (a, b) if last else (b, a)
@@ -271,35 +350,56 @@ class _Layout:
         first = self.split(src, [rest, (moved,)] if last else [(moved,), rest])
         if first is None:
             return None
-        tmp = self.copy()
-        tmp.accept(*first)
-        pos = {nm: k for k, nm in enumerate(tmp.order)}
-        second = tmp.merge(tmp.unit_of[moved], tmp.unit_of[dst.members[0]], pos)
+        tmp = self.copy()  # the split made, its places read through this layout's (no O(n) index of its own)
+        tmp._regroup(first.new, first.gone)
+        tmp.order, tmp.pos = first.order, _Shifted(self.pos, first, len(self.order))
+        second = tmp.merge(tmp.unit_of[moved], tmp.unit_of[dst.members[0]], tmp.pos)
         if second is None:
             return None
-        new = [x for x in first[1] if x not in second[2]] + second[1]
-        gone = first[2] + [x for x in second[2] if x not in first[1]]
-        return second[0], new, gone
+        new = [x for x in first.new if x not in second.gone] + second.new
+        gone = first.gone + [x for x in second.gone if x not in first.new]
+        return Edit(second.order, new, gone, min(first.lo, second.lo), min(first.tail, second.tail))
 
     def copy(self) -> _Layout:
         """A layout to edit without touching this one (the figures are shared: they only grow)."""
         c = object.__new__(_Layout)
         c.__dict__.update(self.__dict__)
-        c.buckets, c.unit_of, c.order = dict(self.buckets), dict(self.unit_of), list(self.order)
+        c.buckets, c.unit_of = dict(self.buckets), dict(self.unit_of)
         return c
 
-    def accept(self, order: list[str], new: list[Bucket], gone: list[Bucket]) -> None:
+    def accept(self, order: list[str], new: list[Bucket], gone: list[Bucket], lo: int = 0, tail: int = 0) -> None:
+        self._regroup(new, gone)
+        self._index(order)
+
+    def _regroup(self, new: list[Bucket], gone: list[Bucket]) -> None:
         for b in gone:
             self.buckets.pop(b, None)
             for m in b.members:
                 self.unit_of[m] = self._alone(m)
         for b in new:
             self._add(b)
-        self.order = order
+
+
+class _Shifted:
+    """The places of an edited order, read through the current order's (`base`) and the edit's span."""
+
+    def __init__(self, base: Mapping[str, int], e: Edit, before: int) -> None:
+        self.base, self.lo, self.stop, self.grown = base, e.lo, before - e.tail, len(e.order) - before
+        self.span = {nm: e.lo + k for k, nm in enumerate(e.order[e.lo:len(e.order) - e.tail])}
+
+    def __getitem__(self, nm: str) -> int:
+        k = self.span.get(nm)
+        if k is not None:
+            return k
+        k = self.base[nm]
+        if self.lo <= k < self.stop:
+            raise KeyError(nm)  # a node the edit removed
+        return k if k < self.lo else k + self.grown
 
 
 Confirm = Callable[[tuple[Bucket, ...], list[str]], bool]  # is this plan (buckets, order by name) valid?
 CONFIRM_MOVES = 50  # a confirmation counts as this many moves tried (it builds the bucketed graph once)
+MEMORY_MOVES = 4  # a check of the budget in the layout, and the accept after it, as this many (1-4 and 2-11 ms)
 
 
 @dataclass
@@ -310,43 +410,55 @@ class MovesResult:
     tried: int
     accepted: int
     first_s: float | None  # when a move was first kept (seconds after the start)
-    refused: int = 0  # moves that shortened the walk but `confirm` found invalid
+    refused: int = 0  # moves that shortened the walk but were above the budget, or `confirm` found invalid
 
 
 def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str],
                             max_moves: int, late: Callable[[], bool] = lambda: False,
-                            confirm: Confirm | None = None, sequences: list[list[int]] | None = None) -> MovesResult:
+                            confirm: Confirm | None = None, sequences: list[list[int]] | None = None,
+                            budget: int | None = None) -> MovesResult:
     """A hill climb over bucket moves that keep the order (module docstring), from `buckets` and `order` (a
     valid order of their bucketed graph, by name): at most `max_moves` moves tried (`late()`: the clock's stop,
     in timed mode; a confirmation counts `CONFIRM_MOVES`), in the order `_moves` gives them; the first that
     shortens the walk, and that `confirm` accepts (None: level free, no budget), is kept. `sequences`: the
     collective sequences the level keeps (`Graph.group_colls`, or `[coll_seq]`), to leave out early the splits
-    they forbid."""
+    they forbid. `budget`: a move above it is refused before `confirm` by the peak of its plan, computed in the
+    layout (`MoveMemory`, exact; a check counts `MEMORY_MOVES`), so that at level free `confirm` need not build the
+    graph."""
     t0 = time.monotonic()
     first: float | None = None
     lay = _Layout(g, price, buckets, order, sequences)
+    memory = MoveMemory(g, price, buckets, order) if budget is not None else None
     best, stall = lay.walk(lay.order)
     tried = accepted = refused = 0
     improved = True
     while improved and tried < max_moves and not late():
         improved = False
-        pos = {nm: k for k, nm in enumerate(lay.order)}
-        for move in _moves(lay, stall, pos):
+        for move in _moves(lay, stall, lay.pos):
             if tried >= max_moves or late():
                 break
             edit = move()
             if edit is None:
                 continue
             tried += 1
-            ms, st = lay.walk(edit[0])
-            if ms < best - 1e-9 * max(1.0, best):
+            if lay.walk_edit(edit) < best - 1e-9 * max(1.0, best):
+                ms, st = lay.walk(edit.order)  # exact, and the stalls that order the next moves
+                if ms >= best - 1e-9 * max(1.0, best):
+                    continue
+                if memory is not None:
+                    tried += MEMORY_MOVES
+                    if memory.peak(*edit) > budget:  # type: ignore[operator]
+                        refused += 1
+                        continue
                 if confirm is not None:
                     tried += CONFIRM_MOVES
-                    kept = (set(lay.buckets) - set(edit[2])) | set(edit[1])
-                    if not confirm(tuple(sorted(kept, key=lambda b: g.index[b.members[0]])), edit[0]):
+                    kept = (set(lay.buckets) - set(edit.gone)) | set(edit.new)
+                    if not confirm(tuple(sorted(kept, key=lambda b: g.index[b.members[0]])), edit.order):
                         refused += 1
                         continue
                 lay.accept(*edit)
+                if memory is not None:
+                    memory.accept(*edit)
                 best, stall, improved = ms, st, True
                 accepted += 1
                 first = time.monotonic() - t0 if first is None else first
@@ -355,7 +467,7 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
     return MovesResult(bs, lay.order, best, tried, accepted, first, refused)
 
 
-def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int],
+def _moves(lay: _Layout, stall: dict[str, float], pos: Mapping[str, int],
            early: bool | None = None) -> list[Callable[[], tuple | None]]:
     """The moves from the current layout, most promising first, each built only when tried: halve the buckets
     whose wait stalls (most stalled first); merge neighbouring units of one key (by collective position),
@@ -390,4 +502,4 @@ def _moves(lay: _Layout, stall: dict[str, float], pos: dict[str, int],
     return out
 
 
-__all__ = ["MovesResult", "order_preserving_search"]
+__all__ = ["Edit", "MovesResult", "order_preserving_search"]

@@ -23,7 +23,10 @@ STEP_S: dict[str, tuple[float, float]] = {
     "greedy": (0.0, 1.7e-5),  # torch's greedy bucketer at one cap [2-17 us]
     "room": (0.01, 3.6e-5),  # one exact check of a start within the budget's room, or one of its repairs [13-36 us]
     "graph": (0.005, 2.1e-5),  # one bucketed graph built [14-21 us]
-    "move": (0.0, 5.5e-7),  # one bucket move: a walk of the order, and its confirmation where kept [0.25-0.64 us]
+    # one bucket move: its edit and the walk of its span and of the collectives and waits, with its share of the
+    # memory checks and confirmations (decision 120; 2026-12-03, the 13 corpus graphs from their 10-s plans' move
+    # starts, up to 3000 moves: 95-293 ns a node a move, setup included) [before decision 120: 0.25-0.64 us]
+    "move": (0.0, 2.5e-7),
     "bound": (0.0, 1.5e-5),  # the analytical bound over every bucketing [about 15 us]
     "floor": (0.0, 9e-6),  # a bucketed graph's memory floor read before it is judged (decision 94) [7-9 us]
     # a caller's ordered bucketing checked (`solved_plans`: its buckets, its graph built and fingerprinted, its

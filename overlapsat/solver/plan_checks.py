@@ -83,6 +83,18 @@ def confirmer(problem: Problem, price: Pricing) -> Confirm | None:
     return lambda bs, order: not problem.over_cap(bs) and (check is None or check(bs, order))
 
 
+def move_checks(problem: Problem, price: Pricing) -> tuple[Confirm | None, int | None]:
+    """What a bucket move must pass, as `confirmer` and the budget the moves check themselves (decision 120):
+    at level free a move's order is valid by construction, so its peak (`MoveMemory`, exact) is the budget's
+    whole check and only the bucket cap is left to confirm; at the other levels the peak refuses a move before
+    the graph is built for the level's check."""
+    if problem.budget is None or problem.collective_order != "free":
+        return confirmer(problem, price), problem.budget
+    if problem.bucket_cap is None:
+        return None, problem.budget
+    return (lambda bs, order: not problem.over_cap(bs)), problem.budget
+
+
 def level_check(problem: Problem, price: Pricing) -> Confirm | None:
     """None at level free without a budget: the edit is a valid order by construction there. Without a budget
     at levels group and global, the edit keeps every dependency by construction as well, so the collective

@@ -54,7 +54,7 @@ from overlapsat.solver.plan_bound import (
     bound_over_bucketings,
     kernel_bound,
 )
-from overlapsat.solver.plan_checks import check_call, checked, confirmer, sequences, solved_plans
+from overlapsat.solver.plan_checks import check_call, checked, move_checks, sequences, solved_plans
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_result import (
@@ -110,7 +110,7 @@ BOUND_S_PER_NODE = STEP_S["bound"][1]  # the analytical bound over every bucketi
 BUDGETED_BOUND_S_PER_NODE = 1e-4
 EARLY_BOUND_SHARE = 0.05  # of the time limit: the analytical bound is computed before the search when it costs less
 JUDGE_SHARE = 0.6  # of the time limit on the clock: no pass judging a bucketing starts later
-MOVES_SHARE = 0.2  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py)
+MOVES_SHARE = 0.3  # of the time limit: bucket moves that keep the order (solver/bucket_moves.py; decision 120)
 MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill climb's share
 MOVE_STARTS = 3  # the best finalists the moves start from
 MOVES_MIN = 30  # deterministic mode: bucket moves tried however little the ledger has left (a walk of the order each)
@@ -545,6 +545,7 @@ class PlanSearch:
         origins = list(dict.fromkeys([self.best, *origins]))[:MOVE_STARTS]
         j.ledger.charge("graph", len(origins) - 1)  # the other origins' bucketed graphs
         budget_moves = max(MOVES_MIN, j.ledger.how_many("move", SEARCH_SHARE + self.moves_share))
+        confirm, budget = move_checks(self.problem, self.price)
         runs = []
         for k, bs in enumerate(origins):
             hk = self.h if bs == self.best else materialize(g, list(bs), self.price)
@@ -553,8 +554,8 @@ class PlanSearch:
             assert row is not None
             runs.append(alternate(g, self.price, bs, [hk.names[v] for v in row.order],
                                   budget_moves // len(origins) if p.deterministic else 2**62,
-                                  _Late(j, p.deterministic, end_k), j.score,
-                                  confirmer(self.problem, self.price), sequences(self.problem)))
+                                  _Late(j, p.deterministic, end_k), j.score, confirm, sequences(self.problem),
+                                  budget=budget))
         mv = min(runs, key=lambda r: r.makespan)
         tried = sum(r.tried for r in runs)
         j.ledger.charge("move", tried)
@@ -652,8 +653,9 @@ class PlanSearch:
         (bs, r0), which = min(((c, k) for k, c in enumerate([(self.best, res), *others])),
                               key=lambda ck: (ck[0][1].makespan, ck[1]))
         bs, start = self._listed_here(bs, [r0.graph.names[v] for v in r0.order])
+        confirm, budget = move_checks(self.problem, self.price)
         mv = order_preserving_search(self.g, self.price, bs, start, moves, _Late(j, p.deterministic, end),
-                                     confirmer(self.problem, self.price), sequences(self.problem))
+                                     confirm, sequences(self.problem), budget)
         stats: dict[str, Any] = {"from": "the final order" if which == 0 else "the caller's", "tried": mv.tried,
                                  "accepted": mv.accepted, "refused": mv.refused, "before_us": r0.makespan,
                                  "moves_us": mv.makespan if mv.accepted else None,

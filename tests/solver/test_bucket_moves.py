@@ -17,7 +17,7 @@ SEEDS = int(os.environ.get("OVERLAPSAT_MOVES_SEEDS", "30"))
 
 
 def _apply(bs, edit):
-    order, new, gone = edit
+    order, new, gone = edit[:3]
     return tuple(sorted([b for b in bs if b not in gone] + new, key=lambda b: b.members)), order
 
 
@@ -32,14 +32,15 @@ def _every_edit(g, bs, order):
         if edit is None:
             continue
         nbs, norder = _apply(bs, edit)
-        yield lay, nbs, norder, materialize(g, list(nbs), price)
+        yield lay, nbs, norder, materialize(g, list(nbs), price), edit
 
 
 @pytest.mark.parametrize("seed", range(SEEDS))
 def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simulator(seed):
     """From every legal bucketing and a random valid order of it: each move the search would try (splits,
     merges of any neighbouring units at either place, drops) that the layout makes is a valid order of the bucketed graph
-    `materialize` builds for the new buckets (level free), and the layout's walk equals `simulate` on it."""
+    `materialize` builds for the new buckets (level free), and the layout's walk equals `simulate` on it (its
+    walk of the edited span alone, to rounding)."""
     g = random_plan_graph(seed)
     rng = random.Random(seed)
     checked = 0
@@ -47,10 +48,11 @@ def test_every_move_is_a_valid_order_of_its_bucketed_graph_and_walks_as_the_simu
         h = materialize(g, list(bs), price)
         order = [h.names[v] for v in random_valid_order(h, rng, "free")]
         assert _Layout(g, price, bs, order).walk(order)[0] == simulate(h, order).makespan
-        for lay, nbs, norder, h2 in _every_edit(g, bs, order):
+        for lay, nbs, norder, h2, edit in _every_edit(g, bs, order):
             assert sorted(norder) == sorted(h2.names)
             assert validate(Problem(h2, None, "free"), norder) == [], (bs, nbs)
             assert lay.walk(norder)[0] == simulate(h2, norder).makespan
+            assert lay.walk_edit(edit) == pytest.approx(simulate(h2, norder).makespan, rel=1e-12, abs=1e-9)
             checked += 1
     if not checked:
         pytest.skip("no move applies")
@@ -67,7 +69,7 @@ def test_a_merge_whose_transfers_do_not_overlap_is_not_made():
     overlapped = ["p0", "ag0", "p1", "ag1", "w0", "m0", "w1", "m1", "p2", "ag2", "w2", "m2"]
     lay = _Layout(g, price, (), overlapped)
     pos = {nm: k for k, nm in enumerate(overlapped)}
-    order, new, gone = lay.merge(lay.unit_of["ag0"], lay.unit_of["ag1"], pos)
+    order, new, gone = lay.merge(lay.unit_of["ag0"], lay.unit_of["ag1"], pos)[:3]
     b = Bucket(("ag0", "ag1"))
     assert new == [b] and gone == [] and order[:5] == ["p0", "p1", b.nodes[0], b.name, b.nodes[2]]
 
@@ -136,7 +138,7 @@ def test_a_move_is_confirmed_exactly_when_its_plan_is_valid_at_the_level_and_bud
             budget_b = simulate(h, order).peak_memory if tight else None  # the order's own peak: exactly at it
             problem = Problem.of(g, budget_b, level)
             confirm = _confirmer(problem, price)
-            for _, nbs, norder, h2 in _every_edit(g, bs, order):
+            for _, nbs, norder, h2, _ in _every_edit(g, bs, order):
                 truth = validate(Problem(h2, budget_b, level), norder) == []
                 assert confirm(nbs, norder) == truth, (level, budget_b, bs, nbs)
                 seen[truth] += 1
@@ -191,12 +193,12 @@ def test_an_early_merge_takes_the_earlier_collectives_place_unless_the_later_one
     order = ["p0", "p1", "p2", "a0", "r1", "a2", "w0", "m0", "w1", "m1", "w2", "m2"]
     lay = _Layout(g, price, (), order)
     pos = {nm: k for k, nm in enumerate(order)}
-    out, new, _ = lay.merge(lay.unit_of["a0"], lay.unit_of["a2"], pos, early=True)
+    out, new, _ = lay.merge(lay.unit_of["a0"], lay.unit_of["a2"], pos, early=True)[:3]
     b = Bucket(("a0", "a2"))
     assert new == [b] and out[3:6] == [b.nodes[0], b.name, "r1"]
     h = materialize(g, [b], price)
     assert validate(Problem(h, None, "group"), out) == []
-    late, _, _ = lay.merge(lay.unit_of["a0"], lay.unit_of["a2"], pos)
+    late = lay.merge(lay.unit_of["a0"], lay.unit_of["a2"], pos).order
     assert late[3:6] == ["r1", b.nodes[0], b.name] and validate(Problem(h, None, "group"), late) != []
     order2 = ["p0", "a0", "p1", "r1", "p2", "a2", "w0", "m0", "w1", "m1", "w2", "m2"]
     lay2 = _Layout(g, price, (), order2)
@@ -246,7 +248,7 @@ def test_a_split_whose_parts_waits_depend_on_each_other_is_not_made():
     assert lay2.shift(lay2.unit_of["a0"], lay2.unit_of["a2"], last=True) is None  # a1 alone after a0: w1 after w0
     made = 0
     for parts in ([("a0", "a1"), ("a2", "a3")], [("a1",), ("a0",), ("a3",), ("a2",)], [("a3",), ("a0", "a1", "a2")]):
-        order, new, gone = lay.split(u, parts)
+        order, new, gone = lay.split(u, parts)[:3]
         assert validate(Problem(materialize(g, new, price), None, "free"), order) == []
         made += 1
     assert made == 3
