@@ -14,6 +14,9 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
+SIZE_END = 2**63  # a size in bytes lies in 0 .. SIZE_END - 1 (a signed 64-bit integer, as torch's sizes)
+
+
 class _SizeOutOfRange(GraphError):
     """A number with a unit outside 0 .. 2**63 - 1 B: `resolve_size` passes the reason on under its option's name."""
 
@@ -29,7 +32,7 @@ class MemoryBudget:
         if (self.bytes is None) == (self.ratio is None):
             raise GraphError("memory budget: give exactly one of bytes or ratio")
         if self.bytes is not None and (isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0
-                                       or self.bytes >= 2**63):
+                                       or self.bytes >= SIZE_END):
             raise GraphError(f"memory budget: bytes must be an integer from 0 to 2**63 - 1, got {self.bytes!r}")
         if self.ratio is not None and not (isinstance(self.ratio, (int, float)) and math.isfinite(self.ratio) and self.ratio > 0):
             raise GraphError(f"memory budget: ratio must be a finite number > 0, got {self.ratio!r}")
@@ -75,7 +78,7 @@ class MemoryBudget:
                 val = float(m.group(1)) * _UNITS[m.group(2)]
             except ValueError:
                 val = float("nan")
-            if math.isfinite(val) and 0 <= val < 2**63:
+            if math.isfinite(val) and 0 <= val < SIZE_END:
                 return cls(bytes=int(val))
             if not math.isnan(val):  # a number with a unit, out of range: say which way
                 raise _SizeOutOfRange(f"memory budget {text!r}: {SIZE_RANGE}")
@@ -135,6 +138,6 @@ def resolve_size(size: int | str | None, what: str) -> int | None:
             raise GraphError(f"{what} {size!r}: {SIZE_RANGE}") from None
         except GraphError:
             raise GraphError(f"{what} {size!r}: expected bytes (an int) or a size like '25MiB'") from None
-    if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < 2**63:
+    if isinstance(size, int) and not isinstance(size, bool) and 0 <= size < SIZE_END:
         return size
     raise GraphError(f"{what} {size!r}: expected bytes (an int >= 0) or a size like '25MiB'")
