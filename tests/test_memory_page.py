@@ -398,8 +398,11 @@ def test_where_the_2d_gap_goes_is_the_raw_file():
 
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
-RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
-RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_112.md")
+RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-03_120.md")
+RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-03_120.md")
+# the pair the history page's table by time limit is made from (docs/history/plans_2026-12-03.md)
+RAW_10_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
+RAW_60_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_112.md")
 
 
 def test_the_verdict_table_is_the_raw_file():
@@ -424,7 +427,7 @@ def test_the_verdict_sentences_are_the_raw_files():
 def test_the_table_by_time_limit_now_is_the_raw_files():
     from benchmarks.bench_plan import by_time_limit
 
-    assert "\n".join(by_time_limit(RAW_10_NOW, RAW_60_NOW)) in _plans_before()
+    assert "\n".join(by_time_limit(RAW_10_BEFORE, RAW_60_BEFORE)) in _plans_before()
 
 
 def test_the_gpu_verdict_file_is_what_the_runs_give():

@@ -12,11 +12,15 @@ in place instead, and MODEL.md's walk of the edited order is computed from per-n
 
 The edited order is valid on the bucketed graph by construction (each new node's dependencies are among those
 of the node whose place it takes, or checked), so the bucketed graph is built once, at the end, where the order
-is checked again (`validate`). At level "free" without a budget that is all. At a stricter level, or under a
-budget, a group's collective sequence and the memory of a bucketed graph depend on the whole bucketing, which
-the edit does not see: there a move that shortens the walk is kept only when `confirm` (the plan search's,
-exact: the collective sequences of the edited plan's bucketed graph at group and global, or the plan built and
-validated, about 0.2 s at 16k nodes) finds the edited plan valid. Only the few moves that shorten the walk pay.
+is checked again (`validate`). At level "free" without a budget that is all. Under a budget, a move that shortens
+the walk is kept only within it, by its plan's peak computed here (`MoveMemory`, exact; decision 120). At a
+stricter level a group's collective sequence depends on the whole bucketing, which the edit does not see: there
+such a move is kept only when `confirm` (the plan search's, exact: the collective sequences of the edited plan's
+bucketed graph at group and global, or the plan built and validated, about 0.2 s at 16k nodes) finds the edited
+plan valid. Only the few moves that shorten the walk pay.
+
+An edit is spliced from slices of the current order, and its walk (`walk_edit`) visits only the edited span and
+the collectives and waits outside it, whose compute clock is the current order's prefix sum.
 """
 
 from __future__ import annotations
@@ -148,44 +152,48 @@ class _Layout:
         (their clock is the current order's prefix sum, shifted after the span by the work it changed) and the
         span itself. The sums differ from `walk`'s by rounding only: it screens moves, and a kept one is walked
         whole."""
-        fig, order, pre, events = self.fig, self.order, self.pre, self.events
+        fig, pre, events = self.fig, self.pre, self.events
         free = [0.0] * len(self.groups)
         ends: dict[str, float] = {}
-        delay = 0.0
-        stop = len(order) - e.tail
+        stop = len(self.order) - e.tail
         i_lo, i_stop = bisect.bisect_left(events, e.lo), bisect.bisect_left(events, stop)
-        for part, shift in ((events[:i_lo], 0.0), (None, 0.0), (events[i_stop:], None)):
-            if part is None:  # the edited span, node by node
-                clock = pre[e.lo]
-                for nm in e.order[e.lo:len(e.order) - e.tail]:
-                    kind, work, dur, grp, coll = fig[nm]
-                    if kind == COLLECTIVE:
-                        t = clock + delay + work
-                        f = free[grp]
-                        free[grp] = ends[nm] = (t if t > f else f) + dur
-                    elif kind == WAIT:
-                        t = clock + delay
-                        ce = ends[coll]
-                        if ce > t:
-                            delay += ce - t
-                    clock += work
-                moved = clock - pre[stop]
-                continue
-            sh = moved if shift is None else shift
-            for k in part:
-                nm = order[k]
-                kind, work, dur, grp, coll = fig[nm]
-                t = pre[k] + sh + delay
-                if kind == COLLECTIVE:
-                    t += work
-                    f = free[grp]
-                    free[grp] = ends[nm] = (t if t > f else f) + dur
-                else:
-                    ce = ends[coll]
-                    if ce > t:
-                        delay += ce - t
-        end = pre[len(order)] + moved + delay
+        delay = self._events(events[:i_lo], 0.0, 0.0, free, ends)
+        clock = pre[e.lo]
+        for nm in e.order[e.lo:len(e.order) - e.tail]:  # the edited span, node by node
+            kind, work, dur, grp, coll = fig[nm]
+            if kind == COLLECTIVE:
+                t = clock + delay + work
+                f = free[grp]
+                free[grp] = ends[nm] = (t if t > f else f) + dur
+            elif kind == WAIT:
+                t = clock + delay
+                ce = ends[coll]
+                if ce > t:
+                    delay += ce - t
+            clock += work
+        moved = clock - pre[stop]
+        delay = self._events(events[i_stop:], moved, delay, free, ends)
+        end = pre[len(self.order)] + moved + delay
         return max([end, *free]) if free else end
+
+    def _events(self, places: list[int], shift: float, delay: float, free: list[float],
+                ends: dict[str, float]) -> float:
+        """The collectives and waits at `places` of the current order walked, their clock its prefix sum plus
+        `shift` and the stalls so far (`delay`): the stalls after them."""
+        fig, order, pre = self.fig, self.order, self.pre
+        for k in places:
+            nm = order[k]
+            kind, work, dur, grp, coll = fig[nm]
+            t = pre[k] + shift + delay
+            if kind == COLLECTIVE:
+                t += work
+                f = free[grp]
+                free[grp] = ends[nm] = (t if t > f else f) + dur
+            else:
+                ce = ends[coll]
+                if ce > t:
+                    delay += ce - t
+        return delay
 
     def _spliced(self, at: dict[str, list[str]], new: list[Bucket], gone: list[Bucket]) -> Edit:
         """The current order with each node of `at` replaced by its list (an empty one drops it), by slices."""

@@ -23,8 +23,8 @@ SEEDS = int(os.environ.get("OVERLAPSAT_MOVES_SEEDS", "30"))
 
 def memory_graph(seed: int) -> Graph:
     """`random_plan_graph` with its buffers varied: some outputs, freeable inputs read by collectives and
-    kernels, collectives' outputs read by their waits alone, an unread buffer, a collective whose input buffer is gone (a constant input), and sizes up to
-    2**50 B on some seeds."""
+    kernels, collectives' outputs read by their waits alone, an unread buffer, a collective whose input buffer
+    is gone (a constant input), and sizes up to 2**50 B on some seeds."""
     g = random_plan_graph(seed)
     rng = random.Random(seed * 7 + 1)
     big = rng.random() < 0.3
@@ -109,3 +109,21 @@ def test_moves_under_a_budget_at_level_free_keep_it_and_agree_with_building_the_
         assert (laid.buckets, laid.order, laid.makespan) == (built.buckets, built.order, built.makespan)
         h2 = materialize(g, list(laid.buckets), price)
         assert validate(Problem(h2, budget, "free"), laid.order) == []
+
+
+def test_at_level_free_the_budget_is_the_moves_own_check_and_elsewhere_a_filter_before_the_confirmation():
+    """Decision 120: at free under a budget, nothing is left to confirm but the bucket cap (no graph is built per
+    move); at group, or without a budget, the confirmation is the one `confirmer` gives, and the budget is
+    checked by the moves as well where there is one."""
+    from overlapsat.solver.plan_checks import move_checks
+
+    g = memory_graph(3)
+    assert move_checks(Problem.of(g, 10**6, "free"), price) == (None, 10**6)
+    confirm, budget = move_checks(Problem.of(g, "none", "free"), price)
+    assert confirm is None and budget is None
+    confirm, budget = move_checks(Problem.of(g, 10**6, "group"), price)
+    assert confirm is not None and budget == 10**6
+    capped = replace(Problem.of(g, 10**6, "free"), bucket_cap=1)  # the cap, a sum per bucket, is still confirmed
+    confirm, budget = move_checks(capped, price)
+    two = next(b for bs in all_bucketings(g, 200) for b in bs)
+    assert budget == 10**6 and confirm is not None and confirm((two,), []) is False
