@@ -15,9 +15,9 @@ of the node whose place it takes, or checked), so the bucketed graph is built on
 is checked again (`validate`). At level "free" without a budget that is all. Under a budget, a move that shortens
 the walk is kept only within it, by its plan's peak computed here (`MoveMemory`, exact; decision 120). At a
 stricter level a group's collective sequence depends on the whole bucketing, which the edit does not see: there
-such a move is kept only when `confirm` (the plan search's, exact: the collective sequences of the edited plan's
-bucketed graph at group and global, or the plan built and validated, about 0.2 s at 16k nodes) finds the edited
-plan valid. Only the few moves that shorten the walk pay.
+such a move is kept only when `confirm` (the plan search's, exact, without the budget: the collective sequences
+of the edited plan's bucketed graph at group and global, or the plan built and validated at chain, about 0.2 s
+at 16k nodes) finds the edited plan valid. Only the few moves that shorten the walk pay.
 
 An edit is spliced from slices of the current order, and its walk (`walk_edit`) visits only the edited span and
 the collectives and waits outside it, whose compute clock is the current order's prefix sum.
@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 from overlapsat.graph import COLLECTIVE, WAIT, Graph, Node, NodeKind
 from overlapsat.plan import Bucket, Pricing, bucket_key, bucket_nodes, bucket_problems, bucketable_by_key
-from overlapsat.solver.move_memory import MoveMemory
+from overlapsat.solver.move_memory import EditPlaces, MoveMemory
 
 _Figures = tuple[int, float, float, int, str]  # kind, compute-stream work, transfer, group id, a wait's collective
 
@@ -127,24 +127,9 @@ class _Layout:
     def walk(self, order: Sequence[str]) -> tuple[float, dict[str, float]]:
         """MODEL.md's walk of `order` as `simulate` does it (the clock without stalls, plus the stalls so far):
         the makespan, and each wait's stall by its collective's name."""
-        fig, free = self.fig, [0.0] * len(self.groups)
-        ends: dict[str, float] = {}
+        free = [0.0] * len(self.groups)
         stall: dict[str, float] = {}
-        clock = delay = 0.0
-        for nm in order:
-            kind, work, dur, grp, coll = fig[nm]
-            t = clock + delay
-            if kind == COLLECTIVE:
-                t += work
-                f = free[grp]
-                e = (t if t > f else f) + dur
-                free[grp] = ends[nm] = e
-            elif kind == WAIT:
-                ce = ends[coll]
-                if ce > t:
-                    delay += ce - t
-                    stall[coll] = ce - t
-            clock += work
+        clock, delay = self._span(order, 0.0, 0.0, free, {}, stall)
         return max([clock + delay, *free]) if free else clock + delay, stall
 
     def walk_edit(self, e: Edit) -> float:
@@ -152,29 +137,38 @@ class _Layout:
         (their clock is the current order's prefix sum, shifted after the span by the work it changed) and the
         span itself. The sums differ from `walk`'s by rounding only: it screens moves, and a kept one is walked
         whole."""
-        fig, pre, events = self.fig, self.pre, self.events
+        pre, events = self.pre, self.events
         free = [0.0] * len(self.groups)
         ends: dict[str, float] = {}
         stop = len(self.order) - e.tail
         i_lo, i_stop = bisect.bisect_left(events, e.lo), bisect.bisect_left(events, stop)
         delay = self._events(events[:i_lo], 0.0, 0.0, free, ends)
-        clock = pre[e.lo]
-        for nm in e.order[e.lo:len(e.order) - e.tail]:  # the edited span, node by node
-            kind, work, dur, grp, coll = fig[nm]
-            if kind == COLLECTIVE:
-                t = clock + delay + work
-                f = free[grp]
-                free[grp] = ends[nm] = (t if t > f else f) + dur
-            elif kind == WAIT:
-                t = clock + delay
-                ce = ends[coll]
-                if ce > t:
-                    delay += ce - t
-            clock += work
+        clock, delay = self._span(e.order[e.lo:len(e.order) - e.tail], pre[e.lo], delay, free, ends)
         moved = clock - pre[stop]
         delay = self._events(events[i_stop:], moved, delay, free, ends)
         end = pre[len(self.order)] + moved + delay
         return max([end, *free]) if free else end
+
+    def _span(self, names: Sequence[str], clock: float, delay: float, free: list[float], ends: dict[str, float],
+              stall: dict[str, float] | None = None) -> tuple[float, float]:
+        """`names` walked node by node from `clock` (without stalls) and `delay` (the stalls so far): the two
+        after them (`stall`: each wait's stall recorded by its collective's name)."""
+        fig = self.fig
+        for nm in names:
+            kind, work, dur, grp, coll = fig[nm]
+            t = clock + delay
+            if kind == COLLECTIVE:
+                t += work
+                f = free[grp]
+                free[grp] = ends[nm] = (t if t > f else f) + dur
+            elif kind == WAIT:
+                ce = ends[coll]
+                if ce > t:
+                    delay += ce - t
+                    if stall is not None:
+                        stall[coll] = ce - t
+            clock += work
+        return clock, delay
 
     def _events(self, places: list[int], shift: float, delay: float, free: list[float],
                 ends: dict[str, float]) -> float:
@@ -360,7 +354,7 @@ class _Layout:
             return None
         tmp = self.copy()  # the split made, its places read through this layout's (no O(n) index of its own)
         tmp._regroup(first.new, first.gone)
-        tmp.order, tmp.pos = first.order, _Shifted(self.pos, first, len(self.order))
+        tmp.order, tmp.pos = first.order, EditPlaces(self.pos, first.order, first.lo, first.tail, len(self.order))
         second = tmp.merge(tmp.unit_of[moved], tmp.unit_of[dst.members[0]], tmp.pos)
         if second is None:
             return None
@@ -375,9 +369,9 @@ class _Layout:
         c.buckets, c.unit_of = dict(self.buckets), dict(self.unit_of)
         return c
 
-    def accept(self, order: list[str], new: list[Bucket], gone: list[Bucket], lo: int = 0, tail: int = 0) -> None:
-        self._regroup(new, gone)
-        self._index(order)
+    def accept(self, e: Edit) -> None:
+        self._regroup(e.new, e.gone)
+        self._index(e.order)
 
     def _regroup(self, new: list[Bucket], gone: list[Bucket]) -> None:
         for b in gone:
@@ -386,23 +380,6 @@ class _Layout:
                 self.unit_of[m] = self._alone(m)
         for b in new:
             self._add(b)
-
-
-class _Shifted:
-    """The places of an edited order, read through the current order's (`base`) and the edit's span."""
-
-    def __init__(self, base: Mapping[str, int], e: Edit, before: int) -> None:
-        self.base, self.lo, self.stop, self.grown = base, e.lo, before - e.tail, len(e.order) - before
-        self.span = {nm: e.lo + k for k, nm in enumerate(e.order[e.lo:len(e.order) - e.tail])}
-
-    def __getitem__(self, nm: str) -> int:
-        k = self.span.get(nm)
-        if k is not None:
-            return k
-        k = self.base[nm]
-        if self.lo <= k < self.stop:
-            raise KeyError(nm)  # a node the edit removed
-        return k if k < self.lo else k + self.grown
 
 
 Confirm = Callable[[tuple[Bucket, ...], list[str]], bool]  # is this plan (buckets, order by name) valid?
@@ -431,8 +408,8 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
     shortens the walk, and that `confirm` accepts (None: level free, no budget), is kept. `sequences`: the
     collective sequences the level keeps (`Graph.group_colls`, or `[coll_seq]`), to leave out early the splits
     they forbid. `budget`: a move above it is refused before `confirm` by the peak of its plan, computed in the
-    layout (`MoveMemory`, exact; a check counts `MEMORY_MOVES`), so that at level free `confirm` need not build the
-    graph."""
+    layout (`MoveMemory`, exact; a check counts `MEMORY_MOVES`), so that `confirm` need not check the budget
+    (`plan_checks.move_checks`)."""
     t0 = time.monotonic()
     first: float | None = None
     lay = _Layout(g, price, buckets, order, sequences)
@@ -464,7 +441,7 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
                     if not confirm(tuple(sorted(kept, key=lambda b: g.index[b.members[0]])), edit.order):
                         refused += 1
                         continue
-                lay.accept(*edit)
+                lay.accept(edit)
                 if memory is not None:
                     memory.accept(*edit)
                 best, stall, improved = ms, st, True

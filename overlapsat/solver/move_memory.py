@@ -12,7 +12,7 @@ the whole check.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate
 from operator import add, sub
 
@@ -20,6 +20,24 @@ from overlapsat.graph import Buffer, Graph
 from overlapsat.plan import Bucket, Pricing, bucket_nodes, bucketable_by_key, layout_of
 
 _START = ""  # events of buffers with no producer happen at the order's first step (`simulate._memory`)
+
+
+class EditPlaces:
+    """The places of an edited order, read through the current order's (`base`, of `before` names): the edited
+    order equals the current one before `lo` and in its last `tail` places, so only its span is indexed."""
+
+    def __init__(self, base: Mapping[str, int], order: Sequence[str], lo: int, tail: int, before: int) -> None:
+        self.base, self.lo, self.stop, self.grown = base, lo, before - tail, len(order) - before
+        self.span = {nm: lo + k for k, nm in enumerate(order[lo:len(order) - tail])}
+
+    def __getitem__(self, nm: str) -> int:
+        k = self.span.get(nm)
+        if k is not None:
+            return k
+        k = self.base[nm]
+        if self.lo <= k < self.stop:
+            raise KeyError(nm)  # a node the edit removed
+        return k if k < self.lo else k + self.grown
 
 
 class MoveMemory:
@@ -52,36 +70,22 @@ class MoveMemory:
         """The live bytes after each step's frees (`live`), and the running maxima of those after its allocations
         from the front (`head[k]`: steps before k) and from the back (`back[k]`: steps from k on)."""
         self.order = order
-        alloc, free = self.alloc, self.free
-        grow = [alloc.get(nm, 0) for nm in order]
-        drop = [free.get(nm, 0) for nm in order]
-        if order:
-            grow[0] += alloc.get(_START, 0)
-            drop[0] += free.get(_START, 0)
-        live = list(accumulate(map(sub, grow, drop)))
-        post = list(map(add, [0, *live[:-1]], grow))
-        head = [0, *accumulate(post, max)]
-        back = [*accumulate(reversed(post), max)][::-1] + [-1]
-        self.live, self.head, self.back = live, head, back
+        post, self.live = self._walk(order, {}, {}, True)
+        self.head = [0, *accumulate(post, max)]
+        self.back = [*accumulate(reversed(post), max)][::-1] + [-1]
 
     def _walk(self, names: Sequence[str], da: dict[str, int], df: dict[str, int], first: bool,
               live: int = 0) -> tuple[list[int], list[int]]:
         """The live bytes after each of `names`' allocations and after its frees, from `live`, with the events
         `da` and `df` added (`first`: the first name is the order's first step)."""
         alloc, free = self.alloc, self.free
-        post, after = [0] * len(names), [0] * len(names)
-        for k, nm in enumerate(names):
-            a = alloc.get(nm, 0) + da.get(nm, 0)
-            f = free.get(nm, 0) + df.get(nm, 0)
-            if first:
-                a += alloc.get(_START, 0) + da.get(_START, 0)
-                f += free.get(_START, 0) + df.get(_START, 0)
-                first = False
-            live += a
-            post[k] = live
-            live -= f
-            after[k] = live
-        return post, after
+        grow = [alloc.get(nm, 0) + da.get(nm, 0) for nm in names]
+        drop = [free.get(nm, 0) + df.get(nm, 0) for nm in names]
+        if first and names:
+            grow[0] += alloc.get(_START, 0) + da.get(_START, 0)
+            drop[0] += free.get(_START, 0) + df.get(_START, 0)
+        after = list(accumulate(map(sub, grow, drop), initial=live))
+        return list(map(add, after, grow)), after[1:]
 
     def _place(self, of: dict[str, Bucket], b: Bucket) -> None:
         g = self.g
@@ -159,16 +163,8 @@ class MoveMemory:
                 of.pop(g.names[g.waits_of[g.index[m]][0]], None)
         for b in new:
             self._place(of, b)
-        span = {nm: lo + k for k, nm in enumerate(order[lo:len(order) - tail])}
-        grown, old = len(order) - len(self.order), self.pos
-
-        def pos(nm: str) -> int:
-            k = span.get(nm)
-            if k is not None:
-                return k
-            k = old[nm]
-            return k if k < lo else k + grown
-
+        old = self.pos
+        pos = EditPlaces(old, order, lo, tail, len(self.order)).__getitem__
         alloc: dict[str, int] = {}
         free: dict[str, int] = {}
         touched = dict.fromkeys(j for b in (*new, *gone) for m in b.members for j in self.touch[m])
@@ -212,4 +208,4 @@ class MoveMemory:
         self._curve(list(order))
 
 
-__all__ = ["MoveMemory"]
+__all__ = ["EditPlaces", "MoveMemory"]

@@ -4,6 +4,7 @@ confirmation a bucket move or a model's plan must pass before it is kept (decisi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from overlapsat.errors import GraphError
 from overlapsat.evaluate import evaluate
@@ -84,15 +85,10 @@ def confirmer(problem: Problem, price: Pricing) -> Confirm | None:
 
 
 def move_checks(problem: Problem, price: Pricing) -> tuple[Confirm | None, int | None]:
-    """What a bucket move must pass, as `confirmer` and the budget the moves check themselves (decision 120):
-    at level free a move's order is valid by construction, so its peak (`MoveMemory`, exact) is the budget's
-    whole check and only the bucket cap is left to confirm; at the other levels the peak refuses a move before
-    the graph is built for the level's check."""
-    if problem.budget is None or problem.collective_order != "free":
-        return confirmer(problem, price), problem.budget
-    if problem.bucket_cap is None:
-        return None, problem.budget
-    return (lambda bs, order: not problem.over_cap(bs)), problem.budget
+    """What a bucket move must pass, as `confirmer` and the budget the moves check themselves (decision 120): a
+    move's peak (`MoveMemory`) is exact, so what is left to confirm is the problem without its budget (at level
+    free nothing but the bucket cap: a move's order is valid by construction there)."""
+    return confirmer(replace(problem, budget=None), price), problem.budget
 
 
 def level_check(problem: Problem, price: Pricing) -> Confirm | None:

@@ -82,7 +82,7 @@ def test_a_moves_peak_in_the_layout_is_the_peak_of_its_bucketed_graph(seed, layo
             if not edits:
                 break
             edit = rng.choice(edits)
-            lay.accept(*edit)
+            lay.accept(edit)
             mem.accept(*edit)
             h2 = materialize(g, list(lay.buckets), pr)
             assert mem.peak(lay.order, [], []) == simulate(h2, lay.order).peak_memory
@@ -127,3 +127,35 @@ def test_at_level_free_the_budget_is_the_moves_own_check_and_elsewhere_a_filter_
     confirm, budget = move_checks(capped, price)
     two = next(b for bs in all_bucketings(g, 200) for b in bs)
     assert budget == 10**6 and confirm is not None and confirm((two,), []) is False
+
+
+@pytest.mark.parametrize("seed", range(SEEDS))
+def test_the_moves_checks_together_are_validate_at_every_level_under_a_tight_budget(seed):
+    """Decision 120: what `move_checks` leaves to confirm (the problem without its budget), and the move's peak
+    in the layout within the budget, hold together exactly when `validate` accepts the move's plan at the level
+    and budget, for every move from every legal bucketing and a random order valid at the level (the budget is
+    that order's own peak: exactly at it)."""
+    from overlapsat.solver.plan_checks import move_checks
+
+    g = memory_graph(seed)
+    rng = random.Random(seed)
+    seen = {True: 0, False: 0}
+    for level in ("free", "group", "global", "chain"):
+        for bs in list(all_bucketings(g, 200))[:8]:
+            h = materialize(g, list(bs), price)
+            order = [h.names[v] for v in random_valid_order(h, rng, level)]
+            budget = simulate(h, order).peak_memory
+            confirm, checked = move_checks(Problem.of(g, budget, level), price)
+            assert checked == budget
+            mem, lay = MoveMemory(g, price, bs, order), _Layout(g, price, bs, order)
+            for move in _moves(lay, {}, lay.pos, early=True):
+                edit = move()
+                if edit is None:
+                    continue
+                nbs, norder = _apply(tuple(lay.buckets), edit)
+                truth = validate(Problem(materialize(g, list(nbs), price), budget, level), norder) == []
+                ours = (confirm is None or confirm(nbs, norder)) and mem.peak(*edit) <= budget
+                assert ours == truth, (level, bs, nbs)
+                seen[truth] += 1
+    if not seen[False]:
+        pytest.skip("no move was refused here")
