@@ -165,6 +165,21 @@ def _result(s: Search, final: Evaluated) -> Result:
                              tb.cut_by_wall_clock, phases=stats))
 
 
+def order_result(problem: Problem, name: str, order: list[int], message: str) -> Result:
+    """A valid order of `problem`'s graph as a `Result`, with no search run: what a caller returns where it has too
+    little work left to order that graph again (the plan's polish, decision 121). Its bound is the graph's compute,
+    which every order spends; its status says no search proved or improved it."""
+    best = evaluate(problem, name, order)
+    if not best.valid:
+        raise GraphError(f"internal error: {name} is not a valid order ({best.violations[0]})")
+    base = evaluate(problem, "input_order", list(range(len(problem.graph.nodes))))
+    baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
+    bound = problem.graph.compute_total
+    status = Status.HEURISTIC_OPTIMAL if meets(best.makespan, bound) else Status.HEURISTIC_TIMEOUT
+    return Result(problem.graph, best, status, bound, "proof" if meets(best.makespan, bound) else "work",
+                  Statistics(name, baseline, [], problem.budget, message))
+
+
 def tie_break(problem: Problem, final: Evaluated, params: SolveParams) -> tuple[Evaluated, dict]:
     """Break the plain model's ties by the contended makespan at `params.interference` (cost/polish.py), and
     what it did. The order that comes back is valid, no longer in the plain model and no higher in memory,
@@ -195,4 +210,4 @@ def _status(makespan: float, bound: float, method: str, solver_error: bool) -> S
     return Status.HEURISTIC_SOLVER_ERROR if solver_error else Status.HEURISTIC_TIMEOUT
 
 
-__all__ = ["GapBelow", "Progress", "Result", "SolveParams", "Status", "StoppingRule", "optimize"]
+__all__ = ["GapBelow", "Progress", "Result", "SolveParams", "Status", "StoppingRule", "optimize", "order_result"]

@@ -73,3 +73,24 @@ def test_a_callers_solved_bucketings_are_charged():
     assert r.makespan <= solved["pair"][1].makespan + 1e-9  # never longer than what the caller gave
     none = optimize_plan(p, model.duration, time_limit=5, max_evaluations=6)
     assert "solved" not in none.stats["plan"]["ledger"]["counts"]
+
+
+def test_the_bucket_moves_get_their_floor_where_the_phases_before_them_spent_more():
+    """Decision 121: at 1 s on the 984-node graph the phases leave the moves phase its MOVES_MIN; the polish is then
+    given the rest of MOVES_FLOOR of the ledger (by hand: 0.1 s / (2.5e-7 s x 984) = 406 moves, less those tried).
+    What the polish then leaves (a fifth of a tenth of its share) cannot pay for ordering the bucketed graph again,
+    so the moves' order is the plan, valid and within the budget, and no search runs that the clock would cut."""
+    from overlapsat import validate
+
+    with gzip.open(os.path.join(CORPUS, "llama3_8b_L4_w64.json.gz"), "rt", encoding="utf-8") as f:
+        d = json.load(f)
+    g = graph_from_dict(d["graph"])
+    p = Problem.of(g, int(d["bucketed"]["peak_memory"]), "free")
+    r = optimize_plan(p, cost_model("h200").duration, time_limit=1)
+    ps = r.stats["plan"]
+    assert ps["order_moves"]["tried"] == plan_search.MOVES_MIN == ps["ledger"]["counts"]["move"]
+    assert int(0.1 * 1 / (2.5e-7 * 984)) == 406 and ps["polish"]["given"] == 406 - 30
+    assert ps["polish"]["tried"] <= ps["polish"]["given"]
+    assert ps["polish"]["used"]  # the moves shortened the final order (208.56 -> 207.83 ms when written)
+    assert r.method == "bucket moves after the final order" and ps["polish"]["after_us"] == ps["polish"]["moves_us"]
+    assert r.peak_memory <= p.budget and validate(r.bucketed, r.order, memory_budget=p.budget) == []

@@ -204,3 +204,33 @@ def test_a_canonical_input_order_fitted_is_not_reported_as_cut(caplog):
         r = optimize(Problem.of(two_paths(), 100, "free"), time_limit=5)
     assert r.makespan == 19.0 and r.stopped_by == "proof" and not r.cut_by_wall_clock
     assert "wall clock" not in caplog.text and "not started past their share" not in caplog.text
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_an_order_given_as_a_result_keeps_its_figures_and_a_true_bound(seed):
+    """Decision 121: `order_result` wraps a valid order without a search (the plan's polish, where its work cannot pay
+    for ordering the graph again): its figures are the simulator's, its bound (the graph's compute) is below every
+    valid order's makespan (brute force), and an order that is not valid is refused by name."""
+    from overlapsat.solver.optimize import order_result
+
+    g = random_graph(seed, 8, groups=2, p_coll=0.35)
+    orders = list(all_valid_orders(g))
+    least = min(simulate(g, o).makespan for o in orders)
+    p = Problem.of(g, None, "free")
+    r = order_result(p, "moves", orders[-1], "a note")
+    assert r.makespan == pytest.approx(simulate(g, orders[-1]).makespan) and r.order == list(orders[-1])
+    assert r.bound <= least + 1e-9 and r.method == "moves" and r.message == "a note"
+    assert r.status == (Status.HEURISTIC_OPTIMAL if r.makespan <= r.bound + 1e-9 else Status.HEURISTIC_TIMEOUT)
+    assert validate(g, r.order) == []
+    for k in range(len(g.nodes) - 1):  # an adjacent swap that breaks a dependency (not a wait before its collective)
+        bad = list(orders[-1])
+        bad[k], bad[k + 1] = bad[k + 1], bad[k]
+        try:
+            simulate(g, bad)
+        except GraphError:  # refused by the simulator already, by name
+            continue
+        if validate(p, bad) == []:
+            continue
+        with pytest.raises(GraphError, match="not a valid order"):
+            order_result(p, "moves", bad, "a note")
+        break
