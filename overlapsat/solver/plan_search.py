@@ -115,8 +115,9 @@ MOVES_SHARE_LARGE = 0.35  # timed mode above LARGE_NODES, taken from the hill cl
 MOVE_STARTS = 3  # the best finalists the moves start from
 MOVES_MIN = 30  # deterministic mode: bucket moves tried however little the ledger has left (a walk of the order each)
 # deterministic mode: the bucket moves of both phases (the moves, then the polish's) are given at least this share of
-# the ledger's total, however much the phases before them spent (decision 121: at 10 s on a 7.9k-node graph the
-# starts' scores left the moves their 30, and 500 moves took the plan from 5.2 % above the bound to 4.1 %)
+# the ledger's total, however much the phases before them spent: where the moves phase was given less, the polish is
+# given the rest (decision 121: at 10 s on a 7.9k-node graph the starts' scores left the moves their 30, and 500
+# moves took the plan from 5.2 % above the bound to 4.1 %)
 MOVES_FLOOR = 0.1
 # of what the phases left the final order: bucket moves from the final order, then `optimize` on the bucketing they
 # reach (decision 97): POLISH_MOVES of it to the moves, the rest to the order; the fill and the windows change the
@@ -407,6 +408,7 @@ class PlanSearch:
     starts_given: dict[str, tuple[Bucket, ...]]
     on_phase: Callable[[Progress], None] | None = None
     moves_share: float = MOVES_SHARE
+    moves_given: int = 0  # deterministic mode: the count the moves phase was given (the polish makes up the floor)
     unbucketed_given: list[str] | None = None  # the caller's best unbucketed order (names), read where needed
     starts: dict[str, tuple[Bucket, ...]] = field(default_factory=dict)
     best: tuple[Bucket, ...] = ()
@@ -549,6 +551,7 @@ class PlanSearch:
         origins = list(dict.fromkeys([self.best, *origins]))[:MOVE_STARTS]
         j.ledger.charge("graph", len(origins) - 1)  # the other origins' bucketed graphs
         budget_moves = max(MOVES_MIN, j.ledger.how_many("move", SEARCH_SHARE + self.moves_share))
+        self.moves_given = budget_moves // len(origins) * len(origins) if p.deterministic else 0
         confirm, budget = move_checks(self.problem, self.price)
         runs = []
         for k, bs in enumerate(origins):
@@ -564,7 +567,7 @@ class PlanSearch:
         tried = sum(r.tried for r in runs)
         j.ledger.charge("move", tried)
         firsts = [t for r in runs if (t := r.first_s) is not None]
-        out: dict[str, Any] = {"starts": len(runs), "tried": tried,
+        out: dict[str, Any] = {"starts": len(runs), "given": self.moves_given, "tried": tried,
                                "accepted": sum(r.accepted for r in runs), "refused": sum(r.refused for r in runs),
                                "seconds": time.monotonic() - t_moves,
                                "first_kept_s": t_moves - self.tb.t0 + min(firsts) if firsts else None}
@@ -653,7 +656,8 @@ class PlanSearch:
         assert self.h is not None
         share = POLISH_MOVES * POLISH_SHARE * final.time_limit
         t0 = time.monotonic()
-        floor = int(MOVES_FLOOR * j.ledger.total_s / j.ledger.price("move")) - j.ledger.counts.get("move", 0)
+        # what the moves phase was given, not what it tried: moves that converged early leave no floor to make up
+        floor = int(MOVES_FLOOR * j.ledger.total_s / j.ledger.price("move")) - self.moves_given
         moves = max(MOVES_MIN, int(share / j.ledger.price("move")), floor) if p.deterministic else 2**62
         end = t0 + (share if p.deterministic else POLISH_MOVES * max(0.0, p.time_limit - self.tb.elapsed() - lift))
         (bs, r0), which = min(((c, k) for k, c in enumerate([(self.best, res), *others])),
