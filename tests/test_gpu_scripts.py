@@ -784,6 +784,25 @@ def test_rank_zeros_memory_on_the_fake_group_is_what_the_raw_files_give():
     assert all(r["requested"] == r["a_requested"] for r in rows if r["step"].endswith("_trial"))
 
 
+def test_with_expandable_segments_the_default_budget_holds_to_the_byte():
+    """The one-GPU runs of 2026-12-03 under `expandable_segments:True`: the committed table is what
+    `fake_memory.py` computes from the results; every default-budget plan measures `a`'s peak of its own call to the
+    byte (the 10-layer TP x FSDP step, 3 MiB over under the default allocator on 2026-12-02, read from that folder),
+    and each measured peak is the bytes the tensors asked for plus less than 512 B a block of rounding."""
+    import runpy
+
+    fm = runpy.run_path(str(ROOT / "benchmarks" / "gpu" / "fake_memory.py"))
+    folder = ROOT / "benchmarks" / "results" / "gpu_2026-12-03_expandable"
+    default = ROOT / "benchmarks" / "results" / "gpu_2026-12-02_fake"
+    assert fm["expandable_page"](str(folder), str(default), fm["EXPANDABLE"]) == (folder / "table.md").read_text()
+    rows = fm["rows"](str(folder))
+    held = {r["step"]: r["peak"] - r["budget"] for r in rows if r["budget"] is not None}
+    assert held == {"tp2_regather": 0, "shape3_w4_tp2_regather": 0, "w4_regather": 0, "newshape_w4_tp2_regather": 0}
+    before = {r["step"]: r["peak"] - r["budget"] for r in fm["rows"](str(default)) if r["budget"] is not None}
+    assert before["tp2_regather_111"] == 3 * 2**20
+    assert all(0 <= r["peak"] - r["requested"] < 64 * 1024 and r["peak"] % 512 == 0 for r in rows)
+
+
 def test_the_nccl_runs_unexplained_miss_is_its_days_way_of_applying_buckets():
     """The one NCCL row whose whole-step prediction missed 5 % (eqshape_w4_regather `p_free`, 2026-11-28: -6.2 %):
     its own plan store, applied by the library of 2026-12-02 on one GPU (`--store-from`), measures 228,712,448 B

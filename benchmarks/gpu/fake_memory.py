@@ -338,8 +338,39 @@ def page(folder: str) -> str:
             + "\n\n" + pins_sentence(folder) + "\n")
 
 
+def expandable_page(folder: str, default: str, steps: dict[str, str]) -> str:
+    """`table.md` of a folder run with the caching allocator's expandable segments
+    (`PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`, torchtitan's launch setting): the table, then per step its
+    default-budget plan against its budget, and against the same step under the default allocator (`default`'s
+    step `steps[step]`)."""
+    every = rows(folder)
+    base = {(x["step"], x["config"]): x for x in rows(default)}
+    out = ["\n".join(table(folder))]
+    held = [x for x in every if x["budget"] is not None]
+    over = [x for x in held if x["peak"] > x["budget"]]
+    out.append(f"With expandable segments, plans under the default budget: {len(held) - len(over)} of {len(held)} "
+               f"measure within it (" + "; ".join(f"{x['step']} `{x['config']}` {x['peak'] - x['budget']:+,} B"
+                                                   for x in held) + ").")
+    for x in held:
+        a = next(r for r in every if r["step"] == x["step"] and r["config"] == "a")
+        da, dp = base[(steps[x["step"]], "a")], base[(steps[x["step"]], x["config"])]
+        out.append(f"{x['step']}: `a` measures {a['peak']:,} B and `{x['config']}` {x['peak']:,} B, "
+                   f"{a['peak'] - a['requested']:,} and {x['peak'] - x['requested']:,} B above the bytes their "
+                   f"tensors asked for at the peak; under the default allocator (`{steps[x['step']]}`, 2026-12-02) "
+                   f"{da['peak']:,} and {dp['peak']:,} B, {dp['peak'] - dp['budget']:+,} B against that run's budget.")
+    return "\n\n".join(out) + "\n"
+
+
+EXPANDABLE = {"tp2_regather": "tp2_regather_111", "shape3_w4_tp2_regather": "shape3_w4_tp2_regather_111",
+              "w4_regather": "w4_regather_111", "newshape_w4_tp2_regather": "newshape_w4_tp2_regather"}
+
+
 def main() -> None:
     folder = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "benchmarks", "results", "gpu_2026-12-02_fake")
+    if os.path.basename(os.path.normpath(folder)).endswith("_expandable"):  # 2026-12-03: the allocator's setting
+        print(expandable_page(folder, os.path.join(ROOT, "benchmarks", "results", "gpu_2026-12-02_fake"), EXPANDABLE),
+              end="")
+        return
     print(page(folder), end="")
 
 
