@@ -43,12 +43,13 @@ def one(name: str, seconds: float) -> list[str]:
                          solved=solved)
     wall = time.monotonic() - t
     ph = plan.stats.phases["plan"]
-    led, mv, climb = ph["ledger"], ph.get("order_moves") or {}, ph.get("moves") or {}
+    led, mv, climb, pol = ph["ledger"], ph.get("order_moves") or {}, ph.get("moves") or {}, ph.get("polish") or {}
     steps = ", ".join(f"{k} {v:.2f}" for k, v in sorted(led["by_step_s"].items(), key=lambda kv: -kv[1]))
     gap = 100 * (plan.makespan - plan.bound) / plan.makespan
     return [f"| {name} | {seconds:g} | {plan.makespan / 1e3:.2f} | {len(plan.buckets)} | {gap:.1f} % | "
             f"{climb.get('tried', 0)} / {climb.get('accepted', 0)} | {mv.get('tried', 0)} / {mv.get('accepted', 0)} | "
-            f"{led['spent_s']:.2f} ({steps}) | {led['final_s']:.2f} | {wall:.1f} |"]
+            f"{led['spent_s']:.2f} ({steps}) | {led['final_s']:.2f} | "
+            f"{pol.get('given', '-')} / {pol.get('tried', 0)} / {pol.get('accepted', 0)} | {wall:.1f} |"]
 
 
 def main() -> None:
@@ -59,8 +60,9 @@ def main() -> None:
     print("Budget: torch bucketed's peak (recorded); level free, deterministic, h200 prices; ledger figures in "
           "reference seconds.\n")
     print("| graph | time limit s | plan ms | buckets | gap to the bound | hill climb: tried / kept | bucket moves: "
-          "tried / kept | ledger spent before the final order (by step) | final order's share | plan search wall s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |")
+          "tried / kept | ledger spent before the final order (by step) | final order's share | polish's moves: given / "
+          "tried / kept | plan search wall s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
     for name in a.names:
         for seconds in a.limits:
             print("\n".join(one(name, seconds)), flush=True)

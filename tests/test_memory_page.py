@@ -398,8 +398,8 @@ def test_where_the_2d_gap_goes_is_the_raw_file():
 
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
-RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-03_120.md")
-RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-03_120.md")
+RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-03_121.md")
+RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-03_121.md")
 # the pair the history page's table by time limit is made from (docs/history/plans_2026-12-03.md)
 RAW_10_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
 RAW_60_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_112.md")
