@@ -797,7 +797,8 @@ def test_with_expandable_segments_the_default_budget_holds_to_the_byte():
     assert fm["expandable_page"](str(folder), str(default), fm["EXPANDABLE"]) == (folder / "table.md").read_text()
     rows = fm["rows"](str(folder))
     held = {r["step"]: r["peak"] - r["budget"] for r in rows if r["budget"] is not None}
-    assert held == {"tp2_regather": 0, "shape3_w4_tp2_regather": 0, "w4_regather": 0, "newshape_w4_tp2_regather": 0}
+    assert held == {"tp2_regather": 0, "shape3_w4_tp2_regather": 0, "w4_regather": 0, "newshape_w4_tp2_regather": 0,
+                    "eq": 0, "shape3_w4": 0}
     before = {r["step"]: r["peak"] - r["budget"] for r in fm["rows"](str(default)) if r["budget"] is not None}
     assert before["tp2_regather_111"] == 3 * 2**20
     assert all(0 <= r["peak"] - r["requested"] < 64 * 1024 and r["peak"] % 512 == 0 for r in rows)

@@ -362,7 +362,8 @@ def expandable_page(folder: str, default: str, steps: dict[str, str]) -> str:
 
 
 EXPANDABLE = {"tp2_regather": "tp2_regather_111", "shape3_w4_tp2_regather": "shape3_w4_tp2_regather_111",
-              "w4_regather": "w4_regather_111", "newshape_w4_tp2_regather": "newshape_w4_tp2_regather"}
+              "w4_regather": "w4_regather_111", "newshape_w4_tp2_regather": "newshape_w4_tp2_regather",
+              "eq": "eq", "shape3_w4": "shape3_w4"}
 
 
 def main() -> None:
