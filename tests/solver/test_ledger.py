@@ -76,7 +76,7 @@ def test_a_callers_solved_bucketings_are_charged():
 
 
 def test_the_bucket_moves_get_their_floor_where_the_phases_before_them_spent_more():
-    """Decision 121: at 1 s on the 984-node graph the phases leave the moves phase its MOVES_MIN; the polish is then
+    """Decision 121: at 1 s of work on the 984-node graph the phases leave the moves phase its MOVES_MIN; the polish is then
     given the rest of MOVES_FLOOR of the ledger (by hand: 0.1 s / (2.5e-7 s x 984) = 406 moves, less the 30 given).
     What the polish then leaves (a fifth of a tenth of its share) cannot pay for ordering the bucketed graph again,
     so the moves' order is the plan, valid and within the budget, and no search runs that the clock would cut."""
@@ -86,7 +86,8 @@ def test_the_bucket_moves_get_their_floor_where_the_phases_before_them_spent_mor
         d = json.load(f)
     g = graph_from_dict(d["graph"])
     p = Problem.of(g, int(d["bucketed"]["peak_memory"]), "free")
-    r = optimize_plan(p, cost_model("h200").duration, time_limit=1)
+    # a work limit of 1 s under a clock of 30 (decision 102): the ledger's total, and no clock cut under load
+    r = optimize_plan(p, cost_model("h200").duration, time_limit=30, work_limit=1)
     ps = r.stats["plan"]
     assert ps["order_moves"]["given"] == plan_search.MOVES_MIN == 30  # the phases before left it its minimum
     assert int(0.1 * 1 / (2.5e-7 * 984)) == 406 and ps["polish"]["given"] == 406 - 30
@@ -98,13 +99,13 @@ def test_the_bucket_moves_get_their_floor_where_the_phases_before_them_spent_mor
 
 def test_moves_that_converge_leave_the_polish_no_floor_to_make_up():
     """Decision 121: the floor counts what the moves phase was given, not what it tried. At 4 s on the same graph the
-    ledger gives the moves phase more than 406 moves (0.7 x 4 s less what the phases before spent, at 2.46e-4 s a
+    ledger (4 s of work) gives the moves phase more than 406 moves (0.7 x 4 s less what the phases before spent, at 2.46e-4 s a
     move), so the polish is given its own share alone, however early the moves converged."""
     with gzip.open(os.path.join(CORPUS, "llama3_8b_L4_w64.json.gz"), "rt", encoding="utf-8") as f:
         d = json.load(f)
     g = graph_from_dict(d["graph"])
     r = optimize_plan(Problem.of(g, int(d["bucketed"]["peak_memory"]), "free"), cost_model("h200").duration,
-                      time_limit=4)
+                      time_limit=30, work_limit=4)
     ps = r.stats["plan"]
     assert ps["order_moves"]["given"] >= 406
     final = ps["ledger"]["final_s"]  # the polish's moves: 0.75 of 0.2 of the final order's share, by the price
