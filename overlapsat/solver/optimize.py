@@ -159,9 +159,8 @@ def _result(s: Search, final: Evaluated) -> Result:
     stopped = ("proof" if meets(final.makespan, s.bound) else "interrupt" if tb.interrupted
                else "rule" if s.stopped_by_rule else "clock" if tb.cut_by_wall_clock or tb.clock_over() else "work")
     base = next(h for h in s.from_input if h.name == "input_order")
-    baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     return Result(s.problem.graph, final, status, s.bound, stopped,
-                  Statistics(s.method, baseline, [h.as_dict() for h in s.from_input], s.problem.budget, s.message,
+                  Statistics(s.method, _baseline(base), [h.as_dict() for h in s.from_input], s.problem.budget, s.message,
                              tb.cut_by_wall_clock, phases=stats))
 
 
@@ -173,11 +172,15 @@ def order_result(problem: Problem, name: str, order: list[int], message: str) ->
     if not best.valid:
         raise GraphError(f"internal error: {name} is not a valid order ({best.violations[0]})")
     base = evaluate(problem, "input_order", list(range(len(problem.graph.nodes))))
-    baseline = {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
     bound = problem.graph.compute_total
-    status = Status.HEURISTIC_OPTIMAL if meets(best.makespan, bound) else Status.HEURISTIC_TIMEOUT
-    return Result(problem.graph, best, status, bound, "proof" if meets(best.makespan, bound) else "work",
-                  Statistics(name, baseline, [], problem.budget, message))
+    return Result(problem.graph, best, _status(best.makespan, bound, name, False), bound,
+                  "proof" if meets(best.makespan, bound) else "work",
+                  Statistics(name, _baseline(base), [], problem.budget, message))
+
+
+def _baseline(base: Evaluated) -> dict[str, float]:
+    """The input order's figures, as `Statistics.baseline` holds them."""
+    return {"makespan": base.makespan, "exposed": base.exposed, "peak_memory": base.peak_memory}
 
 
 def tie_break(problem: Problem, final: Evaluated, params: SolveParams) -> tuple[Evaluated, dict]:

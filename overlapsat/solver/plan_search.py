@@ -677,7 +677,7 @@ class PlanSearch:
             return res
         bs, h, _ = kept
         rest = replace(final, time_limit=max(0.01, p.time_limit - self.tb.elapsed() - lift))  # the clock left
-        moved = {"bucket moves after the final order": [h.index[nm] for nm in mv.order]}
+        name, ids = "bucket moves after the final order", [h.index[nm] for nm in mv.order]
         if p.deterministic:  # the work the moves did not take of the polish's share, and counts from it, not from
             # the clock (decision 102: the time limit sets optimize's counts; the parent's clock ends it)
             rest = replace(rest, time_limit=(1 - POLISH_MOVES) * POLISH_SHARE * final.time_limit,
@@ -685,13 +685,11 @@ class PlanSearch:
         if p.deterministic and rest.time_limit < RESERVE_S_PER_NODE * len(h.nodes):
             # too little work to order this graph at all: the clock would cut its passes, and the plan would then
             # depend on the machine (decision 121). The moves' order is the plan
-            stats["after_us"], stats["used"] = kept[2], True
-            self.best, self.h = bs, h
-            name = next(iter(moved))
-            return order_result(self.problem.on(h), name, moved[name],
-                                f"{name}: the polish's share left too little work to order its graph again")
-        again = optimize(self.problem.on(h).own_canonical(), rest, on_phase=self.on_phase, clock=clock,
-                         extra_orders=moved)
+            again = order_result(self.problem.on(h), name, ids,
+                                 f"{name}: the polish's share left too little work to order its graph again")
+        else:
+            again = optimize(self.problem.on(h).own_canonical(), rest, on_phase=self.on_phase, clock=clock,
+                             extra_orders={name: ids})
         stats["after_us"] = again.makespan
         if again.makespan >= r0.makespan - 1e-9 * max(1.0, r0.makespan):
             return res
