@@ -110,3 +110,30 @@ def test_moves_that_converge_leave_the_polish_no_floor_to_make_up():
     assert ps["order_moves"]["given"] >= 406
     final = ps["ledger"]["final_s"]  # the polish's moves: 0.75 of 0.2 of the final order's share, by the price
     assert ps["polish"]["given"] == max(plan_search.MOVES_MIN, int(0.75 * 0.2 * final / (2.5e-7 * 984)))
+
+
+def test_a_final_order_does_not_run_again_passes_that_found_no_valid_order(monkeypatch):
+    """Decision 122: where the whole portfolio judged the graph without buckets and none of its passes met the budget
+    (only the order as given did), the final order of that graph is handed those passes, none, instead of running
+    them again (on the 13,403-node graph at 10 s, 2-3 s of wall that the ledger had not priced, and the clock then
+    cut the fits). Simulated here by passes that find nothing valid: the plan is the order as given, valid, within
+    the budget, and its final `optimize` got an empty list of passes, not None (which would run them)."""
+    from overlapsat import load_graph, validate
+    from overlapsat.examples import bundled
+
+    real = plan_search.run_all
+    monkeypatch.setattr(plan_search, "run_all", lambda *a, **k: [r for r in real(*a, **k) if not r.valid])
+    given: list[object] = []
+    real_optimize = plan_search.optimize
+
+    def spy(*a, **k):
+        if "heuristic_results" in k:  # the final order's call
+            given.append(k["heuristic_results"])
+        return real_optimize(*a, **k)
+
+    monkeypatch.setattr(plan_search, "optimize", spy)
+    price = cost_model("h200")
+    p = Problem.of(load_graph(bundled("fsdp_medium")).reprice(price)).with_default_budget()
+    r = optimize_plan(p, price.duration, time_limit=30, work_limit=2)
+    assert given == [[]] and r.buckets == ()
+    assert r.peak_memory <= p.budget and validate(r.bucketed, r.order, memory_budget=p.budget) == []
