@@ -276,7 +276,7 @@ def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
 
 
 def test_the_portfolios_stop_on_the_clock_in_both_modes_and_deterministic_mode_flags_it():
-    """No pipeline starts past its share of the time limit, and the result says which were skipped; in
+    """No pipeline starts where it would run into what must follow it, and the result says which were skipped; in
     deterministic mode that is a cut by the clock, flagged (decision 57); with time enough it runs them all."""
     from overlapsat import Graph
     from overlapsat.graph import Node, NodeKind
@@ -459,3 +459,29 @@ def test_a_plan_over_every_bucketing_says_its_clock_cuts_once(caplog):
     assert said and 1 <= int(said[1]) <= int(said[2]), warned[0].getMessage()
     assert sum(rec.name == "overlapsat.solver.optimize" for rec in cuts) >= int(said[1])
     assert BOUND_CUT_BY_CLOCK not in r.plan_info.bound_notes
+
+
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_passes_stop_at_a_share_of_the_clock_only_in_timed_mode(monkeypatch, deterministic):
+    """Decision 123: timed, the input order's passes may not start past 40 % of the time limit; deterministic, they
+    are a count, and only what must follow them (`TAIL_S_PER_NODE` a node) is kept back from the deadline. A share
+    of the clock let the machine decide which passes a plan's final order ran (it skipped the fits at 0.4 of the 4.2
+    s left, and left 2.5 s unused). Read off the deadline the search hands the passes, at 10 s on 124 nodes."""
+    from overlapsat import optimize
+    from overlapsat.solver import search
+
+    seen: list[float] = []
+    real = search.run_all
+
+    def spy(*a, **k):
+        seen.append(k["deadline"] - time.monotonic())
+        return real(*a, **k)
+
+    monkeypatch.setattr(search, "run_all", spy)
+    g = load_graph(bundled("tp_small"))
+    optimize(g, time_limit=10, work_limit=0.2) if deterministic else optimize(g, time_limit=10, deterministic=False)
+    tail = search.TAIL_S_PER_NODE * len(g.nodes)  # 0.005 s here
+    if deterministic:
+        assert seen and all(8.0 < s <= 10 - tail for s in seen), seen
+    else:
+        assert seen and seen[0] <= search.HEURISTICS_CLOCK_SHARE[0] * 10, seen
