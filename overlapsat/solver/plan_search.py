@@ -241,8 +241,9 @@ def _optimize_plan(problem: Problem, price: Pricing, params: SolveParams | None 
 
 
 class Leader(NamedTuple):
-    """The shortest bucketing the whole portfolio judged, with its graph and its passes' valid orders: the final
-    order starts from them rather than building the graph and running the passes again (decision 101). Only the
+    """The shortest bucketing the whole portfolio judged, with its graph and its passes' valid orders (none, without
+    buckets, where no pass met the budget: decision 122): the final order starts from them rather than building the
+    graph and running the passes again (decision 101). Only the
     passes' orders: the others judged there (the input order as given, orders from elsewhere) may depend on the
     file's layout, so they stay candidates, not starts."""
 

@@ -479,7 +479,7 @@ def test_the_passes_stop_at_a_share_of_the_clock_only_in_timed_mode(monkeypatch,
 
     monkeypatch.setattr(search, "run_all", spy)
     g = load_graph(bundled("tp_small"))
-    optimize(g, time_limit=10, work_limit=0.2) if deterministic else optimize(g, time_limit=10, deterministic=False)
+    optimize(g, time_limit=10, **({"work_limit": 0.2} if deterministic else {"deterministic": False}))
     tail = search.TAIL_S_PER_NODE * len(g.nodes)  # 0.005 s here
     if deterministic:
         assert seen and all(8.0 < s <= 10 - tail for s in seen), seen
