@@ -1,8 +1,10 @@
 """Plans against torch's peers on the FX corpus, all scored by overlapsat's simulator (calibrated H200 pricing).
 
-    python benchmarks/bench_plan.py [--time-limit 30] [--level free] [--budget torch] [--parts S] [NAME ...]
+    python benchmarks/bench_plan.py [--time-limit 30] [--level free] [--budget torch] [--parts S] [--corpus DIR]
+                                    [NAME ...]
 
-Per graph (benchmarks/fx_corpus, the level given):
+Per graph (benchmarks/fx_corpus, or the folder `--corpus` names, such as the held-out graphs of
+benchmarks/fx_heldout; the level given):
   - torch reorder-only: torch's OverlapScheduler order of the unbucketed graph (stored in the corpus file);
   - torch bucketed: torch's OverlapScheduler with bucketing on, a graph of its own (its figure in the file);
   - torch pre-bucketed: torch's FSDP pre-bucketing, then its OverlapScheduler without bucketing (likewise);
@@ -52,6 +54,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
     ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--corpus", default=os.path.join(HERE, "fx_corpus"),
+                    help="the folder of corpus files (make_fx_corpus.py's output)")
     ap.add_argument("--level", default="free")
     ap.add_argument("--budget", default=None,
                     help="a ratio of the input order's peak memory (1.0), 'torch' (each graph's torch bucketed peak, "
@@ -79,7 +83,7 @@ def main() -> None:
           "bound over bucketings | plan gap | plan s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     ratios, parts = [], []
-    for path in sorted(glob.glob(os.path.join(HERE, "fx_corpus", "*.json.gz"))):
+    for path in sorted(glob.glob(os.path.join(a.corpus, "*.json.gz"))):
         name = os.path.basename(path).removesuffix(".json.gz")
         if a.names and name not in a.names:
             continue

@@ -78,6 +78,18 @@ CASES = {
                                           experts_per_rank=8, ep=8, seq=4096, bwd=True), 1),
     "moe_dsv3_L61_ep8_w128_bwd": (128, dict(model="moe_fsdp", layers=61, dim=7168, heads=56, ffn=2048,
                                             experts_per_rank=8, ep=8, seq=4096, bwd=True), 1),
+    # held out (2026-12-03, `benchmarks/fx_heldout`): shapes no search setting was chosen on, generated after the
+    # code they are run on was committed: 1-D at 128 ranks and sequence 4096, 2-D at TP 4 and TP 2, DeepSeek-V3 at
+    # 256 ranks, and Llama3-70B widths (the 1-D model's backward alone does not trace: AOTAutograd refuses its RoPE
+    # tables, fake constants)
+    "heldout_llama3_8b_L16_w128": (128, dict(layers=16, dim=4096, heads=32, ffn=14336, seq=4096), 1),
+    "heldout_llama3_8b_2d_L16_tp4_w128_bwd": (128, dict(model="2d", layers=16, dim=4096, heads=32, ffn=14336, tp=4,
+                                                        seq=4096, bwd=True), 1),
+    "heldout_moe_dsv3_L24_ep8_w256_bwd": (256, dict(model="moe_fsdp", layers=24, dim=7168, heads=56, ffn=2048,
+                                                    experts_per_rank=8, ep=8, seq=4096, bwd=True), 1),
+    "heldout_llama3_70b_L12_w128": (128, dict(layers=12, dim=8192, heads=64, ffn=28672, seq=4096), 1),
+    "heldout_llama3_8b_2d_L40_tp2_w128_bwd": (128, dict(model="2d", layers=40, dim=4096, heads=32, ffn=14336, tp=2,
+                                                        seq=8192, bwd=True), 1),
 }
 
 
