@@ -401,7 +401,7 @@ class MovesResult:
 def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket], order: Sequence[str],
                             max_moves: int, late: Callable[[], bool] = lambda: False,
                             confirm: Confirm | None = None, sequences: list[list[int]] | None = None,
-                            budget: int | None = None) -> MovesResult:
+                            budget: int | None = None, early: bool | None = None) -> MovesResult:
     """A hill climb over bucket moves that keep the order (module docstring), from `buckets` and `order` (a
     valid order of their bucketed graph, by name): at most `max_moves` moves tried (`late()`: the clock's stop,
     in timed mode; a confirmation counts `CONFIRM_MOVES`), in the order `_moves` gives them; the first that
@@ -409,7 +409,8 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
     collective sequences the level keeps (`Graph.group_colls`, or `[coll_seq]`), to leave out early the splits
     they forbid. `budget`: a move above it is refused before `confirm` by the peak of its plan, computed in the
     layout (`MoveMemory`, exact; a check counts `MEMORY_MOVES`), so that `confirm` need not check the budget
-    (`plan_checks.move_checks`)."""
+    (`plan_checks.move_checks`). `early`: merges at the earlier collective's place too (`_moves`; None: only where
+    `sequences` are kept); the plan search asks for them under a budget (decision 124)."""
     t0 = time.monotonic()
     first: float | None = None
     lay = _Layout(g, price, buckets, order, sequences)
@@ -419,7 +420,7 @@ def order_preserving_search(g: Graph, price: Pricing, buckets: Sequence[Bucket],
     improved = True
     while improved and tried < max_moves and not late():
         improved = False
-        for move in _moves(lay, stall, lay.pos):
+        for move in _moves(lay, stall, lay.pos, early):
             if tried >= max_moves or late():
                 break
             edit = move()

@@ -85,7 +85,7 @@ def free_pairs(g: Graph, bs: tuple[Bucket, ...]) -> Iterator[tuple[str, str]]:
 def alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str], max_moves: int,
                late: Callable[[], bool], score: Callable[[tuple[Bucket, ...]], Evaluated | None],
                confirm: Confirm | None = None, sequences: list[list[int]] | None = None,
-               rounds: int = 10, budget: int | None = None) -> MovesResult:
+               rounds: int = 10, budget: int | None = None, early: bool | None = None) -> MovesResult:
     """Bucket moves that keep the order, then the few scoring passes on the bucketing they reach (whose order may
     be better than the edited one), then moves again from the better order, while a round improves."""
     t0 = time.monotonic()
@@ -95,7 +95,7 @@ def alternate(g: Graph, price: Pricing, bs: tuple[Bucket, ...], order: list[str]
     for _ in range(rounds):
         started = time.monotonic() - t0
         r = order_preserving_search(g, price, bs, order, max(0, max_moves - tried), late, confirm, sequences,
-                                   budget)
+                                   budget, early)
         tried, accepted, refused = tried + r.tried, accepted + r.accepted, refused + r.refused
         if r.first_s is not None and first is None:
             first = started + r.first_s

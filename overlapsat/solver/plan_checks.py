@@ -91,6 +91,14 @@ def move_checks(problem: Problem, price: Pricing) -> tuple[Confirm | None, int |
     return confirmer(replace(problem, budget=None), price), problem.budget
 
 
+def early_merges(problem: Problem) -> bool | None:
+    """Whether the bucket moves also merge at the earlier collective's place (torch's), where the level alone would
+    not ask for it (None): under a budget (decision 124). An order fitted to a tight budget seldom overlaps two
+    transfers of one key, so the merges at the later place, which need that overlap, find nothing there; without a
+    budget, at free, early merges grew a 16k-node step's buckets huge."""
+    return True if problem.budget is not None else None
+
+
 def level_check(problem: Problem, price: Pricing) -> Confirm | None:
     """None at level free without a budget: the edit is a valid order by construction there. Without a budget
     at levels group and global, the edit keeps every dependency by construction as well, so the collective
@@ -154,4 +162,4 @@ def checked(problem: Problem, price: Pricing, buckets: tuple[Bucket, ...] | None
     return bs, h, evaluate(problem.on(h), "joint model", ids).makespan
 
 
-__all__ = ["check_call", "checked", "confirmer", "level_check", "sequences", "solved_plans", "valid_plan"]
+__all__ = ["check_call", "checked", "confirmer", "early_merges", "level_check", "sequences", "solved_plans", "valid_plan"]

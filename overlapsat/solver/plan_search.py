@@ -54,7 +54,7 @@ from overlapsat.solver.plan_bound import (
     bound_over_bucketings,
     kernel_bound,
 )
-from overlapsat.solver.plan_checks import check_call, checked, move_checks, sequences, solved_plans
+from overlapsat.solver.plan_checks import check_call, checked, early_merges, move_checks, sequences, solved_plans
 from overlapsat.solver.plan_checks import confirmer as _confirmer  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_checks import sequences as _sequences  # noqa: F401 - tests import it from here
 from overlapsat.solver.plan_result import (
@@ -567,7 +567,7 @@ class PlanSearch:
             runs.append(alternate(g, self.price, bs, [hk.names[v] for v in row.order],
                                   budget_moves // len(origins) if p.deterministic else 2**62,
                                   _Late(j, p.deterministic, end_k), j.score, confirm, sequences(self.problem),
-                                  budget=budget))
+                                  budget=budget, early=early_merges(self.problem)))
         mv = min(runs, key=lambda r: r.makespan)
         tried = sum(r.tried for r in runs)
         j.ledger.charge("move", tried)
@@ -670,7 +670,7 @@ class PlanSearch:
         bs, start = self._listed_here(bs, [r0.graph.names[v] for v in r0.order])
         confirm, budget = move_checks(self.problem, self.price)
         mv = order_preserving_search(self.g, self.price, bs, start, moves, _Late(j, p.deterministic, end),
-                                     confirm, sequences(self.problem), budget)
+                                     confirm, sequences(self.problem), budget, early_merges(self.problem))
         stats: dict[str, Any] = {"from": "the final order" if which == 0 else "the caller's", "given": moves,
                                  "tried": mv.tried,
                                  "accepted": mv.accepted, "refused": mv.refused, "before_us": r0.makespan,

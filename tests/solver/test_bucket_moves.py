@@ -311,7 +311,8 @@ def test_in_deterministic_mode_the_final_order_search_gets_the_share_the_phases_
 
 def test_early_merges_are_offered_only_where_a_level_keeps_collective_sequences():
     """At free the merges put the merged collective at the later collective's place only (early ones merged a
-    16k-node step into a few huge buckets); at group, where the sequence needs the earlier place, both."""
+    16k-node step into a few huge buckets); at group, where the sequence needs the earlier place, both (and at
+    free under a budget, which the search passes as `early`: decision 124)."""
     from overlapsat.solver.plan_search import _sequences
 
     g = _with_reduce_between()
@@ -327,6 +328,43 @@ def test_early_merges_are_offered_only_where_a_level_keeps_collective_sequences(
 
     assert placements(free) == [5]  # at a2's place
     assert placements(group) == [4, 5]  # at a0's place too (after the copy-in at 3)
+
+
+def test_early_merges_find_what_a_tight_budget_leaves_and_are_kept_only_within_it():
+    """Decision 124. Inputs made first, the three gathers waited one by one: no two transfers overlap, so no merge
+    at the later collective's place exists and the default moves at free find nothing. With early merges the
+    merge at the earlier gather's place (torch's) shortens the plan; under a budget it is kept only where its
+    plan's peak, read by `simulate` on the bucketed graph `materialize` builds, is within it."""
+    g = three_gathers()
+    order = ["p0", "p1", "p2", "ag0", "w0", "m0", "ag1", "w1", "m1", "ag2", "w2", "m2"]
+    before = simulate(g, order)
+    assert order_preserving_search(g, price, (), order, max_moves=50, budget=10**6).accepted == 0
+    r = order_preserving_search(g, price, (), order, max_moves=50, budget=10**6, early=True)
+    assert r.accepted >= 1 and r.buckets and r.makespan < before.makespan
+    h = materialize(g, list(r.buckets), price)
+    assert validate(Problem(h, 10**6, "free"), r.order) == [] and simulate(h, r.order).makespan == r.makespan
+    assert simulate(h, r.order).peak_memory > before.peak_memory  # so the unbucketed order's peak must refuse it
+    tight = order_preserving_search(g, price, (), order, max_moves=50, budget=before.peak_memory, early=True)
+    h2 = materialize(g, list(tight.buckets), price)
+    assert tight.refused >= 1 and simulate(h2, tight.order).peak_memory <= before.peak_memory
+    assert validate(Problem(h2, before.peak_memory, "free"), tight.order) == []
+
+
+@pytest.mark.parametrize("budget", ["none", "1.0x"])
+def test_the_plan_search_asks_for_early_merges_under_a_budget_only(budget, monkeypatch):
+    """Decision 124: the plan search's bucket moves (its moves phase and its polish) merge at the earlier place
+    too under a budget, and at level free without one only at the later place."""
+    from overlapsat.solver import bucket_moves
+    from overlapsat.solver.plan_search import optimize_plan
+
+    asked = []
+    real = bucket_moves._moves
+    monkeypatch.setattr(bucket_moves, "_moves", lambda lay, stall, pos, early=None: asked.append(early) or real(
+        lay, stall, pos, early))
+    g = _gathers(8)  # too many bucketings to order each: the moves run (as in the test above)
+    r = optimize_plan(Problem.of(g, budget, "free"), price, time_limit=3, max_evaluations=5)
+    assert r.stats["plan"]["order_moves"]["tried"] > 0
+    assert asked and set(asked) == ({None} if budget == "none" else {True})
 
 
 def _solved_pairs(g, problem, seconds=2.0):
