@@ -2,6 +2,8 @@
 
     python benchmarks/fx_corpus/make_fx_corpus.py [NAME ...] [--out DIR]
 
+Without names, every case but the held-out ones (`heldout_*`, written to benchmarks/fx_heldout when named).
+
 Each case builds a model at full size under FakeTensorMode on the fake process
 group, traces one training step (forward, loss, backward through
 `torch.autograd.grad`) with `make_fx` into one ATen FX graph with functional
@@ -91,6 +93,14 @@ CASES = {
     "heldout_llama3_8b_2d_L40_tp2_w128_bwd": (128, dict(model="2d", layers=40, dim=4096, heads=32, ffn=14336, tp=2,
                                                         seq=8192, bwd=True), 1),
 }
+
+
+HELD_OUT = "heldout_"  # the cases of benchmarks/fx_heldout (docs/plans.md "Held out")
+
+
+def out_dir(name: str) -> str:
+    """Where a case is written by default: the corpus, or the held-out graphs' folder beside it."""
+    return os.path.join(os.path.dirname(HERE), "fx_heldout") if name.startswith(HELD_OUT) else HERE
 
 
 def trace(name: str) -> tuple[torch.fx.GraphModule, float]:
@@ -210,13 +220,14 @@ def block_buckets(gm: torch.fx.GraphModule, param_names: list[str], g) -> list[l
     return [ms for ms in groups.values() if len(ms) >= 2]
 
 
-def main(names: list[str], out: str) -> None:
-    names = names or list(CASES)
+def main(names: list[str], out: str | None) -> None:
+    names = names or [n for n in CASES if not n.startswith(HELD_OUT)]  # the held-out graphs only when named
     if len(names) > 1:  # one process per case: each needs its own (fake) world size
         import subprocess
 
         for name in names:
-            subprocess.run([sys.executable, os.path.abspath(__file__), name, "--out", out], check=True)
+            subprocess.run([sys.executable, os.path.abspath(__file__), name, "--out", out or out_dir(name)],
+                           check=True)
         return
     for name in names:
         gm, param_names, t_trace = trace_named(name)
@@ -250,7 +261,7 @@ def main(names: list[str], out: str) -> None:
         opb = overlap_preserving_buckets(gm4, g, mine.names)
         kept = {"order_makespan_us": mine.makespan, "order_seconds": ORDER_SECONDS, "level": "free",
                 "buckets": opb, "seconds": time.monotonic() - t0} if opb is not None else None
-        path = os.path.join(out, f"{name}.json.gz")
+        path = os.path.join(out or out_dir(name), f"{name}.json.gz")
         with gzip.open(path, "wt", encoding="utf-8") as f:
             json.dump({"graph": graph_to_dict(g), "overlap_scheduler": peer, "bucketed": bucket, "tbb": tbb,
                        "prebucketed": pre, "overlap_preserving": kept, "torch_version": torch.__version__,
@@ -263,7 +274,8 @@ def main(names: list[str], out: str) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
-    ap.add_argument("--out", default=HERE)
+    ap.add_argument("--out", default=None, help="the folder (default: benchmarks/fx_corpus, or benchmarks/fx_heldout "
+                    "for the held-out cases, which are made only when named)")
     a = ap.parse_args()
     main(a.names, a.out)
     sys.exit(0)
