@@ -153,6 +153,31 @@ def test_a_window_that_stalls_one_unit_from_its_bound_ends_on_its_work_not_the_c
     assert s.num_conflicts == 0 and s.deterministic_time < 0.01
 
 
+def test_a_budgeted_window_does_not_probe_so_its_deterministic_time_counts_its_work():
+    """Decision 125. An LNS window of `moe_dsv3_L61_ep8_w128_bwd` under torch bucketed's peak (40 nodes, its complete
+    hint at 3,174,420 units; the model as built, saved): with CP-SAT's default probing it took 23 wall seconds for
+    0.1 deterministic ones (its cap), still 3 units above its bound, and a 60-s `optimize` of that graph did 9 of
+    its 30 units of work before the clock ended it. A budgeted window's solver probes no more: proven optimal at
+    once, within a small part of its cap. Wall time is not asserted (benchmarks/bench_window_probing.py): the
+    deterministic count and the proof are; before the decision the solve ends FEASIBLE at the cap."""
+    import os
+
+    from ortools.sat.python import cp_model
+
+    from overlapsat.solver.lns import window_solver
+
+    assert window_solver(0.1, True, 1, max_time=1.0, budgeted=True).parameters.cp_model_probing_level == 0
+    assert window_solver(0.1, True, 1, max_time=1.0, budgeted=False).parameters.cp_model_probing_level == \
+        cp_model.CpSolver().parameters.cp_model_probing_level  # a window without a budget keeps the default
+    m = cp_model.CpModel()
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", "lns_window_probing.pb.txt")
+    with open(path, encoding="utf-8") as f:
+        assert m.proto.parse_text_format(f.read())
+    s = window_solver(0.1, True, 1, max_time=60.0, budgeted=True)
+    assert s.solve(m) == cp_model.OPTIMAL
+    assert s.objective_value == s.best_objective_bound < 3_174_420 and s.deterministic_time < 0.02
+
+
 def test_a_window_is_charged_its_deterministic_time_at_its_models_price(monkeypatch):
     """Decision 83: CP-SAT's deterministic time undercounts a window's wall time (priced 8x with a memory
     cumulative, 3x without, from the reference machine), so a window is charged its deterministic time at that price
