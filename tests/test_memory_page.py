@@ -398,7 +398,7 @@ def test_where_the_2d_gap_goes_is_the_raw_file():
 
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
-RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-04_124.md")
+RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-04_125.md")
 RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-03_121.md")
 # the pair the history page's table by time limit is made from (docs/history/plans_2026-12-03.md)
 RAW_10_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
@@ -412,7 +412,7 @@ def test_the_verdict_table_is_the_raw_file():
 
 
 HELD_OUT = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-03.md")  # the held-out run
-HELD_OUT_NOW = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-04_124.md")  # after decision 124
+HELD_OUT_NOW = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-04_125.md")  # decisions 124, 125
 
 
 def test_the_held_out_table_is_the_raw_file():
