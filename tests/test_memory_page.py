@@ -399,7 +399,7 @@ def test_where_the_2d_gap_goes_is_the_raw_file():
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-04_125.md")
-RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-03_121.md")
+RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-04_125.md")
 # the pair the history page's table by time limit is made from (docs/history/plans_2026-12-03.md)
 RAW_10_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
 RAW_60_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_112.md")
@@ -413,6 +413,7 @@ def test_the_verdict_table_is_the_raw_file():
 
 HELD_OUT = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-03.md")  # the held-out run
 HELD_OUT_NOW = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-04_125.md")  # decisions 124, 125
+HELD_OUT_60 = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_60s_2026-12-04_125.md")
 
 
 def test_the_held_out_table_is_the_raw_file():
@@ -423,7 +424,7 @@ def test_the_held_out_table_is_the_raw_file():
     page = _plans()
     assert "\n".join(verdict_table(HELD_OUT_NOW)) in page
     flat = " ".join(page.split())
-    for raw in (HELD_OUT, HELD_OUT_NOW):
+    for raw in (HELD_OUT, HELD_OUT_NOW, HELD_OUT_60):
         assert verdict(raw) in flat and versus_bucketed_and_tbb(raw) in flat
     assert "2.1 % behind on heldout_llama3_8b_2d_L16_tp4_w128_bwd" in verdict(HELD_OUT)
     # by hand from the raw file's row: 197.52 / 201.65 - 1 = -2.05 %, the plan against torch bucketed after 124
