@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 from overlapsat.graph import Graph
 from overlapsat.problem import Problem
 from overlapsat.simulate import makespan_of, simulate
-from overlapsat.solver.cpsat import dt_scale, ended_by_clock
+from overlapsat.solver.cpsat import dt_scale, ended_by_clock, without_lp_dives
 from overlapsat.solver.model import Scope, build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
@@ -141,6 +141,10 @@ def window_solver(dt: float, deterministic: bool, workers: int, max_time: float,
         # 40-node window of a 13k-node graph took 23 wall seconds for 0.1 deterministic ones with it, 0.02 without
         # (decision 125)
         p.cp_model_probing_level = 0
+        # nor does it follow its LP's solutions: those dives' propagation lies outside the count too (one window
+        # of a 5k-node peer order ran 36.8 wall seconds at 0.08 deterministic ones with them, 0.01 without;
+        # decision 126, as decision 112 for whole models)
+        without_lp_dives(p, True)
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
     return s
 
