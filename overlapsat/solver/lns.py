@@ -20,7 +20,7 @@ from ortools.sat.python import cp_model
 from overlapsat.graph import Graph
 from overlapsat.problem import Problem
 from overlapsat.simulate import makespan_of, simulate
-from overlapsat.solver.cpsat import dt_scale, ended_by_clock, without_lp_dives
+from overlapsat.solver.cpsat import dt_scale, ended_by_clock, without_hint_phase, without_lp_dives
 from overlapsat.solver.model import Scope, build
 from overlapsat.solver.params import SolveParams, TimeBudget
 from overlapsat.solver.units import TimeScale, UnitWalk, unit_walk
@@ -44,6 +44,13 @@ WORK_PER_WINDOW_NODE = 5e-4
 # is worth no wall time. Windows without a budget keep CP-SAT's default: there the same limit slowed the search
 # of the bundled tp_small about 2x (its LNS then took another path)
 WINDOW_GAP_UNITS = 1.0
+# a window's own clock: at most this many times the reference seconds it may be charged, and at least
+# WINDOW_CLOCK_FLOOR_S. CP-SAT's propagation on windows with a memory cumulative has stalled outside its
+# deterministic count in ways each found one at a time (decisions 125-127: 6-49 wall seconds for a window charged
+# under 1); a window ended by its own clock is flagged as the search's clock would flag it, and the search goes on
+# with the rest of its work instead of losing it to one window
+WINDOW_CLOCK_FACTOR = 10.0
+WINDOW_CLOCK_FLOOR_S = 1.0
 
 
 def widen_to_atomic(g: Graph, order: list[int], i: int, j: int) -> tuple[int, int]:
@@ -145,6 +152,10 @@ def window_solver(dt: float, deterministic: bool, workers: int, max_time: float,
         # of a 5k-node peer order ran 36.8 wall seconds at 0.08 deterministic ones with them, 0.01 without;
         # decision 126, as decision 112 for whole models)
         without_lp_dives(p, True)
+        without_hint_phase(p, True)  # whose search around the hint also stalled these windows (decision 127)
+        # and CP-SAT's older linear propagator: the newer one ran a 40-node window of a 5k-node graph 6.3 wall
+        # seconds for 0.02 deterministic ones (its bounds pushed a few units at a time), 0.02 s with the older
+        p.new_linear_propagation = False
     p.num_workers = 1 if deterministic else workers  # one worker is deterministic by itself
     return s
 
@@ -153,12 +164,15 @@ def solve_window(problem: Problem, ts: TimeScale, order: list[int], i: int, j: i
                  deterministic: bool, workers: int, max_time: float, walk: UnitWalk | None = None,
                  dt_cap: float = math.inf) -> tuple[list[int] | None, float, bool]:
     """A better re-ordering of order[i:j] with no worse exit state, or None; the work spent (CP-SAT's deterministic
-    time priced by `dt_scale`, so within `work`); and whether the clock, not the work limit, ended the solve.
-    `dt_cap` caps the window's deterministic time whatever its work."""
+    time priced by `dt_scale`, so within `work`); and whether a clock (`max_time`, or the window's own,
+    `WINDOW_CLOCK_FACTOR` times its price), not the work limit, ended the solve. `dt_cap` caps the window's
+    deterministic time whatever its work."""
     walk = walk if walk is not None else unit_walk(problem.graph, order, ts)
     md = build(problem, ts, order, horizon=walk.makespan, scope=Scope(i, j), walk=walk)
     scale = dt_scale(md.has_memory)
-    s = window_solver(max(1e-4, min(dt_cap, work / scale)), deterministic, workers, max_time, md.has_memory)
+    dt = max(1e-4, min(dt_cap, work / scale))
+    own_clock = max(WINDOW_CLOCK_FLOOR_S, WINDOW_CLOCK_FACTOR * scale * dt)
+    s = window_solver(dt, deterministic, workers, min(max_time, own_clock), md.has_memory)
     st = contained_solve(s, md.m)
     spent = scale * s.deterministic_time
     if st is None:  # failed however it was asked: this window is skipped, the incumbent stands
@@ -185,7 +199,8 @@ def lns(problem: Problem, ts: TimeScale, order: list[int], params: SolveParams, 
     g = problem.graph
     best = list(order)
     best_ms = makespan_of(g, best)
-    stats: dict[str, Any] = {"windows": 0, "accepted": 0, "improvements": 0, "work": 0.0, "sweeps": 0}
+    stats: dict[str, Any] = {"windows": 0, "accepted": 0, "improvements": 0, "work": 0.0, "sweeps": 0,
+                             "cut_by_clock": 0}
     window = params.lns_window
     walk = unit_walk(g, best, ts)  # recomputed only when an order is accepted
     try:
@@ -225,8 +240,10 @@ def _sweep(problem: Problem, ts: TimeScale, best: list[int], best_ms: float, wal
                                             max_time=tb.wall_left(), walk=walk)
             spent += py_work
             tb.spend(spent)
-            if cut and params.deterministic:
-                tb.cut_by_wall_clock = True
+            if cut:  # by the search's clock or the window's own; the search goes on while work and time are left
+                stats["cut_by_clock"] += 1
+                if params.deterministic:
+                    tb.cut_by_wall_clock = True
             stats["windows"] += 1
             stats["work"] += spent
             if cand is None:
