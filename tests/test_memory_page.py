@@ -398,8 +398,8 @@ def test_where_the_2d_gap_goes_is_the_raw_file():
 
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
-RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-04_125.md")
-RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-04_125.md")
+RAW_10_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-04_127.md")
+RAW_60_NOW = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-04_127.md")
 # the pair the history page's table by time limit is made from (docs/history/plans_2026-12-03.md)
 RAW_10_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_2026-12-02_108.md")
 RAW_60_BEFORE = os.path.join(RESULTS, "bench_plan_torch_budget_60s_2026-12-02_112.md")
@@ -412,8 +412,8 @@ def test_the_verdict_table_is_the_raw_file():
 
 
 HELD_OUT = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-03.md")  # the held-out run
-HELD_OUT_NOW = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-04_125.md")  # decisions 124, 125
-HELD_OUT_60 = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_60s_2026-12-04_125.md")
+HELD_OUT_NOW = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_2026-12-04_127.md")  # decisions 124-127
+HELD_OUT_60 = os.path.join(RESULTS, "bench_plan_heldout_torch_budget_60s_2026-12-04_127.md")
 
 
 def test_the_held_out_table_is_the_raw_file():
