@@ -17,15 +17,14 @@ linear propagator, `new_linear_propagation` false) and with CP-SAT's defaults pu
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import time
+from typing import Any
 
+from bench_window_probing import timed_search  # run as a script: benchmarks/ is on the path
 from ortools.sat.python import cp_model
 
-from overlapsat import Problem, SolveParams, optimize
-from overlapsat.io import graph_from_dict
+from overlapsat import SolveParams
 from overlapsat.solver import cpsat
 from overlapsat.solver import lns as lns_module
 
@@ -79,36 +78,16 @@ def one_model(file: str, what: str, window: bool, variant: tuple[str, bool, bool
 
 
 def search(limit: float, cp_sats: bool) -> str:
-    d = json.load(gzip.open(os.path.join(HERE, "fx_heldout", f"{GRAPH}.json.gz")))
-    p = Problem.of(graph_from_dict(d["graph"]), int(d["bucketed"]["peak_memory"]), "free")
-    walls: list[float] = []
-    real_solver, real_window = lns_module.window_solver, lns_module.solve_window
-
-    def solver(*a, **k):
-        s = real_solver(*a, **k)
+    def tweak(params: Any) -> None:
         if cp_sats:
-            s.parameters.hint_conflict_limit = DEFAULT_HINT_CONFLICTS
-            s.parameters.new_linear_propagation = True
-        return s
+            params.hint_conflict_limit = DEFAULT_HINT_CONFLICTS
+            params.new_linear_propagation = True
 
-    def window(*a, **k):
-        t = time.monotonic()
-        out = real_window(*a, **k)
-        walls.append(time.monotonic() - t)
-        return out
-
-    lns_module.window_solver, lns_module.solve_window = solver, window
-    try:
-        t = time.monotonic()
-        r = optimize(p, time_limit=limit, extra_orders={"torch OverlapScheduler": d["overlap_scheduler"]})
-        wall = time.monotonic() - t
-    finally:
-        lns_module.window_solver, lns_module.solve_window = real_solver, real_window
+    p, r, wall, walls = timed_search(os.path.join(HERE, "fx_heldout", f"{GRAPH}.json.gz"), limit, tweak)
     return (f"| {GRAPH} | {len(p.graph.nodes):,} | {'CP-SAT' if cp_sats else 'the library'} | {wall:.1f} | "
             f"{'yes' if r.stats.cut_by_wall_clock else 'no'} | {r.stats.get('work_used', 0.0):.2f} of "
             f"{SolveParams(time_limit=limit).total_work:.2f} | {len(walls)} | {max(walls, default=0.0):.2f} | "
             f"{r.makespan / 1e3:.2f} |")
-
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

@@ -16,6 +16,8 @@ import gzip
 import json
 import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 from overlapsat import Problem, SolveParams, optimize
 from overlapsat.io import graph_from_dict
@@ -27,16 +29,18 @@ GRAPHS = ("moe_dsv3_L61_ep8_w128_bwd", "moe_dsv3_L32_ep8_w64_bwd", "llama3_8b_L3
 DEFAULT_PROBING = lns_module.window_solver(0.1, True, 1, 1.0, budgeted=False).parameters.cp_model_probing_level
 
 
-def run(name: str, limit: float, default_probing: bool) -> str:
-    d = json.load(gzip.open(os.path.join(HERE, "fx_corpus", f"{name}.json.gz")))
+def timed_search(path: str, limit: float, tweak: Callable[[Any], None]) -> tuple[Problem, Any, float, list[float]]:
+    """`optimize` (deterministic, level free) on the corpus file at `path` under torch bucketed's peak, the corpus
+    bench's "overlapsat order" search, with `tweak` applied to every LNS window's solver: the problem, the result,
+    the wall time and each window's wall time."""
+    d = json.load(gzip.open(path))
     p = Problem.of(graph_from_dict(d["graph"]), int(d["bucketed"]["peak_memory"]), "free")
     walls: list[float] = []
     real_solver, real_window = lns_module.window_solver, lns_module.solve_window
 
     def solver(*a, **k):
         s = real_solver(*a, **k)
-        if default_probing:
-            s.parameters.cp_model_probing_level = DEFAULT_PROBING
+        tweak(s.parameters)
         return s
 
     def window(*a, **k):
@@ -52,13 +56,21 @@ def run(name: str, limit: float, default_probing: bool) -> str:
         wall = time.monotonic() - t
     finally:
         lns_module.window_solver, lns_module.solve_window = real_solver, real_window
+    return p, r, wall, walls
+
+
+def run(name: str, limit: float, default_probing: bool) -> str:
+    def tweak(params: Any) -> None:
+        if default_probing:
+            params.cp_model_probing_level = DEFAULT_PROBING
+
+    p, r, wall, walls = timed_search(os.path.join(HERE, "fx_corpus", f"{name}.json.gz"), limit, tweak)
     mean = sum(walls) / len(walls) if walls else 0.0
     probing = f"default ({DEFAULT_PROBING})" if default_probing else "none (0)"
     return (f"| {name} | {len(p.graph.nodes):,} | {probing} | {wall:.1f} | "
             f"{'yes' if r.stats.cut_by_wall_clock else 'no'} | {r.stats.get('work_used', 0.0):.2f} of "
             f"{SolveParams(time_limit=limit).total_work:.2f} | {len(walls)} | {mean:.3f} | "
             f"{max(walls, default=0.0):.2f} | {r.makespan / 1e3:.2f} |")
-
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

@@ -61,7 +61,6 @@ def without_lp_dives(p: Any, has_memory: bool) -> None:
         p.exploit_all_lp_solution = False
 
 
-
 def without_hint_phase(p: Any, has_memory: bool) -> None:
     """On a model with a memory cumulative, CP-SAT skips its phase that searches around the solution hint
     (`hint_conflict_limit` 0, decision 127). Our hints are complete and feasible, so the hint is the first
@@ -71,6 +70,7 @@ def without_hint_phase(p: Any, has_memory: bool) -> None:
     runs its deterministic limit in well under a second, with CP-SAT's probing and LP dives or without them."""
     if has_memory:
         p.hint_conflict_limit = 0
+
 
 def dt_scale(has_memory: bool, whole: bool = False, joint: bool = False) -> float:
     """Reference seconds per CP-SAT deterministic second, for an LNS window, (`whole`) the whole model, with

@@ -21,8 +21,39 @@ def window(g, order, i, j, budget=None):
     return cand, work
 
 
+def _saved_model(name: str):
+    """A CP-SAT model saved as built (tests/data/or_tools/`name`)."""
+    import os
+
+    from ortools.sat.python import cp_model
+
+    m = cp_model.CpModel()
+    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", name)
+    with open(path, encoding="utf-8") as f:
+        assert m.proto.parse_text_format(f.read())
+    return m
+
+
+def _spy_window_solver(monkeypatch) -> list:
+    """Every solver `lns.window_solver` builds from now on, in the order built."""
+    import overlapsat.solver.lns as lns_mod
+
+    seen = []
+    real = lns_mod.window_solver
+
+    def spy(*a, **k):
+        s = real(*a, **k)
+        seen.append(s)
+        return s
+
+    monkeypatch.setattr(lns_mod, "window_solver", spy)
+    return seen
+
+
 @settings(max_examples=60, deadline=None)
 @given(graphs(max_nodes=24, atomic=True), st.integers(0, 10**6), st.booleans())
+
+
 def test_window_result_valid_and_no_worse(g, seed, with_budget):
     rng = random.Random(seed)
     order = random_valid_order(g, rng)
@@ -137,16 +168,12 @@ def test_a_window_that_stalls_one_unit_from_its_bound_ends_on_its_work_not_the_c
     its complete hint at 1,807,450 units): one unit above its bound it runs on with its deterministic time almost
     still, no conflict after its 4,367th, until the wall clock ends it (4.6 s of a 6-s `optimize`). A budgeted
     window's solver stops within `WINDOW_GAP_UNITS` of the bound instead: at once, proven to that gap."""
-    import os
 
     from ortools.sat.python import cp_model
 
     from overlapsat.solver.lns import window_solver
 
-    m = cp_model.CpModel()
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", "lns_window_stall.pb.txt")
-    with open(path, encoding="utf-8") as f:
-        assert m.proto.parse_text_format(f.read())
+    m = _saved_model("lns_window_stall.pb.txt")
     s = window_solver(0.1, True, 1, max_time=2.0, budgeted=True)  # the window has a memory cumulative
     status = s.solve(m)
     assert status == cp_model.OPTIMAL  # proven to the gap; without it: FEASIBLE at the 2-s clock
@@ -161,7 +188,6 @@ def test_a_budgeted_window_does_not_probe_so_its_deterministic_time_counts_its_w
     its 30 units of work before the clock ended it. A budgeted window's solver probes no more: proven optimal at
     once, within a small part of its cap. Wall time is not asserted (benchmarks/bench_window_probing.py): the
     deterministic count and the proof are; before the decision the solve ends FEASIBLE at the cap."""
-    import os
 
     from ortools.sat.python import cp_model
 
@@ -170,15 +196,11 @@ def test_a_budgeted_window_does_not_probe_so_its_deterministic_time_counts_its_w
     assert window_solver(0.1, True, 1, max_time=1.0, budgeted=True).parameters.cp_model_probing_level == 0
     assert window_solver(0.1, True, 1, max_time=1.0, budgeted=False).parameters.cp_model_probing_level == \
         cp_model.CpSolver().parameters.cp_model_probing_level  # a window without a budget keeps the default
-    m = cp_model.CpModel()
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", "lns_window_probing.pb.txt")
-    with open(path, encoding="utf-8") as f:
-        assert m.proto.parse_text_format(f.read())
+    m = _saved_model("lns_window_probing.pb.txt")
     s = window_solver(0.1, True, 1, max_time=60.0, budgeted=True)
     assert s.solve(m) == cp_model.OPTIMAL  # within the window's gap limit of its bound
     assert s.objective_value - s.best_objective_bound <= WINDOW_GAP_UNITS and s.objective_value < 3_174_420
     assert s.deterministic_time < 0.02
-
 
 
 def test_a_budgeted_window_follows_no_lp_dives_so_its_deterministic_time_counts_its_work():
@@ -189,7 +211,6 @@ def test_a_budgeted_window_follows_no_lp_dives_so_its_deterministic_time_counts_
     whole model with a memory cumulative does not (decision 112): proven optimal at once. Wall time is not asserted
     (benchmarks/bench_window_lp_dives.py): the proof and the deterministic count are; before the decision the solve
     ends FEASIBLE at its 0.1-s cap."""
-    import os
 
     from ortools.sat.python import cp_model
 
@@ -201,10 +222,7 @@ def test_a_budgeted_window_follows_no_lp_dives_so_its_deterministic_time_counts_
     plain = window_solver(0.1, True, 1, max_time=1.0, budgeted=False).parameters  # no memory: CP-SAT's defaults
     assert (plain.exploit_integer_lp_solution, plain.exploit_all_lp_solution) == \
         (default.exploit_integer_lp_solution, default.exploit_all_lp_solution) == (True, True)
-    m = cp_model.CpModel()
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", "lns_window_lp_dives.pb.txt")
-    with open(path, encoding="utf-8") as f:
-        assert m.proto.parse_text_format(f.read())
+    m = _saved_model("lns_window_lp_dives.pb.txt")
     s = window_solver(0.1, True, 1, max_time=60.0, budgeted=True)
     assert s.solve(m) == cp_model.OPTIMAL
     assert s.objective_value == s.best_objective_bound == 885_177 and s.deterministic_time < 0.01
@@ -220,7 +238,6 @@ def test_a_model_with_a_memory_cumulative_skips_cp_sats_search_around_its_hint()
     propagator; a whole model with a memory cumulative skips the hint phase. Each saved window is proven within the
     gap limit at once; before the decision each ends FEASIBLE at its cap, above its bound. Wall time is not
     asserted: the proof and the deterministic count are."""
-    import os
 
     from ortools.sat.python import cp_model
 
@@ -236,10 +253,7 @@ def test_a_model_with_a_memory_cumulative_skips_cp_sats_search_around_its_hint()
     unbudgeted = window_solver(0.1, True, 1, max_time=1.0, budgeted=False).parameters
     assert (unbudgeted.hint_conflict_limit, unbudgeted.new_linear_propagation) == (plain.hint_conflict_limit, True)
     for name, hinted in (("lns_window_hint_phase.pb.txt", 538_730), ("lns_window_linear_propagation.pb.txt", 159_820)):
-        m = cp_model.CpModel()
-        with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", name),
-                  encoding="utf-8") as f:
-            assert m.proto.parse_text_format(f.read())
+        m = _saved_model(name)
         s = window_solver(0.1, True, 1, max_time=60.0, budgeted=True)
         assert s.solve(m) == cp_model.OPTIMAL, name
         assert s.objective_value - s.best_objective_bound <= WINDOW_GAP_UNITS and s.objective_value < hinted
@@ -263,15 +277,7 @@ def test_a_window_has_its_own_clock_and_the_search_goes_on_past_a_window_it_ende
     from overlapsat.solver.cpsat import DT_SCALE_MEMORY
     from overlapsat.solver.lns import WINDOW_CLOCK_FACTOR, WINDOW_CLOCK_FLOOR_S
 
-    seen = []
-    real = lns_mod.window_solver
-
-    def spy(*a, **k):
-        s = real(*a, **k)
-        seen.append(s)
-        return s
-
-    monkeypatch.setattr(lns_mod, "window_solver", spy)
+    seen = _spy_window_solver(monkeypatch)
     g = load_graph(bundled("tp_small"))
     order = random_valid_order(g, random.Random(0))
     problem = Problem(g, simulate(g, order).peak_memory, "group")
@@ -297,24 +303,16 @@ def test_a_window_has_its_own_clock_and_the_search_goes_on_past_a_window_it_ende
     _, stats = lns(problem, choose_scale(g), order, params, tb)
     assert stats["cut_by_clock"] >= 1 and tb.cut_by_wall_clock and stats["windows"] > 1
 
+
 def test_a_window_is_charged_its_deterministic_time_at_its_models_price(monkeypatch):
     """Decision 83: CP-SAT's deterministic time undercounts a window's wall time (priced 8x with a memory
     cumulative, 3x without, from the reference machine), so a window is charged its deterministic time at that price
     and its deterministic limit is its work divided by it; the work spent then stays within what it was given."""
-    import overlapsat.solver.lns as lns_mod
     from overlapsat.examples import bundled
     from overlapsat.io import load_graph
     from overlapsat.solver.cpsat import DT_SCALE_MEMORY, DT_SCALE_PLAIN
 
-    seen = []
-    real = lns_mod.window_solver
-
-    def spy(*a, **k):
-        s = real(*a, **k)
-        seen.append(s)
-        return s
-
-    monkeypatch.setattr(lns_mod, "window_solver", spy)
+    seen = _spy_window_solver(monkeypatch)
     g = load_graph(bundled("tp_small"))
     order = random_valid_order(g, random.Random(0))
     peak = simulate(g, order).peak_memory
@@ -335,7 +333,6 @@ def test_a_whole_model_with_a_memory_cumulative_does_not_follow_its_lps_solution
     order and bound. Wall time is not asserted here (benchmarks/results/bench_lp_dives_2026-12-02.md): the
     parameters are, on the whole model where a memory cumulative is, and only there, and the search they give
     reaches the same answer in far fewer branches (2,805 with the dives at 0.166)."""
-    import os
 
     from ortools.sat.python import cp_model
 
@@ -354,10 +351,7 @@ def test_a_whole_model_with_a_memory_cumulative_does_not_follow_its_lps_solution
         r = optimize(Problem.of(g, budget), SolveParams(time_limit=60.0, work_limit=1.5, log_search=True))
         head = next(ln for ln in r.stats["log"] if ln.startswith("Parameters:"))
         assert ("exploit_integer_lp_solution: false" not in head) is dives, head
-    m = cp_model.CpModel()
-    path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "or_tools", "fsdp_small_lp_dives.pb.txt")
-    with open(path, encoding="utf-8") as f:
-        assert m.proto.parse_text_format(f.read())
+    m = _saved_model("fsdp_small_lp_dives.pb.txt")
     s = cp_model.CpSolver()
     s.parameters.num_workers, s.parameters.max_deterministic_time = 1, 0.05
     without_lp_dives(s.parameters, True)
