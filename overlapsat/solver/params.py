@@ -248,12 +248,22 @@ class TimeBudget:
 
     def cut(self, ahead: float = 0.0) -> bool:
         """Whether the deadline has passed, or will within `ahead` seconds (what a step costs before it can stop);
-        in deterministic mode, flagged as a cut (the work did not end it)."""
+        in deterministic mode, flagged as a cut (the work did not end it), unless `ahead` alone is beyond the
+        call's time limit: then every machine skips the step, so the answer is the same (decision 128)."""
         if self.clock() + ahead < self.deadline:
             return False
-        if self.deterministic:
+        if self.deterministic and not self.beyond_limit(ahead):
             self.cut_by_wall_clock = True
         return True
+
+    def beyond_limit(self, seconds: float) -> bool:
+        """Whether `seconds` (a step's price) take the call's whole time limit or more: no machine has room for the
+        step, even at the call's first moment, so leaving it out is the same everywhere and no clock cut (decision
+        128)."""
+        root = self
+        while root.parent is not None:
+            root = root.parent
+        return seconds >= root.deadline - root.t0
 
     @classmethod
     def entry(cls, clock: TimeBudget | None) -> float:

@@ -881,10 +881,11 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
     level = problem.collective_order
     g, order = problem.relaxed, "chain" if level == "chain" else level if level == "free" else "global"
     known = is_kept(g, order) or (level == "free" and problem.canonical_known)  # built already: it costs nothing
-    if tb is not None and not known and tb.wall_left() < CANONICAL_S_PER_NODE * len(g.nodes):
-        log.info("plan: %.2f s left: the search runs on the order as given, not on the canonical form (its plan may "
-                 "depend on the file's node order)", tb.wall_left())
-        if tb.deterministic:
+    price = CANONICAL_S_PER_NODE * len(g.nodes)
+    if tb is not None and not known and tb.wall_left() < price:
+        log.info("plan: %.2f s left, the canonical form priced at %.2f s: the search runs on the order as given (its "
+                 "plan may depend on the file's node order)", tb.wall_left(), price)
+        if tb.deterministic and not tb.beyond_limit(price):  # beyond the limit: the same on every machine (128)
             tb.cut_by_wall_clock = True
         return problem.own_canonical(), True
     if level == "free":

@@ -96,17 +96,20 @@ class Search:
     stats: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, flattened (Result.stats)
     phases: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, typed, by phase name
     on_given_order: bool = False  # no time for the canonical form: the search runs on the order as given
+    given_order_by_limit: bool = False  # and the time limit alone decided it: the same on every machine (decision 128)
 
     @classmethod
     def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, started: float | None = None,
            **hooks: Any) -> Search:
         tb = TimeBudget(params, parent=clock, started=started)
-        late = not problem.canonical_known and tb.wall_left() < CANONICAL_S_PER_NODE * len(problem.graph.nodes)
+        price = CANONICAL_S_PER_NODE * len(problem.graph.nodes)
+        late = not problem.canonical_known and tb.wall_left() < price
         if late:
-            log.info("%.2f s left at the start: the search runs on the order as given, not on the canonical form "
-                     "(its answer may depend on the file's node order)", tb.wall_left())
+            log.info("%.2f s left at the start, the canonical form priced at %.2f s: the search runs on the order as "
+                     "given (its answer may depend on the file's node order)", tb.wall_left(), price)
             problem = _as_own_canonical(problem)
-        return cls(problem, params, tb, on_given_order=late, **hooks)
+        return cls(problem, params, tb, on_given_order=late, given_order_by_limit=late and tb.beyond_limit(price),
+                   **hooks)
 
     @property
     def judged(self) -> Problem:
@@ -182,11 +185,14 @@ class PortfolioStats:
     cut_by_work: list[str]  # pipelines cut short by their step budget
     warm_start: str | None  # the input order's pipeline the search starts from, where no canonical order is valid
     on_given_order: bool = False  # no time was left for the canonical form (decision 64)
+    left_out_by_limit: bool = False  # no pass ran: what must follow them takes the whole limit (decision 128)
 
     def export(self) -> dict[str, Any]:
         out: dict[str, Any] = {"heuristics_s": self.heuristics_s}
         if self.on_given_order:
             out.update(on_given_order=True, depends_on_input_order=True)
+        if self.left_out_by_limit:
+            out["portfolio_left_out_by_limit"] = True
         if self.cut_by_clock:
             out["portfolio_cut_by_clock"] = self.cut_by_clock
         if self.cut_by_work:
@@ -213,7 +219,12 @@ class Portfolio:
         # decision 71's bound where a share of the limit pays for it (a function of the limit, not of the clock): at
         # 0.3 s on 13,403 nodes, and at 2 s on 36,401 (1.7 s), it alone ran past the promise (decisions 104, 105)
         by_memory = s.problem.budget is not None and MEMORY_BOUND_S * n <= MEMORY_BOUND_SHARE * p.time_limit
-        tail = tb.deadline - (TAIL_S_PER_NODE + (MEMORY_BOUND_S if by_memory else 0.0)) * n
+        tail_s = (TAIL_S_PER_NODE + (MEMORY_BOUND_S if by_memory else 0.0)) * n
+        tail = tb.deadline - tail_s
+        if p.deterministic and tb.beyond_limit(tail_s):  # no machine has room for any pass: none runs, and that is
+            include = ()  # no clock cut (decision 128)
+            log.info("heuristics left out: what must follow them on %d nodes is priced at %.2f s, which leaves them "
+                     "no time within the limit", n, tail_s)
         # (what follows the passes needs this: evaluations, checks, the bounds)
 
         def until(k: int) -> float:  # deterministic: a share of the clock left would make the machine decide which
@@ -223,8 +234,8 @@ class Portfolio:
         same = s.on_given_order or s.cp is s.problem  # the same graph: the same passes, run once
         try:
             s.from_input = self.given if self.given is not None else run_all(
-                s.problem, work_limit=p.portfolio_steps, report=reports["input order"],
-                deadline=until(0))
+                s.problem, include=() if include == () else None, work_limit=p.portfolio_steps,
+                report=reports["input order"], deadline=until(0))
             s.canon = list(s.from_input) if same else run_all(
                 s.cp, include=include, work_limit=p.portfolio_steps, report=reports["canonical form"],
                 deadline=until(1))
@@ -245,7 +256,7 @@ class Portfolio:
             reports["canonical form"] = reports["input order"]
         # what the deadline left out (the work limit's are no cut: deterministic), as run_all names them
         skipped = {k: v["deadline"] for k, v in reports.items() if v.get("deadline")}
-        if s.on_given_order and p.deterministic:
+        if s.on_given_order and p.deterministic and not s.given_order_by_limit:
             tb.cut_by_wall_clock = True  # the canonical form itself was cut: the answer may depend on the layout
         if skipped and not tb.interrupted:
             if p.deterministic:
@@ -259,7 +270,7 @@ class Portfolio:
         if by_memory:  # what the budget leaves of the overlap (decision 71)
             s.bound = max(s.bound, overlap_capacity_bound(s.cp.graph, s.problem.budget))  # type: ignore[arg-type]
         warm = self._incumbent(s)
-        return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order)
+        return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order, include == ())
 
     @staticmethod
     def _incumbent(s: Search) -> str | None:

@@ -121,3 +121,37 @@ def test_a_whole_model_whose_work_is_below_half_its_start_is_not_started():
     assert "model_skipped" not in r.stats and "solver_status" in r.stats
     r = optimize(Problem.of(g, "none"), deterministic=False, time_limit=2.0, fill_share=0, lns_min_window_nodes=10**6)
     assert "model_skipped" not in r.stats and "solver_status" in r.stats
+
+
+def test_a_step_priced_at_the_whole_limit_is_left_out_on_every_machine_and_is_no_clock_cut():
+    """Decision 128: a step whose price alone takes the call's whole time limit has no room on any machine, even
+    at the call's first moment, so leaving it out gives the same answer everywhere: not flagged as a cut. A
+    2-s `optimize` of 50,000 independent kernels (canonical form 2.25 s, what follows the passes 2.0 s) warned
+    that its order may differ across machines while every machine returns the input order, proven optimal. A
+    step priced within the limit that the clock leaves no room for is still a cut, as before."""
+    now = [0.0]
+    tb = TimeBudget(SolveParams(time_limit=2.0), clock=lambda: now[0])
+    assert tb.beyond_limit(2.0) and not tb.beyond_limit(1.99)
+    now[0] = 1.5
+    assert tb.cut(2.0) and not tb.cut_by_wall_clock  # beyond the limit: skipped everywhere
+    assert not tb.cut(0.4) and tb.cut(0.6) and tb.cut_by_wall_clock  # within it: the clock decided
+    child = TimeBudget(SolveParams(time_limit=0.1), parent=TimeBudget(SolveParams(time_limit=2.0)))
+    assert not child.beyond_limit(1.0) and child.beyond_limit(2.0)  # the call's limit, not a phase's share
+
+    p = Problem.of(load_graph(bundled("fsdp_small")), "1.0x", "group")
+    price = search.CANONICAL_S_PER_NODE * len(p.relaxed.nodes)
+    by_limit = TimeBudget(SolveParams(time_limit=price / 2))
+    q, on_given = plan_canonical(p, by_limit)
+    assert on_given and q.relaxed.names == p.relaxed.names and not by_limit.cut_by_wall_clock
+    s = search.Search.of(p, SolveParams(time_limit=price / 2))
+    assert s.on_given_order and s.given_order_by_limit
+    s = search.Search.of(p, SolveParams(time_limit=5.0), clock=_spent(5.0))
+    assert s.on_given_order and not s.given_order_by_limit
+
+    from overlapsat import Graph, optimize
+    from overlapsat.graph import Node, NodeKind
+
+    g = Graph(nodes=tuple(Node(f"n{i}", NodeKind.COMPUTE, duration=1.0 + i % 7) for i in range(50_000)))
+    r = optimize(g, time_limit=2.0)
+    assert not r.cut_by_wall_clock and r.status.value == "heuristic_optimal"
+    assert r.stats["on_given_order"] and r.stats["portfolio_left_out_by_limit"]

@@ -277,17 +277,26 @@ def test_the_bridge_inline_solve_is_the_same_under_cpu_load(tmp_path):
 
 def test_the_portfolios_stop_on_the_clock_in_both_modes_and_deterministic_mode_flags_it():
     """No pipeline starts where it would run into what must follow it, and the result says which were skipped; in
-    deterministic mode that is a cut by the clock, flagged (decision 57); with time enough it runs them all."""
+    deterministic mode that is a cut by the clock, flagged (decision 57), unless what must follow the passes takes
+    the whole limit: then no machine runs any, and none is a cut (decision 128); with time enough it runs them all."""
     from overlapsat import Graph
     from overlapsat.graph import Node, NodeKind
     from overlapsat.solver import optimize as _optimize
+    from overlapsat.solver.params import SolveParams, TimeBudget
 
     g = Graph(nodes=tuple(Node(f"n{i}", NodeKind.COMPUTE, duration=1.0 + i % 3) for i in range(20_000)))
     timed = _optimize(g, time_limit=0.05, deterministic=False)
     cut = timed.stats["portfolio_cut_by_clock"]
     assert "topological_sort_lpmf" in cut["canonical form"] and timed.status.value == "heuristic_optimal"
-    det = _optimize(g, time_limit=0.05)
-    assert "portfolio_cut_by_clock" in det.stats and det.cut_by_wall_clock and det.stopped_by in ("clock", "proof")
+    det = _optimize(g, time_limit=0.05)  # what follows the passes is priced at 0.8 s: over the limit everywhere
+    assert det.stats["portfolio_left_out_by_limit"] and "portfolio_cut_by_clock" not in det.stats
+    assert not det.cut_by_wall_clock and det.status.value == "heuristic_optimal"
+    now = [0.0]
+    spent = TimeBudget(SolveParams(time_limit=5.0), clock=lambda: now[0])  # room for the passes, all of it used
+    now[0] = 4.99
+    late = _optimize(g, time_limit=5.0, clock=spent)
+    assert "topological_sort_lpmf" in late.stats["portfolio_cut_by_clock"]["canonical form"]
+    assert late.cut_by_wall_clock and "portfolio_left_out_by_limit" not in late.stats
     full = _optimize(g, time_limit=60, work_limit=0.1)
     assert "portfolio_cut_by_clock" not in full.stats and not full.cut_by_wall_clock
     assert {h["name"] for h in full.heuristics} >= {"topological_sort_lpmf", "reorder_for_peak_memory"}
