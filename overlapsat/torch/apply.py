@@ -28,7 +28,7 @@ from overlapsat.io import atomic_write_text, save_graph
 from overlapsat.plan import Plan
 from overlapsat.store import graph_path, miss_path, schedule_path, schedules_digest, usable_stored
 from overlapsat.torch.importer import INDUCTOR, DurationFn, import_snodes
-from overlapsat.torch.installing import installed_by, name_pricing, note, swap_config
+from overlapsat.torch.installing import installed_by, name_allocator, name_pricing, note, swap_config
 from overlapsat.torch.need import torch_module
 from overlapsat.validate import validate
 
@@ -323,6 +323,7 @@ def install(mode: str = "apply", store: str = "overlapsat-schedules", *, time_li
     kept = [x for x in icfg.reorder_for_compute_comm_overlap_passes if callable(x) and not isinstance(x, SchedulePass)]
     swap_config("install", {"reorder_for_compute_comm_overlap": True, "reorder_for_compute_comm_overlap_passes": [*kept, p]})
     name_pricing(INDUCTOR if profile == INDUCTOR else profile or ("your durations" if durations else None), "install")
+    name_allocator("install")
     return p
 
 

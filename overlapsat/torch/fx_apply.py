@@ -43,7 +43,7 @@ from overlapsat.torch.after_fusion import Expected, expect, install_check
 from overlapsat.torch.agree import agree, collective_sequence
 from overlapsat.torch.apply import SAFE_LEVELS, check_pass_options, open_store, record_graph, stored_or_solved
 from overlapsat.torch.fx_plan import apply_transports, merge_plan, transport_nodes
-from overlapsat.torch.installing import chained, installed_by, name_pricing, note, swap_config, user_setting
+from overlapsat.torch.installing import chained, installed_by, name_allocator, name_pricing, note, swap_config, user_setting
 from overlapsat.validate import validate
 
 log = logging.getLogger(__name__)
@@ -532,6 +532,7 @@ def install_fx(mode: str = "apply", store: str = "overlapsat-schedules", *, time
         install_check()  # says why the check is not there (someone else's pass), or finds ours
     swap_config("install_fx", changes)
     name_pricing(profile, "install_fx")
+    name_allocator("install_fx")
     later = [k for k in ("bucket_all_gathers_fx", "bucket_reduce_scatters_fx", "bucket_all_reduces_fx")
              if getattr(icfg, k, "none") != "none"]
     if getattr(getattr(icfg, "aten_distributed_optimizations", None), "enable_overlap_scheduling", False):

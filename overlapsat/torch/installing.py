@@ -10,6 +10,7 @@ this process, beside how many graphs Inductor's caches served without running an
 from __future__ import annotations
 
 import logging
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -123,6 +124,38 @@ def name_pricing(profile: str | None, what: str) -> None:
     if gpu and shown in ("h200", "h200_nvl") and "H200" not in gpu.upper():
         log.warning("overlapsat: graphs are priced for an H200 but this process runs on %s; pass profile= one of "
                     "overlapsat's profiles (h100_sxm, a100_sxm, b200, ...) or a calibration (docs/torch.md)", gpu)
+
+
+def name_allocator(what: str) -> None:
+    """Where this process allocates on CUDA under the caching allocator's default setting, say once that budgets
+    hold to the tensor, not to the block: MODEL.md counts tensors, and the default setting may leave a large block
+    unsplit (up to 1 MiB of it unused), so a plan's measured peak can pass its budget by a few MiB (3,145,728 B on
+    one 10-layer TP x FSDP step, 0 B with `expandable_segments:True`, 2026-12-03; decision 129)."""
+    if _gpu_name() is None or expandable_segments():
+        return
+    log.warning("overlapsat: %s keeps plans within memory budgets counted in tensors; under the CUDA caching "
+                "allocator's default setting a block may hold up to 1 MiB more than its tensor, so the measured peak "
+                "can pass a budget by a few MiB. Set PYTORCH_ALLOC_CONF=expandable_segments:True (torchtitan's "
+                "launch setting) for budgets that hold to the byte (docs/torch.md)", what)
+
+
+def expandable_segments() -> bool:
+    """Whether the caching allocator runs with expandable segments: its settings where torch reads them back, else
+    the environment it reads them from."""
+    settings = ""
+    try:
+        import torch
+
+        settings = torch._C._accelerator_getAllocatorSettings()
+    except Exception:  # noqa: BLE001 - an older torch: the environment says it
+        pass
+    if not settings:
+        settings = os.environ.get("PYTORCH_ALLOC_CONF") or os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or ""
+    for part in settings.replace(";", ",").split(","):
+        key, _, value = part.partition(":")
+        if key.strip() == "expandable_segments":
+            return value.strip().lower() == "true"
+    return False
 
 
 def _gpu_name() -> str | None:

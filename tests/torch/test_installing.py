@@ -115,6 +115,37 @@ def test_install_names_the_pricing_profile(tmp_path, caplog):
     assert any("h200 profile" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.parametrize("settings,expandable", [
+    ("", False), ("expandable_segments:True", True), ("garbage_collection_threshold:0.6,expandable_segments:True", True),
+    ("expandable_segments:False", False), ("max_split_size_mb:128", False),
+])
+def test_install_on_cuda_says_when_budgets_hold_only_to_the_tensor(tmp_path, caplog, monkeypatch, settings, expandable):
+    """Decision 129: under the caching allocator's default setting a plan measured 3,145,728 B above its budget
+    while its tensors asked for no more (one GPU, 2026-12-03); with expandable segments, to the byte. An install
+    on CUDA says so once, where the allocator is not set to expandable segments; on the CPU it says nothing."""
+    from overlapsat.torch import installing
+
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: settings)
+    assert installing.expandable_segments() is expandable
+    monkeypatch.setattr(installing, "_gpu_name", lambda: "NVIDIA H200")
+    for install_ in (installed, installed_fx):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="overlapsat"), install_("apply", str(tmp_path)):
+            pass
+        said = [r for r in caplog.records if "expandable_segments:True" in r.getMessage()]
+        assert len(said) == (0 if expandable else 1)
+    monkeypatch.setattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "")  # an older torch: the environment
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", settings)
+    assert installing.expandable_segments() is expandable
+    monkeypatch.setattr(installing, "_gpu_name", lambda: None)  # no GPU: nothing to say
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="overlapsat"), installed_fx("apply", str(tmp_path)):
+        pass
+    assert not [r for r in caplog.records if "expandable_segments" in r.getMessage()]
+
+
 def test_summary_lists_what_the_passes_did():
     reset_summary()
     note("fx", "fx graph", "abcdef0123456789", "applied", "12 nodes")
