@@ -221,8 +221,9 @@ class Portfolio:
         by_memory = s.problem.budget is not None and MEMORY_BOUND_S * n <= MEMORY_BOUND_SHARE * p.time_limit
         tail_s = (TAIL_S_PER_NODE + (MEMORY_BOUND_S if by_memory else 0.0)) * n
         tail = tb.deadline - tail_s
-        if p.deterministic and tb.beyond_limit(tail_s):  # no machine has room for any pass: none runs, and that is
-            include = ()  # no clock cut (decision 128)
+        priced_out = p.deterministic and tb.beyond_limit(tail_s)  # no machine has room for any pass: none runs, and
+        if priced_out:  # that is no clock cut (decision 128)
+            include = ()
             log.info("heuristics left out: what must follow them on %d nodes is priced at %.2f s, which leaves them "
                      "no time within the limit", n, tail_s)
         # (what follows the passes needs this: evaluations, checks, the bounds)
@@ -234,7 +235,7 @@ class Portfolio:
         same = s.on_given_order or s.cp is s.problem  # the same graph: the same passes, run once
         try:
             s.from_input = self.given if self.given is not None else run_all(
-                s.problem, include=() if include == () else None, work_limit=p.portfolio_steps,
+                s.problem, include=() if priced_out else None, work_limit=p.portfolio_steps,
                 report=reports["input order"], deadline=until(0))
             s.canon = list(s.from_input) if same else run_all(
                 s.cp, include=include, work_limit=p.portfolio_steps, report=reports["canonical form"],
@@ -270,7 +271,7 @@ class Portfolio:
         if by_memory:  # what the budget leaves of the overlap (decision 71)
             s.bound = max(s.bound, overlap_capacity_bound(s.cp.graph, s.problem.budget))  # type: ignore[arg-type]
         warm = self._incumbent(s)
-        return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order, include == ())
+        return PortfolioStats(tb.elapsed(), skipped, cut, warm, s.on_given_order, priced_out)
 
     @staticmethod
     def _incumbent(s: Search) -> str | None:
