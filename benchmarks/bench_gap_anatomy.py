@@ -6,7 +6,7 @@ Under torch bucketed's peak as the budget (deterministic, level free, h200 price
   - each collective key's count and transfer time (duration, launch and wait) as priced unbucketed and as the
     relaxation over every bucketing prices it, beside the kernels' total: what the bound is made of;
   - the best unbucketed order, and the plan (`optimize_plan`): makespan, bound, the relaxation's reach (its best
-    order within the budget), and the buckets per key;
+    order within the budget), and the buckets per key; and the plan with no budget, its peak and buckets;
   - the buckets the budget leaves room for (`solver/room.py`) on the plan's own order of its bucketed graph, at
     three caps: what adding them costs, read on that order and ordered again (`optimize`).
 A gap that only a tighter relaxation closes shows as a relaxation that prices merges the plan cannot use.
@@ -57,6 +57,14 @@ def transfer_table(problem: Problem, price) -> tuple[list[str], float]:
     return out, kernels
 
 
+def _per_key(p: Problem, plan) -> dict[str, list[int]]:
+    """A plan's buckets as their members' counts, by the op of their key."""
+    out: dict[str, list[int]] = {}
+    for b in plan.buckets:
+        out.setdefault(p.relaxed.node(b.members[0]).op, []).append(len(b.members))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph", default="heldout_llama3_8b_2d_L16_tp4_w128_bwd")
@@ -82,13 +90,16 @@ def main() -> None:
     plan = optimize_plan(p, price, time_limit=a.time_limit, unbucketed=order,
                          extra_orders={"torch OverlapScheduler": d["overlap_scheduler"]})
     reach = plan.stats["plan"].get("relaxation_reach_us")
-    per_key: dict[str, list[int]] = {}
-    for b in plan.buckets:
-        per_key.setdefault(p.relaxed.node(b.members[0]).op, []).append(len(b.members))
+    per_key = _per_key(p, plan)
     lines.append(f"Plan: {plan.makespan / 1e3:.2f} ms, bound {plan.bound / 1e3:.2f}, gap {100 * plan.gap:.1f} %, "
                  f"relaxation's reach {reach / 1e3 if reach else float('nan'):.2f}, peak {plan.peak_memory:,} B, "
                  f"{time.monotonic() - t:.1f} s; buckets (members each): "
                  + "; ".join(f"{op} {sorted(ns, reverse=True)}" for op, ns in sorted(per_key.items())) + ".")
+    free = optimize_plan(Problem.of(p.graph, "none", "free"), price, time_limit=a.time_limit,
+                         extra_orders={"torch OverlapScheduler": d["overlap_scheduler"]})
+    lines.append(f"Plan with no budget: {free.makespan / 1e3:.2f} ms, peak {free.peak_memory:,} B; buckets (members "
+                 "each): " + "; ".join(f"{op} {sorted(ns, reverse=True)}" for op, ns in sorted(_per_key(p, free).items()))
+                 + ".")
     lines += ["", "Buckets the budget leaves room for, added on the plan's order of its bucketed graph:", "",
               "| cap MB | buckets added | of them reduce_scatter | on the plan's order | ordered again |",
               "| ---: | ---: | ---: | ---: | ---: |"]
