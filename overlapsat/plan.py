@@ -393,6 +393,8 @@ def bucket_nodes(graph: Graph, b: Bucket, price: Pricing) -> tuple[Node, Node, N
     return (_priced(copy_in, price), _priced(merged, price), the_wait, _priced(copy_out, price))
 
 
+KEPT_APART = ("the budget keeps some collectives out of one bucket: a bucket of both would hold an output or an "
+              "input through a step with no room for it (decision 106)")
 RATE_STEPS = 128  # the sizes at which `any_bucketing_relaxation` reads the price: each 1/128 above the last
 
 
@@ -409,13 +411,16 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing, bucket_cap: int | Non
     never merged and keeps its price, launch and wait. The rate is read from `price` on a grid of sizes, assuming
     the price does not fall as the bytes grow: at a grid point where it falls the key's collectives cost 0.
     `apart(cs)`, where given, names for a key's collectives (node ids) the pairs no plan within the budget buckets
-    together (decision 106, a boolean matrix over `cs`): each leaves the other out of its partners.
+    together (decision 106, a boolean matrix over `cs`): each leaves the other out of its partners, and where that
+    shuts a pair that would otherwise be partners, the notes say `KEPT_APART`.
     """
     nodes = list(graph.nodes)
     notes: list[str] = []
     for cs in bucketable_by_key(graph).values():
         like = graph.nodes[cs[0]]
-        ranges = _bucket_ranges(graph, cs, bucket_cap, apart)
+        ranges, shut = _bucket_ranges(graph, cs, bucket_cap, apart)
+        if shut and KEPT_APART not in notes:
+            notes.append(KEPT_APART)
         if not any(ranges):
             continue
         base, floor = getattr(price, "base", None), getattr(price, "floor", None)
@@ -436,11 +441,12 @@ def any_bucketing_relaxation(graph: Graph, price: Pricing, bucket_cap: int | Non
 
 
 def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
-                   apart: Callable[[list[int]], np.ndarray] | None = None) -> list[tuple[int, int] | None]:
+                   apart: Callable[[list[int]], np.ndarray] | None = None) -> tuple[list[tuple[int, int] | None], bool]:
     """Per collective of `cs` (one key): the least and the most bytes of a legal bucket within `cap` that holds
     it, or None where it has no partner (every other reaches it or is reached from it, is kept `apart` from it,
     or the cap leaves none). Reachability through any edge, as `bucket_problems` checks it, in one sweep of the
-    ids between them."""
+    ids between them. And whether `apart` shut a pair that would otherwise be partners (independent, within the
+    cap together)."""
     k = len(cs)
     at = {c: i for i, c in enumerate(cs)}
     lo_id = min(cs)
@@ -466,8 +472,12 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
     sz = np.asarray(sizes, dtype=np.int64)
     rows = np.unpackbits(np.frombuffer(b"".join(d.to_bytes(nbytes, "little") for d in dep), dtype=np.uint8)
                          .reshape(k, nbytes), axis=1, bitorder="little")[:, :k].astype(bool)
+    shut = False
     if apart is not None:  # a pair the budget keeps apart is as good as dependent here
-        rows |= apart(cs)
+        kept = apart(cs)
+        fits = True if cap is None else sz[:, None] + sz[None, :] <= cap
+        shut = bool((kept & ~rows & fits).any())
+        rows |= kept
     np.fill_diagonal(rows, False)  # a member is not its own dependent
     out: list[tuple[int, int] | None] = []
     for i in range(k):
@@ -484,7 +494,7 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
                 continue
             most = min(most, cap)
         out.append((least, most))
-    return out
+    return out, shut
 
 
 def _bits(mask: int) -> Iterable[int]:

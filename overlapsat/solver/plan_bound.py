@@ -10,7 +10,7 @@ from overlapsat.bounds import lower_bound
 from overlapsat.errors import InfeasibleBudgetError, NoValidOrderError
 from overlapsat.fmt import fmt_us
 from overlapsat.graph import Graph, NodeKind
-from overlapsat.plan import Pricing, any_bucketing_relaxation
+from overlapsat.plan import KEPT_APART, Pricing, any_bucketing_relaxation
 from overlapsat.problem import Problem
 from overlapsat.solver.memory_bound import kept_apart, overlap_capacity_bound, share_tables
 from overlapsat.solver.optimize import meets, optimize
@@ -73,8 +73,6 @@ def reach_note(bound: float, makespan: float, reach_us: float | None, budget: in
 
 LIFTED_UNDER_BUDGET = "the relaxation was ordered within the budget"
 NO_PLAN_WITHIN_BUDGET = "the relaxation has no order within the budget (proven): no plan has one"
-KEPT_APART = ("the budget keeps some collectives out of one bucket: a bucket of both would hold an output or an "
-              "input through a step with no room for it (decision 106)")
 OVERLAP_SHUT_BY_BUDGET = "the budget leaves too little memory for some transfers to overlap kernels (decision 71)"
 KERNELS_ONLY = "the clock left no time for the bound over every bucketing: the kernels' total time"
 
@@ -87,9 +85,7 @@ def analytical_over_bucketings(problem: Problem, price: Pricing,
     Under a budget, pairs of collectives whose bucket would pass it are no partners (decision 106);
     `memory_pairs=False` leaves that out, and the overlap bound's check of later steps, for comparison."""
     apart = kept_apart(problem.relaxed, problem.budget) if problem.budget is not None and memory_pairs else None
-    rg, notes = any_bucketing_relaxation(problem.relaxed, price, problem.bucket_cap, apart or None)
-    if apart:
-        notes.append(KEPT_APART)
+    rg, notes = any_bucketing_relaxation(problem.relaxed, price, problem.bucket_cap, apart or None)  # notes a shut
     bound = lower_bound(Problem(rg, None, "free")).makespan
     if problem.budget is not None:  # a plan within the budget orders the relaxation within it (decision 65)
         share_tables(problem.relaxed, rg)  # the relaxation changes prices only

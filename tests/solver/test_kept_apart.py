@@ -244,3 +244,22 @@ def test_the_bounds_scope_says_how_the_budget_entered_it(monkeypatch):
     clocked = optimize_plan(Problem.of(g, "6010B", "free"), price, time_limit=5, joint=False)
     assert clocked.plan_info.bound_notes[0] == plan_bound.KERNELS_ONLY and clocked.bound == 21.0  # m0, k, k2, m1
     assert clocked.plan_info.bound_scope.endswith("(the budget not used by the bound)")
+
+
+def test_the_notes_say_the_budget_kept_collectives_apart_only_where_it_shut_would_be_partners():
+    """Decision 130: `overlapsat plan moe_small` under its default budget said "the budget keeps some collectives
+    out of one bucket" (and its bound's scope that the budget shut a bucket) where no two of its collectives may
+    share one at all: the pairs kept apart were of different kinds. The note now stands only where a pair of one
+    key, independent and within the bucket cap, is shut; far_gathers at its least peak keeps its note."""
+    from overlapsat import load_graph
+    from overlapsat.cost import cost_model
+    from overlapsat.examples import bundled
+    from overlapsat.plan import bucketable_by_key
+
+    p = Problem.of(load_graph(bundled("moe_small")), None, "free").with_default_budget()
+    assert not bucketable_by_key(p.relaxed) and len(kept_apart(p.relaxed, p.budget)) > 0
+    assert KEPT_APART not in analytical_over_bucketings(p, cost_model("h200").duration)[2]
+    g = far_gathers()
+    assert KEPT_APART in analytical_over_bucketings(Problem.of(g, "6010B", "free"), price)[2]
+    capped = Problem.of(g, "6010B", "free", bucket_cap=9999)  # the two gathers' 10,000 B pass the cap: no partners
+    assert KEPT_APART not in analytical_over_bucketings(capped, price)[2]
