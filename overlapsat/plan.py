@@ -475,8 +475,8 @@ def _bucket_ranges(graph: Graph, cs: list[int], cap: int | None,
     shut = False
     if apart is not None:  # a pair the budget keeps apart is as good as dependent here
         kept = apart(cs)
-        fits = True if cap is None else sz[:, None] + sz[None, :] <= cap
-        shut = bool((kept & ~rows & fits).any())
+        i, j = np.nonzero(kept & ~rows)  # pairs only the budget shuts: partners unless the cap parts them too
+        shut = bool(len(i)) and (cap is None or bool((sz[i] + sz[j] <= cap).any()))
         rows |= kept
     np.fill_diagonal(rows, False)  # a member is not its own dependent
     out: list[tuple[int, int] | None] = []
