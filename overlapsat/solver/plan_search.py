@@ -882,11 +882,10 @@ def plan_canonical(problem: Problem, tb: TimeBudget | None = None) -> tuple[Prob
     g, order = problem.relaxed, "chain" if level == "chain" else level if level == "free" else "global"
     known = is_kept(g, order) or (level == "free" and problem.canonical_known)  # built already: it costs nothing
     price = CANONICAL_S_PER_NODE * len(g.nodes)
-    if tb is not None and not known and tb.wall_left() < price:
+    # no time for the form: a cut (flagged where deterministic), unless its price takes the whole limit (128)
+    if tb is not None and not known and tb.cut(price):
         log.info("plan: %.2f s left, the canonical form priced at %.2f s: the search runs on the order as given (its "
                  "plan may depend on the file's node order)", tb.wall_left(), price)
-        if tb.deterministic and not tb.beyond_limit(price):  # beyond the limit: the same on every machine (128)
-            tb.cut_by_wall_clock = True
         return problem.own_canonical(), True
     if level == "free":
         return problem.canonical, False

@@ -96,20 +96,19 @@ class Search:
     stats: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, flattened (Result.stats)
     phases: dict[str, Any] = field(default_factory=dict)  # every phase's statistics, typed, by phase name
     on_given_order: bool = False  # no time for the canonical form: the search runs on the order as given
-    given_order_by_limit: bool = False  # and the time limit alone decided it: the same on every machine (decision 128)
 
     @classmethod
     def of(cls, problem: Problem, params: SolveParams, clock: TimeBudget | None = None, started: float | None = None,
            **hooks: Any) -> Search:
         tb = TimeBudget(params, parent=clock, started=started)
         price = CANONICAL_S_PER_NODE * len(problem.graph.nodes)
-        late = not problem.canonical_known and tb.wall_left() < price
+        # no time for the form: a cut (flagged where deterministic), unless its price takes the whole limit (128)
+        late = not problem.canonical_known and tb.cut(price)
         if late:
             log.info("%.2f s left at the start, the canonical form priced at %.2f s: the search runs on the order as "
                      "given (its answer may depend on the file's node order)", tb.wall_left(), price)
             problem = _as_own_canonical(problem)
-        return cls(problem, params, tb, on_given_order=late, given_order_by_limit=late and tb.beyond_limit(price),
-                   **hooks)
+        return cls(problem, params, tb, on_given_order=late, **hooks)
 
     @property
     def judged(self) -> Problem:
@@ -257,8 +256,6 @@ class Portfolio:
             reports["canonical form"] = reports["input order"]
         # what the deadline left out (the work limit's are no cut: deterministic), as run_all names them
         skipped = {k: v["deadline"] for k, v in reports.items() if v.get("deadline")}
-        if s.on_given_order and p.deterministic and not s.given_order_by_limit:
-            tb.cut_by_wall_clock = True  # the canonical form itself was cut: the answer may depend on the layout
         if skipped and not tb.interrupted:
             if p.deterministic:
                 tb.cut_by_wall_clock = True

@@ -144,9 +144,9 @@ def test_a_step_priced_at_the_whole_limit_is_left_out_on_every_machine_and_is_no
     q, on_given = plan_canonical(p, by_limit)
     assert on_given and q.relaxed.names == p.relaxed.names and not by_limit.cut_by_wall_clock
     s = search.Search.of(p, SolveParams(time_limit=price / 2))
-    assert s.on_given_order and s.given_order_by_limit
+    assert s.on_given_order and not s.tb.cut_by_wall_clock
     s = search.Search.of(p, SolveParams(time_limit=5.0), clock=_spent(5.0))
-    assert s.on_given_order and not s.given_order_by_limit
+    assert s.on_given_order and s.tb.cut_by_wall_clock
 
     from overlapsat import Graph, optimize
     from overlapsat.graph import Node, NodeKind
