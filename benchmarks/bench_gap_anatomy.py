@@ -57,12 +57,12 @@ def transfer_table(problem: Problem, price) -> tuple[list[str], float]:
     return out, kernels
 
 
-def _per_key(p: Problem, plan) -> dict[str, list[int]]:
-    """A plan's buckets as their members' counts, by the op of their key."""
-    out: dict[str, list[int]] = {}
+def buckets_text(p: Problem, plan) -> str:
+    """A plan's buckets as their members' counts, largest first, by the op of their key."""
+    per_key: dict[str, list[int]] = {}
     for b in plan.buckets:
-        out.setdefault(p.relaxed.node(b.members[0]).op, []).append(len(b.members))
-    return out
+        per_key.setdefault(p.relaxed.node(b.members[0]).op, []).append(len(b.members))
+    return "; ".join(f"{op} {sorted(ns, reverse=True)}" for op, ns in sorted(per_key.items()))
 
 
 def main() -> None:
@@ -90,16 +90,13 @@ def main() -> None:
     plan = optimize_plan(p, price, time_limit=a.time_limit, unbucketed=order,
                          extra_orders={"torch OverlapScheduler": d["overlap_scheduler"]})
     reach = plan.stats["plan"].get("relaxation_reach_us")
-    per_key = _per_key(p, plan)
     lines.append(f"Plan: {plan.makespan / 1e3:.2f} ms, bound {plan.bound / 1e3:.2f}, gap {100 * plan.gap:.1f} %, "
                  f"relaxation's reach {reach / 1e3 if reach else float('nan'):.2f}, peak {plan.peak_memory:,} B, "
-                 f"{time.monotonic() - t:.1f} s; buckets (members each): "
-                 + "; ".join(f"{op} {sorted(ns, reverse=True)}" for op, ns in sorted(per_key.items())) + ".")
+                 f"{time.monotonic() - t:.1f} s; buckets (members each): {buckets_text(p, plan)}.")
     free = optimize_plan(Problem.of(p.graph, "none", "free"), price, time_limit=a.time_limit,
                          extra_orders={"torch OverlapScheduler": d["overlap_scheduler"]})
     lines.append(f"Plan with no budget: {free.makespan / 1e3:.2f} ms, peak {free.peak_memory:,} B; buckets (members "
-                 "each): " + "; ".join(f"{op} {sorted(ns, reverse=True)}" for op, ns in sorted(_per_key(p, free).items()))
-                 + ".")
+                 f"each): {buckets_text(p, free)}.")
     lines += ["", "Buckets the budget leaves room for, added on the plan's order of its bucketed graph:", "",
               "| cap MB | buckets added | of them reduce_scatter | on the plan's order | ordered again |",
               "| ---: | ---: | ---: | ---: | ---: |"]

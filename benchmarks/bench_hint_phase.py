@@ -89,6 +89,7 @@ def search(limit: float, cp_sats: bool) -> str:
             f"{SolveParams(time_limit=limit).total_work:.2f} | {len(walls)} | {max(walls, default=0.0):.2f} | "
             f"{r.makespan / 1e3:.2f} |")
 
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--time-limit", type=float, default=60.0)

@@ -72,6 +72,7 @@ def run(name: str, limit: float, default_probing: bool) -> str:
             f"{SolveParams(time_limit=limit).total_work:.2f} | {len(walls)} | {mean:.3f} | "
             f"{max(walls, default=0.0):.2f} | {r.makespan / 1e3:.2f} |")
 
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
